@@ -1,0 +1,64 @@
+// Result<T>: a value or an Error, the one way Banyan code reports failure
+// across a module boundary (no exceptions escape a module).
+#pragma once
+
+#include <cerrno>
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace banyan {
+
+// An error: a POSIX errno value (for wire responses and exit codes) and a
+// one-line message for humans that names the bad input.
+struct Error {
+    int code = EINVAL;
+    std::string message;
+};
+
+inline Error make_error(int code, std::string message) {
+    return Error{code, std::move(message)};
+}
+
+template <class T>
+class [[nodiscard]] Result {
+  public:
+    Result(T value) : state_(std::move(value)) {}  // NOLINT: implicit by design
+    Result(Error error) : state_(std::move(error)) {}  // NOLINT
+
+    bool ok() const { return state_.index() == 0; }
+    explicit operator bool() const { return ok(); }
+
+    // Precondition for value(): ok(). For error(): !ok().
+    T& value() & { return std::get<0>(state_); }
+    const T& value() const& { return std::get<0>(state_); }
+    T&& value() && { return std::get<0>(std::move(state_)); }
+    const Error& error() const { return std::get<1>(state_); }
+
+    T& operator*() & { return value(); }
+    const T& operator*() const& { return value(); }
+    T* operator->() { return &value(); }
+    const T* operator->() const { return &value(); }
+
+    T value_or(T fallback) const& { return ok() ? value() : std::move(fallback); }
+
+  private:
+    std::variant<T, Error> state_;
+};
+
+template <>
+class [[nodiscard]] Result<void> {
+  public:
+    Result() = default;
+    Result(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT
+
+    bool ok() const { return ok_; }
+    explicit operator bool() const { return ok_; }
+    const Error& error() const { return error_; }
+
+  private:
+    Error error_;
+    bool ok_ = true;
+};
+
+}  // namespace banyan
