@@ -76,6 +76,37 @@ Result<Config> Config::parse(std::string_view text, std::string source) {
     return config;
 }
 
+Result<void> Config::set_from_text(std::string_view assignment) {
+    size_t eq = assignment.find('=');
+    if (eq == assignment.npos || eq == 0)
+        return make_error(EINVAL, fmt::format("'{}': expected KEY=VALUE", assignment));
+    std::string_view key = assignment.substr(0, eq);
+    std::string_view value_text = assignment.substr(eq + 1);
+    toml::table parsed;
+    try {
+        parsed = toml::parse(fmt::format("v = {}", value_text));
+    } catch (const toml::parse_error&) {
+        parsed.insert_or_assign("v", std::string(value_text));
+    }
+    toml::table* table = &root_;
+    size_t start = 0;
+    for (size_t dot = key.find('.'); dot != key.npos; dot = key.find('.', start)) {
+        std::string_view part = key.substr(start, dot - start);
+        if (part.empty())
+            return make_error(EINVAL, fmt::format("'{}': empty key part", key));
+        auto [it, inserted] = table->emplace<toml::table>(part);
+        if (!it->second.is_table())
+            return make_error(EINVAL, fmt::format("'{}': {} is not a table", key, key.substr(0, dot)));
+        table = it->second.as_table();
+        start = dot + 1;
+    }
+    std::string_view leaf = key.substr(start);
+    if (leaf.empty())
+        return make_error(EINVAL, fmt::format("'{}': empty key part", key));
+    table->insert_or_assign(leaf, std::move(*parsed.get("v")));
+    return {};
+}
+
 const toml::node* Config::find(std::string_view key) const {
     return root_.at_path(key).node();
 }

@@ -26,6 +26,12 @@ class Config {
     static Result<Config> parse(std::string_view text, std::string source);
 
     const std::string& source() const { return source_; }
+
+    // Sets the dotted `key` from "KEY=VALUE" text given on a command line.
+    // VALUE is read as a TOML value (30, true, "x", [1,2]); text that is not
+    // one is taken as a string, so `tbon.torpid_timeout=1s` works unquoted.
+    // Error: no '=', an empty key, or a key path through a non-table.
+    Result<void> set_from_text(std::string_view assignment);
     bool has(std::string_view key) const;
 
     // Each getter returns the value at the dotted `key`, the fallback when the

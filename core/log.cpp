@@ -1,5 +1,6 @@
 #include "core/log.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -39,7 +40,7 @@ std::string timestamp() {
 void configure(Options options) {
     State& s = state();
     std::lock_guard lock(s.mutex);
-    g_level = static_cast<int>(options.level);
+    g_level = static_cast<int>(std::max(options.level, options.ring_level));
     s.options = std::move(options);
     while (s.ring.size() > s.options.ring_size)
         s.ring.pop_front();
@@ -78,11 +79,11 @@ void write(Level level, std::string_view component, std::string_view text) {
     std::lock_guard lock(s.mutex);
     std::string who = s.options.rank ? fmt::format("{}[{}]", s.options.program, *s.options.rank) : s.options.program;
     std::string line = fmt::format("{} {} {}.{}: {}", timestamp(), who, component, level_name(level), text);
-    if (s.options.to_stderr) {
+    if (s.options.to_stderr && level <= s.options.level) {
         std::fputs(line.c_str(), stderr);
         std::fputc('\n', stderr);
     }
-    if (s.options.ring_size > 0) {
+    if (s.options.ring_size > 0 && level <= s.options.ring_level) {
         if (s.ring.size() == s.options.ring_size)
             s.ring.pop_front();
         s.ring.push_back(std::move(line));

@@ -21,8 +21,9 @@ enum class Level { error = 0, warning = 1, info = 2, debug = 3 };
 struct Options {
     std::string program = "banyan";
     std::optional<uint32_t> rank;  // shown as program[rank]
-    Level level = Level::info;     // records above this level are dropped
-    size_t ring_size = 1000;       // recent lines kept for dmesg
+    Level level = Level::info;       // records above this level skip stderr
+    Level ring_level = Level::info;  // and above this one skip the ring
+    size_t ring_size = 1000;         // recent lines kept for dmesg
     bool to_stderr = true;
 };
 
@@ -30,6 +31,7 @@ void configure(Options options);
 // "error", "warning", "info", "debug" (or 0-3).
 Result<Level> parse_level(std::string_view text);
 std::string_view level_name(Level level);
+// True when a record at `level` goes anywhere (stderr or the ring).
 bool enabled(Level level);
 
 void write(Level level, std::string_view component, std::string_view text);

@@ -102,3 +102,19 @@ TEST_CASE("durations accept units and reject garbage", "[config]") {
         CHECK(!parse_duration(bad).ok());
     }
 }
+
+TEST_CASE("config values can be set from KEY=VALUE text", "[config]") {
+    Config c;
+    REQUIRE(c.set_from_text("tbon.fanout=4").ok());
+    REQUIRE(c.set_from_text("tbon.torpid_timeout=1s").ok());
+    REQUIRE(c.set_from_text("bootstrap.hosts=\"n[0-3]\"").ok());
+    REQUIRE(c.set_from_text("broker.flag=true").ok());
+    CHECK(*c.get_int("tbon.fanout", 0, 100) == 4);
+    CHECK(*c.get_duration("tbon.torpid_timeout") == 1.0);
+    CHECK(*c.get_string("bootstrap.hosts") == "n[0-3]");
+    CHECK(*c.get_bool("broker.flag"));
+    CHECK(!c.set_from_text("novalue").ok());
+    CHECK(!c.set_from_text("=3").ok());
+    CHECK(!c.set_from_text("a..b=3").ok());
+    CHECK(!c.set_from_text("tbon.fanout.x=3").ok());
+}

@@ -15,7 +15,12 @@ TEST_CASE("log lines carry program, rank, component and level", "[log]") {
 }
 
 TEST_CASE("log drops records above the level and keeps a bounded ring", "[log]") {
-    log::configure({.program = "t", .rank = std::nullopt, .level = log::Level::warning, .ring_size = 2, .to_stderr = false});
+    log::configure({.program = "t",
+                    .rank = std::nullopt,
+                    .level = log::Level::warning,
+                    .ring_level = log::Level::warning,
+                    .ring_size = 2,
+                    .to_stderr = false});
     log::debug("c", "hidden");
     log::info("c", "hidden");
     CHECK(log::recent().empty());

@@ -1,0 +1,296 @@
+#include "broker/broker.hpp"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "core/log.hpp"
+
+namespace banyan {
+namespace {
+
+std::string_view service_of(std::string_view topic) {
+    return topic.substr(0, topic.find('.'));
+}
+
+// Identifies a forwarded request by its route and matchtag.
+std::string pending_key(const Message& msg) {
+    std::string key;
+    for (const auto& hop : msg.route) {
+        key += hop;
+        key += '/';
+    }
+    return key + std::to_string(msg.matchtag);
+}
+
+bool wants_response(const Message& msg) {
+    return msg.type == MessageType::request && !msg.has_flag(msgflag::noresponse);
+}
+
+bool is_final(const Message& response) {
+    return !response.has_flag(msgflag::streaming) || response.errnum != 0;
+}
+
+}  // namespace
+
+Broker::Broker(Reactor& reactor, Bootstrap bootstrap)
+    : reactor_(reactor), boot_(std::move(bootstrap)), shutdown_timer_(reactor) {}
+
+Broker::~Broker() = default;
+
+Result<void> Broker::start() {
+    overlay_ = std::make_unique<Overlay>(
+        reactor_, boot_,
+        OverlayCallbacks{
+            .on_message = [this](Message&& m, uint32_t from) { on_peer_message(std::move(m), from); },
+            .on_event = [this](Message&& e) { on_event_from_parent(std::move(e)); },
+            .on_peer_reset = [this](uint32_t rank, std::string_view why) { on_peer_reset(rank, why); },
+            .on_parent_ready =
+                [this](uint32_t sequence) {
+                    if (!event_sequence_known_) {
+                        event_sequence_ = sequence;
+                        event_sequence_known_ = true;
+                    }
+                    check_quorum();
+                },
+            .on_shutdown_request = [this] { begin_shutdown("parent is shutting down"); },
+            .on_subtree_change = [this] { on_subtree_change(); },
+        });
+    connector_ = std::make_unique<LocalConnector>(
+        reactor_, boot_.rundir + "/local.sock", getuid(),
+        LocalConnector::Callbacks{
+            .on_request = [this](Message&& m, const std::string& id) { on_local_request(std::move(m), id); },
+            .on_disconnect = [](const std::string&) {},
+        });
+    if (auto r = connector_->start(); !r)
+        return r;
+    if (auto r = overlay_->start(); !r)
+        return r;
+    if (boot_.rank == 0)
+        event_sequence_known_ = true;
+    check_quorum();
+    return {};
+}
+
+void Broker::register_method(std::string topic, bool owner_only, Handler handler) {
+    services_.insert(std::string(service_of(topic)));
+    methods_[std::move(topic)] = Method{owner_only, std::move(handler)};
+}
+
+double Broker::uptime() const {
+    return std::chrono::duration<double>(Clock::now() - started_).count();
+}
+
+size_t Broker::online_count() const {
+    return overlay_->subtree().online.count();
+}
+
+// --- requests ----------------------------------------------------------------
+
+void Broker::on_local_request(Message&& msg, const std::string& connection) {
+    msg.push_route(connection);
+    route_request(std::move(msg));
+}
+
+void Broker::on_peer_message(Message&& msg, uint32_t from) {
+    if (msg.type == MessageType::request) {
+        msg.push_route(std::to_string(from));
+        route_request(std::move(msg));
+        return;
+    }
+    if (msg.type != MessageType::response)
+        return;
+    auto peer = pending_.find(from);
+    if (peer != pending_.end() && is_final(msg))
+        peer->second.erase(pending_key(msg));
+    respond(msg);
+}
+
+void Broker::route_request(Message msg) {
+    const uint32_t rank = boot_.rank;
+    std::string_view service = service_of(msg.topic);
+    bool upstream = msg.has_flag(msgflag::upstream) && msg.nodeid == rank;
+    if (msg.nodeid == kNodeIdAny || upstream) {
+        if (!upstream && services_.count(service)) {
+            deliver_local(msg);
+        } else if (auto parent = boot_.parent()) {
+            msg.nodeid = kNodeIdAny;  // past its origin an upstream request is an "any" request
+            msg.flags &= ~msgflag::upstream;
+            forward(*parent, std::move(msg));
+        } else {
+            respond_error(msg, ENOSYS, fmt::format("no service '{}'", service));
+        }
+        return;
+    }
+    if (msg.nodeid == rank) {
+        if (services_.count(service))
+            deliver_local(msg);
+        else
+            respond_error(msg, ENOSYS, fmt::format("no service '{}' on rank {}", service, rank));
+        return;
+    }
+    if (msg.nodeid >= boot_.size) {
+        respond_error(msg, EHOSTUNREACH,
+                      fmt::format("no rank {}: the instance has ranks 0-{}", msg.nodeid, boot_.size - 1));
+        return;
+    }
+    if (auto child = boot_.tree().child_toward(rank, msg.nodeid))
+        forward(*child, std::move(msg));
+    else
+        forward(*boot_.parent(), std::move(msg));
+}
+
+void Broker::deliver_local(const Message& msg) {
+    auto it = methods_.find(msg.topic);
+    if (it == methods_.end()) {
+        respond_error(msg, ENOSYS, fmt::format("no method '{}' on rank {}", msg.topic, boot_.rank));
+        return;
+    }
+    if (it->second.owner_only && !(msg.rolemask & role::owner)) {
+        respond_error(msg, EPERM, fmt::format("{}: only the instance owner may do this", msg.topic));
+        return;
+    }
+    auto handler = it->second.handler;  // the handler may register methods
+    handler(msg);
+}
+
+void Broker::forward(uint32_t peer, Message msg) {
+    msg.routed = true;
+    auto sent = peer == boot_.parent() ? overlay_->send_to_parent(msg) : overlay_->send_to_child(peer, msg);
+    if (!sent) {
+        respond_error(msg, EHOSTUNREACH, sent.error().message);
+        return;
+    }
+    if (wants_response(msg)) {
+        Message copy = msg;
+        copy.payload.reset();
+        pending_[peer][pending_key(msg)] = Pending{std::move(copy)};
+    }
+}
+
+void Broker::on_peer_reset(uint32_t rank, std::string_view why) {
+    auto it = pending_.find(rank);
+    if (it == pending_.end())
+        return;
+    auto lost = std::move(it->second);
+    pending_.erase(it);
+    for (auto& [key, p] : lost)
+        respond_error(p.request, EHOSTUNREACH, fmt::format("rank {} is {}", rank, why));
+}
+
+// --- responses ---------------------------------------------------------------
+
+void Broker::respond(const Message& response) {
+    Message msg = response;
+    std::string hop = msg.pop_route();
+    if (hop.empty())
+        return;  // the broker's own request: nobody waits for it
+    if (LocalConnector::is_connection_id(hop)) {
+        connector_->send(hop, msg);
+        return;
+    }
+    auto rank = parse_decimal(hop, IdSet::kMaxId, "route");
+    if (!rank) {
+        log::warning("router", "dropped response {}: bad route hop '{}'", msg.topic, hop);
+        return;
+    }
+    auto peer = static_cast<uint32_t>(*rank);
+    auto sent = peer == boot_.parent() ? overlay_->send_to_parent(msg) : overlay_->send_to_child(peer, msg);
+    if (!sent)
+        log::debug("router", "dropped response {} to rank {}: {}", msg.topic, peer, sent.error().message);
+}
+
+void Broker::respond_error(const Message& request, int errnum, std::string_view errstr) {
+    if (wants_response(request))
+        respond(Message::error_to(request, errnum, errstr));
+}
+
+// --- events ------------------------------------------------------------------
+
+void Broker::publish_event(std::string topic, const nlohmann::json& payload, bool private_event, uint32_t userid) {
+    Message event = Message::event(std::move(topic), payload.empty() ? nlohmann::json() : payload);
+    event.sequence = ++event_sequence_;
+    event.userid = userid;
+    if (private_event)
+        event.flags |= msgflag::private_event;
+    distribute_event(event);
+}
+
+void Broker::on_event_from_parent(Message&& event) {
+    if (event_sequence_known_ && event.sequence != event_sequence_ + 1)
+        log::warning("router", "event gap: got sequence {} after {} ({})", event.sequence, event_sequence_,
+                     event.topic);
+    event_sequence_ = event.sequence;
+    event_sequence_known_ = true;
+    distribute_event(event);
+}
+
+void Broker::distribute_event(const Message& event) {
+    overlay_->send_event_to_children(event);
+    connector_->deliver_event(event);
+}
+
+// --- lifecycle ---------------------------------------------------------------
+
+void Broker::when_running(std::function<void()> fn) {
+    if (state_ == State::run)
+        fn();
+    else
+        running_waiters_.push_back(std::move(fn));
+}
+
+void Broker::check_quorum() {
+    if (state_ != State::join)
+        return;
+    bool ready = boot_.rank == 0 ? online_count() >= boot_.quorum : overlay_->parent_ready();
+    if (!ready)
+        return;
+    state_ = State::run;
+    if (boot_.rank == 0)
+        log::info("broker", "quorum reached: {} of {} ranks online after {:.3f}s", online_count(), boot_.size,
+                  uptime());
+    auto waiters = std::move(running_waiters_);
+    for (auto& fn : waiters)
+        fn();
+}
+
+void Broker::on_subtree_change() {
+    check_quorum();
+    if (state_ == State::shutdown && overlay_->children_up() == 0)
+        finish_shutdown();
+}
+
+void Broker::begin_shutdown(std::string_view why) {
+    if (state_ == State::shutdown)
+        return;
+    log::info("broker", "shutting down: {}", why);
+    state_ = State::shutdown;
+    overlay_->send_shutdown_to_children();
+    if (overlay_->children_up() == 0) {
+        reactor_.post([this] { finish_shutdown(); });
+        return;
+    }
+    shutdown_timer_.start(std::chrono::duration_cast<Duration>(std::chrono::duration<double>(boot_.shutdown_timeout)),
+                          [this] {
+                              log::warning("broker", "{} children did not leave within {}s; leaving anyway",
+                                           overlay_->children_up(), boot_.shutdown_timeout);
+                              finish_shutdown();
+                          });
+}
+
+void Broker::leave() {
+    log::info("broker", "leaving the instance");
+    state_ = State::shutdown;
+    finish_shutdown();
+}
+
+void Broker::finish_shutdown() {
+    if (finished_)
+        return;
+    finished_ = true;
+    shutdown_timer_.cancel();
+    overlay_->say_goodbye();
+    reactor_.stop();
+}
+
+}  // namespace banyan

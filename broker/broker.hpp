@@ -1,0 +1,99 @@
+// Broker: one per node. Owns the overlay links and the local connector,
+// routes requests, responses and events between them and the services it
+// hosts (doc/spec/overlay.md section 7), and runs the instance lifecycle
+// (join, run, shutdown).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <set>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "broker/bootstrap.hpp"
+#include "broker/connector/local_connector.hpp"
+#include "broker/overlay/overlay.hpp"
+#include "core/message.hpp"
+#include "core/reactor.hpp"
+
+namespace banyan {
+
+class Broker {
+  public:
+    using Handler = std::function<void(const Message& request)>;
+    enum class State { join, run, shutdown };
+
+    Broker(Reactor& reactor, Bootstrap bootstrap);
+    ~Broker();
+
+    // Starts the overlay, the local connector and the built-in services.
+    Result<void> start();
+
+    // Registers the handler of one method (`service.method`). This rank then
+    // provides the service (the topic up to its first dot) for routing; an
+    // unknown method of it gets ENOSYS. An owner-only method answers EPERM
+    // to guests.
+    void register_method(std::string topic, bool owner_only, Handler handler);
+
+    // Routes a request that a service here re-addresses (e.g. to rank 0).
+    void route_request(Message msg);
+    void respond(const Message& response);
+    void respond_error(const Message& request, int errnum, std::string_view errstr);
+
+    // Rank 0: gives the event the next sequence number and sends it everywhere.
+    void publish_event(std::string topic, const nlohmann::json& payload, bool private_event, uint32_t userid);
+
+    // Runs `fn` once the instance is running (rank 0: the quorum is online),
+    // at once if it already is.
+    void when_running(std::function<void()> fn);
+
+    void begin_shutdown(std::string_view why);
+    // Leaves alone (a follower's SIGTERM): goodbye to the parent, then exit.
+    void leave();
+
+    const Bootstrap& bootstrap() const { return boot_; }
+    Overlay& overlay() { return *overlay_; }
+    LocalConnector& connector() { return *connector_; }
+    State state() const { return state_; }
+    double uptime() const;
+    size_t online_count() const;
+
+  private:
+    struct Pending {
+        Message request;  // without payload: enough to answer it
+    };
+
+    void on_local_request(Message&& msg, const std::string& connection);
+    void on_peer_message(Message&& msg, uint32_t from);
+    void on_event_from_parent(Message&& event);
+    void on_peer_reset(uint32_t rank, std::string_view why);
+    void on_subtree_change();
+    void deliver_local(const Message& msg);
+    void forward(uint32_t peer, Message msg);
+    void distribute_event(const Message& event);
+    void check_quorum();
+    void finish_shutdown();
+
+    Reactor& reactor_;
+    Bootstrap boot_;
+    Clock::time_point started_ = Clock::now();
+    State state_ = State::join;
+    std::unique_ptr<Overlay> overlay_;
+    std::unique_ptr<LocalConnector> connector_;
+    struct Method {
+        bool owner_only;
+        Handler handler;
+    };
+    std::map<std::string, Method, std::less<>> methods_;
+    std::set<std::string, std::less<>> services_;
+    // Requests forwarded to each peer, by route+matchtag, until answered.
+    std::map<uint32_t, std::map<std::string, Pending>> pending_;
+    std::vector<std::function<void()>> running_waiters_;
+    uint32_t event_sequence_ = 0;
+    bool event_sequence_known_ = false;
+    Timer shutdown_timer_;
+    bool finished_ = false;
+};
+
+}  // namespace banyan

@@ -1,0 +1,118 @@
+#include "broker/builtin/builtin_services.hpp"
+
+#include <fmt/format.h>
+
+#include "broker/broker.hpp"
+#include "core/log.hpp"
+
+namespace banyan {
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+
+std::string_view state_name(Broker::State state) {
+    switch (state) {
+        case Broker::State::join:
+            return "join";
+        case Broker::State::run:
+            return "run";
+        case Broker::State::shutdown:
+            return "shutdown";
+    }
+    return "?";
+}
+
+// Sends a request handled here on to rank 0 (the route already leads back).
+void forward_to_rank0(Broker& broker, const Message& req) {
+    Message msg = req;
+    msg.nodeid = 0;
+    broker.route_request(std::move(msg));
+}
+
+void register_broker_methods(Broker& b) {
+    b.register_method("broker.ping", false, [&b](const Message& req) {
+        nlohmann::json body = req.json().value_or(nlohmann::json::object());
+        body["rank"] = b.bootstrap().rank;
+        body["hostname"] = b.bootstrap().hostname;
+        body["route"] = req.route;
+        b.respond(Message::response_to(req, body));
+    });
+    b.register_method("broker.info", false, [&b](const Message& req) {
+        const Bootstrap& boot = b.bootstrap();
+        nlohmann::json body = {{"rank", boot.rank},
+                               {"size", boot.size},
+                               {"fanout", boot.fanout},
+                               {"hostname", boot.hostname},
+                               {"state", state_name(b.state())},
+                               {"uptime", b.uptime()},
+                               {"version", kVersion},
+                               {"quorum", boot.quorum},
+                               {"online", b.online_count()}};
+        if (auto parent = boot.parent())
+            body["parent"] = *parent;
+        b.respond(Message::response_to(req, body));
+    });
+    b.register_method("broker.ready", false, [&b](const Message& req) {
+        if (b.bootstrap().rank != 0)
+            return forward_to_rank0(b, req);
+        b.when_running([&b, req] {
+            b.respond(Message::response_to(req, {{"size", b.bootstrap().size}, {"online", b.online_count()}}));
+        });
+    });
+    b.register_method("broker.dmesg", true, [&b](const Message& req) {
+        b.respond(Message::response_to(req, {{"lines", log::recent()}}));
+    });
+    b.register_method("broker.shutdown", true, [&b](const Message& req) {
+        if (b.bootstrap().rank != 0)
+            return forward_to_rank0(b, req);
+        b.respond(Message::response_to(req, nlohmann::json::object()));
+        b.begin_shutdown(fmt::format("requested by uid {}", req.userid));
+    });
+}
+
+void register_event_methods(Broker& b) {
+    b.register_method("event.publish", false, [&b](const Message& req) {
+        if (b.bootstrap().rank != 0)
+            return forward_to_rank0(b, req);
+        auto body = req.json();
+        if (!body || !body->contains("topic") || !(*body)["topic"].is_string())
+            return b.respond_error(req, EPROTO, "event.publish: expected {\"topic\": STRING, \"payload\": OBJECT}");
+        std::string topic = (*body)["topic"].get<std::string>();
+        nlohmann::json payload = body->value("payload", nlohmann::json::object());
+        if (topic.empty() || topic.size() > kMaxTopic || topic.find(' ') != std::string::npos)
+            return b.respond_error(req, EINVAL, fmt::format("event.publish: bad topic '{}'", topic));
+        if (!payload.is_object())
+            return b.respond_error(req, EPROTO, "event.publish: payload must be an object");
+        b.publish_event(topic, payload, body->value("private", false), req.userid);
+        b.respond(Message::response_to(req, nlohmann::json::object()));
+    });
+    auto subscription = [&b](const Message& req, bool subscribe) {
+        auto body = req.json();
+        if (!body || !body->contains("topic") || !(*body)["topic"].is_string())
+            return b.respond_error(req, EPROTO, fmt::format("{}: expected {{\"topic\": PREFIX}}", req.topic));
+        if (req.route.empty() || !LocalConnector::is_connection_id(req.route.front()))
+            return b.respond_error(req, EINVAL, fmt::format("{}: only local connections subscribe", req.topic));
+        std::string prefix = (*body)["topic"].get<std::string>();
+        if (subscribe) {
+            if (auto r = b.connector().subscribe(req.route.front(), prefix); !r)
+                return b.respond_error(req, r.error().code, r.error().message);
+        } else {
+            b.connector().unsubscribe(req.route.front(), prefix);
+        }
+        b.respond(Message::response_to(req, nlohmann::json::object()));
+    };
+    b.register_method("event.subscribe", false, [subscription](const Message& req) { subscription(req, true); });
+    b.register_method("event.unsubscribe", false, [subscription](const Message& req) { subscription(req, false); });
+}
+
+}  // namespace
+
+void register_builtin_services(Broker& b) {
+    register_broker_methods(b);
+    register_event_methods(b);
+    b.register_method("overlay.status", false, [&b](const Message& req) {
+        b.respond(Message::response_to(req, b.overlay().status()));
+    });
+}
+
+}  // namespace banyan

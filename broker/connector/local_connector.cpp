@@ -1,0 +1,216 @@
+#include "broker/connector/local_connector.hpp"
+
+#include <cstring>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "core/log.hpp"
+
+namespace banyan {
+namespace {
+// A client that stops reading is dropped once this much waits for it.
+constexpr size_t kMaxQueued = 64u << 20;
+}  // namespace
+
+struct LocalConnector::Connection {
+    std::string id;
+    int fd = -1;
+    uint32_t uid = kUserIdUnknown;
+    uint32_t rolemask = role::none;
+    StreamDecoder decoder;
+    std::string out;  // bytes not yet written
+    size_t out_offset = 0;
+    std::vector<std::string> subscriptions;
+    std::unique_ptr<FdWatcher> reader;
+    std::unique_ptr<FdWatcher> writer;  // only while `out` is not empty
+    ~Connection() {
+        reader.reset();
+        writer.reset();
+        if (fd >= 0)
+            close(fd);
+    }
+};
+
+LocalConnector::LocalConnector(Reactor& reactor, std::string socket_path, uint32_t owner_uid, Callbacks callbacks)
+    : reactor_(reactor), path_(std::move(socket_path)), owner_uid_(owner_uid), cb_(std::move(callbacks)) {}
+
+LocalConnector::~LocalConnector() {
+    conns_.clear();
+    accept_watcher_.reset();
+    if (listen_fd_ >= 0) {
+        close(listen_fd_);
+        unlink(path_.c_str());
+    }
+}
+
+Result<void> LocalConnector::start() {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path_.size() >= sizeof addr.sun_path)
+        return make_error(ENAMETOOLONG, fmt::format("{}: socket path too long", path_));
+    std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
+    listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (listen_fd_ < 0)
+        return make_error(errno, fmt::format("socket: {}", std::strerror(errno)));
+    unlink(path_.c_str());  // a stale socket of a broker that died
+    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0 || listen(listen_fd_, 256) < 0)
+        return make_error(errno, fmt::format("{}: {}", path_, std::strerror(errno)));
+    chmod(path_.c_str(), 0777);  // others may connect as guests; the rundir's mode decides who reaches it
+    accept_watcher_ = std::make_unique<FdWatcher>(reactor_, listen_fd_, FdWatcher::Event::readable,
+                                                  [this] { on_accept(); });
+    return {};
+}
+
+void LocalConnector::on_accept() {
+    for (;;) {
+        int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            return;
+        ucred cred{};
+        socklen_t len = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+            log::warning("connector", "SO_PEERCRED: {}", std::strerror(errno));
+            close(fd);
+            continue;
+        }
+        auto conn = std::make_unique<Connection>();
+        conn->fd = fd;
+        conn->id = fmt::format("c{}", next_id_++);
+        conn->uid = cred.uid;
+        conn->rolemask = (cred.uid == owner_uid_ || cred.uid == 0) ? role::owner : role::user;
+        std::string id = conn->id;
+        conn->reader = std::make_unique<FdWatcher>(reactor_, fd, FdWatcher::Event::readable,
+                                                   [this, id] { on_readable(id); });
+        conns_[id] = std::move(conn);
+    }
+}
+
+void LocalConnector::on_readable(const std::string& id) {
+    auto it = conns_.find(id);
+    if (it == conns_.end())
+        return;
+    Connection& conn = *it->second;
+    char buf[65536];
+    ssize_t n = read(conn.fd, buf, sizeof buf);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        drop(id, n == 0 ? "closed" : std::strerror(errno));
+        return;
+    }
+    if (n < 0)
+        return;
+    conn.decoder.feed(std::string_view(buf, static_cast<size_t>(n)));
+    for (;;) {
+        auto next = conn.decoder.next();
+        if (!next) {
+            log::warning("connector", "dropping client {} (uid {}): {}", id, conn.uid, next.error().message);
+            drop(id, "malformed input");
+            return;
+        }
+        if (!*next)
+            return;
+        Message msg = std::move(**next);
+        if (msg.type != MessageType::request)
+            continue;  // clients only send requests
+        msg.userid = conn.uid;
+        msg.rolemask = conn.rolemask;
+        cb_.on_request(std::move(msg), id);
+        if (!conns_.count(id))
+            return;  // the handler dropped this connection
+    }
+}
+
+void LocalConnector::send(const std::string& id, const Message& msg) {
+    auto it = conns_.find(id);
+    if (it == conns_.end())
+        return;
+    Connection& conn = *it->second;
+    conn.out += encode_stream(msg);
+    if (conn.out.size() - conn.out_offset > kMaxQueued) {
+        log::warning("connector", "dropping client {} (uid {}): not reading its messages", id, conn.uid);
+        drop(id, "too slow");
+        return;
+    }
+    flush(conn);
+}
+
+void LocalConnector::flush(Connection& conn) {
+    while (conn.out_offset < conn.out.size()) {
+        ssize_t n = ::send(conn.fd, conn.out.data() + conn.out_offset, conn.out.size() - conn.out_offset,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN) {
+                conn.out.clear();  // the reader sees the hangup and drops it
+                conn.out_offset = 0;
+            }
+            break;
+        }
+        conn.out_offset += static_cast<size_t>(n);
+    }
+    if (conn.out_offset == conn.out.size()) {
+        conn.out.clear();
+        conn.out_offset = 0;
+        conn.writer.reset();
+        return;
+    }
+    if (!conn.writer) {
+        std::string id = conn.id;
+        conn.writer = std::make_unique<FdWatcher>(reactor_, conn.fd, FdWatcher::Event::writable,
+                                                  [this, id] { on_writable(id); });
+    }
+}
+
+void LocalConnector::on_writable(const std::string& id) {
+    auto it = conns_.find(id);
+    if (it != conns_.end())
+        flush(*it->second);
+}
+
+void LocalConnector::drop(const std::string& id, std::string_view why) {
+    auto it = conns_.find(id);
+    if (it == conns_.end())
+        return;
+    log::debug("connector", "client {} (uid {}) disconnected: {}", id, it->second->uid, why);
+    conns_.erase(it);
+    cb_.on_disconnect(id);
+}
+
+Result<void> LocalConnector::subscribe(const std::string& id, std::string prefix) {
+    auto it = conns_.find(id);
+    if (it == conns_.end())
+        return make_error(ENOENT, "no such connection");
+    it->second->subscriptions.push_back(std::move(prefix));
+    return {};
+}
+
+void LocalConnector::unsubscribe(const std::string& id, const std::string& prefix) {
+    auto it = conns_.find(id);
+    if (it == conns_.end())
+        return;
+    auto& subs = it->second->subscriptions;
+    std::erase(subs, prefix);
+}
+
+void LocalConnector::deliver_event(const Message& event) {
+    std::vector<std::string> targets;
+    for (auto& [id, conn] : conns_) {
+        if (event.has_flag(msgflag::private_event) && !(conn->rolemask & role::owner) && conn->uid != event.userid)
+            continue;
+        for (const auto& prefix : conn->subscriptions) {
+            if (event.topic.compare(0, prefix.size(), prefix) == 0) {
+                targets.push_back(id);
+                break;
+            }
+        }
+    }
+    for (const auto& id : targets)
+        send(id, event);
+}
+
+}  // namespace banyan

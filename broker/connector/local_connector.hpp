@@ -1,0 +1,64 @@
+// LocalConnector: the broker's unix socket for local clients (the CLI,
+// shells). Each connection is identified by SO_PEERCRED: the instance
+// owner (and root) get the owner role, other users the user role. The
+// connector stamps every request with the caller's uid and role, so a
+// client can never claim another identity. Messages use the stream framing
+// of doc/spec/messages.md section 5.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/message.hpp"
+#include "core/reactor.hpp"
+#include "core/result.hpp"
+
+namespace banyan {
+
+class LocalConnector {
+  public:
+    struct Callbacks {
+        // A request from connection `id` (already stamped with userid/rolemask).
+        std::function<void(Message&&, const std::string& id)> on_request;
+        std::function<void(const std::string& id)> on_disconnect;
+    };
+
+    LocalConnector(Reactor& reactor, std::string socket_path, uint32_t owner_uid, Callbacks callbacks);
+    ~LocalConnector();
+
+    // Creates the socket (replacing a stale one). Error names the path.
+    Result<void> start();
+    const std::string& path() const { return path_; }
+
+    // Queues `msg` for connection `id`; dropped when it is gone.
+    void send(const std::string& id, const Message& msg);
+    // Subscriptions by topic prefix; events go to every matching connection
+    // the event's PRIVATE flag allows.
+    Result<void> subscribe(const std::string& id, std::string prefix);
+    void unsubscribe(const std::string& id, const std::string& prefix);
+    void deliver_event(const Message& event);
+    size_t connections() const { return conns_.size(); }
+    static bool is_connection_id(std::string_view hop) { return !hop.empty() && hop[0] == 'c'; }
+
+  private:
+    struct Connection;
+    void on_accept();
+    void on_readable(const std::string& id);
+    void on_writable(const std::string& id);
+    void flush(Connection& conn);
+    void drop(const std::string& id, std::string_view why);
+
+    Reactor& reactor_;
+    std::string path_;
+    uint32_t owner_uid_;
+    Callbacks cb_;
+    int listen_fd_ = -1;
+    std::unique_ptr<FdWatcher> accept_watcher_;
+    std::map<std::string, std::unique_ptr<Connection>> conns_;
+    uint64_t next_id_ = 1;
+};
+
+}  // namespace banyan

@@ -1,0 +1,105 @@
+// banyan-broker: one per node. See doc/spec/overlay.md and doc/man/banyan-broker.8.md.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "broker/bootstrap.hpp"
+#include "broker/broker.hpp"
+#include "broker/builtin/builtin_services.hpp"
+#include "core/log.hpp"
+#include "core/reactor.hpp"
+
+using namespace banyan;
+
+namespace {
+
+int fail(const std::string& message) {
+    std::fprintf(stderr, "banyan-broker: %s\n", message.c_str());
+    return 1;
+}
+
+std::string this_hostname() {
+    char name[256] = {};
+    gethostname(name, sizeof name - 1);
+    return name;
+}
+
+// Under `banyan start`, die with it: a test instance never outlives its starter.
+void follow_starter() {
+    const char* pid = std::getenv("BANYAN_START_PID");
+    if (!pid)
+        return;
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (std::to_string(getppid()) != pid)
+        std::exit(1);  // the starter died before we could follow it
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    BrokerOptions options;
+    std::string level_text = "info";
+    int64_t rank = -1;
+    CLI::App app("banyan-broker: the Banyan daemon, one per node", "banyan-broker");
+    app.add_option("-c,--config", options.config_path, "TOML config file");
+    app.add_option("-r,--rank", rank, "this broker's rank (default: $BANYAN_RANK, or this host's index in "
+                                      "bootstrap.hosts)")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+    app.add_option("--rundir", options.rundir, "directory for the local socket");
+    app.add_option("-S,--setattr", options.settings, "override a config key: KEY=VALUE (repeatable)");
+    app.add_option("--log-level", level_text, "error, warning, info or debug");
+    app.add_option("--hostname", options.hostname, "this node's name (default: gethostname)");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    follow_starter();
+    std::signal(SIGPIPE, SIG_IGN);
+    if (rank >= 0)
+        options.rank = static_cast<uint32_t>(rank);
+    if (options.hostname.empty())
+        options.hostname = this_hostname();
+    auto level = log::parse_level(level_text);
+    if (!level)
+        return fail(level.error().message);
+
+    auto boot = make_bootstrap(options);
+    if (!boot)
+        return fail(boot.error().message);
+    if (boot->rundir.empty())
+        boot->rundir = fmt::format("/tmp/banyan-{}/rank-{}", getuid(), boot->rank);
+    std::error_code ec;
+    std::filesystem::create_directories(boot->rundir, ec);
+    if (ec)
+        return fail(fmt::format("rundir {}: {}", boot->rundir, ec.message()));
+    log::configure({.program = "broker", .rank = boot->rank, .level = *level});
+
+    Reactor reactor;
+    Broker broker(reactor, std::move(*boot));
+    register_builtin_services(broker);
+    if (auto r = broker.start(); !r)
+        return fail(r.error().message);
+
+    int signals_seen = 0;
+    SignalWatcher signals(reactor, {SIGTERM, SIGINT}, [&](int signo) {
+        if (++signals_seen > 1 || broker.state() == Broker::State::shutdown) {
+            log::warning("broker", "signal {} again: exiting now", signo);
+            reactor.stop();
+        } else if (broker.bootstrap().rank == 0) {
+            broker.begin_shutdown(fmt::format("signal {}", signo));
+        } else {
+            broker.leave();
+        }
+    });
+    reactor.run();
+    log::debug("broker", "exiting");
+    return 0;
+}

@@ -1,0 +1,575 @@
+#include "broker/overlay/overlay.hpp"
+
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "core/log.hpp"
+
+namespace banyan {
+namespace {
+
+constexpr const char* kVersion = "0.1.0";
+constexpr auto kHealthDelay = std::chrono::milliseconds(20);
+constexpr auto kFirstBackoff = std::chrono::milliseconds(10);
+
+Duration seconds(double s) {
+    return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
+
+std::string make_uuid() {
+    std::random_device rd;
+    std::uniform_int_distribution<uint32_t> dist;
+    return fmt::format("{:08x}{:08x}{:08x}{:08x}", dist(rd), dist(rd), dist(rd), dist(rd));
+}
+
+void set_common_options(zmq::socket_t& s) {
+    s.set(zmq::sockopt::sndhwm, 0);  // never drop: liveness handles dead peers
+    s.set(zmq::sockopt::rcvhwm, 0);
+    s.set(zmq::sockopt::linger, 0);
+}
+
+constexpr int kMonitorEvents = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+
+}  // namespace
+
+std::string_view to_string(PeerState state) {
+    switch (state) {
+        case PeerState::offline:
+            return "offline";
+        case PeerState::online:
+            return "online";
+        case PeerState::torpid:
+            return "torpid";
+        case PeerState::lost:
+            return "lost";
+    }
+    return "?";
+}
+
+nlohmann::json SubtreeStates::to_json() const {
+    return {{"online", online.format()},
+            {"torpid", torpid.format()},
+            {"lost", lost.format()},
+            {"offline", offline.format()}};
+}
+
+Result<SubtreeStates> SubtreeStates::from_json(const nlohmann::json& j) {
+    SubtreeStates s;
+    for (auto [key, set] : {std::pair{"online", &s.online}, std::pair{"torpid", &s.torpid},
+                            std::pair{"lost", &s.lost}, std::pair{"offline", &s.offline}}) {
+        if (!j.contains(key) || !j[key].is_string())
+            return make_error(EPROTO, fmt::format("overlay.health: '{}' must be an idset string", key));
+        auto parsed = IdSet::parse(j[key].get<std::string>());
+        if (!parsed)
+            return parsed.error();
+        *set = std::move(*parsed);
+    }
+    return s;
+}
+
+Overlay::Overlay(Reactor& reactor, const Bootstrap& bootstrap, OverlayCallbacks callbacks)
+    : reactor_(reactor),
+      boot_(bootstrap),
+      cb_(std::move(callbacks)),
+      uuid_(make_uuid()),
+      context_(1),
+      probe_timer_(reactor),
+      hello_timer_(reactor),
+      reconnect_timer_(reactor),
+      tick_timer_(reactor),
+      heartbeat_timer_(reactor),
+      health_timer_(reactor) {
+    for (uint32_t c : boot_.children())
+        children_[c] = Child{};
+}
+
+Overlay::~Overlay() {
+    // Readers and monitors go before their sockets, sockets before the context.
+    router_monitor_reader_.reset();
+    router_monitor_.reset();
+    dealer_monitor_reader_.reset();
+    dealer_monitor_.reset();
+    router_reader_.reset();
+    dealer_reader_.reset();
+    router_.reset();
+    dealer_.reset();
+    zap_.reset();
+}
+
+Result<void> Overlay::start() {
+    if (boot_.cert) {
+        auto zap = ZapAuthenticator::start(reactor_, context_, boot_.cert->public_key);
+        if (!zap)
+            return zap.error();
+        zap_ = std::move(*zap);
+    }
+    if (!children_.empty())
+        if (auto r = bind_children(); !r)
+            return r;
+    if (boot_.parent())
+        connect_parent();
+    double tick = std::min({boot_.heartbeat_period, boot_.torpid_timeout / 2, boot_.lost_timeout / 2});
+    tick_timer_.start_repeating(seconds(tick), [this] { on_tick(); });
+    heartbeat_timer_.start_repeating(seconds(boot_.heartbeat_period), [this] { send_heartbeats(); });
+    return {};
+}
+
+// --- children --------------------------------------------------------------
+
+Result<void> Overlay::bind_children() {
+    try {
+        router_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
+        set_common_options(*router_);
+        router_->set(zmq::sockopt::router_mandatory, 1);
+        router_->set(zmq::sockopt::router_handover, 1);
+        if (boot_.cert) {
+            router_->set(zmq::sockopt::curve_server, 1);
+            router_->set(zmq::sockopt::curve_secretkey, boot_.cert->secret_key);
+            router_->set(zmq::sockopt::zap_domain, "banyan");
+        }
+        std::string monitor_uri = fmt::format("inproc://monitor-router-{}", boot_.rank);
+        if (zmq_socket_monitor(router_->handle(), monitor_uri.c_str(), kMonitorEvents) != 0)
+            throw zmq::error_t();
+        router_monitor_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
+        router_monitor_->connect(monitor_uri);
+        router_->bind(boot_.bind_uri);
+    } catch (const zmq::error_t& e) {
+        return make_error(e.num(), fmt::format("cannot bind {}: {}", boot_.bind_uri, e.what()));
+    }
+    router_reader_ = std::make_unique<ZmqReader>(reactor_, *router_, [this](Frames&& f) {
+        on_child_frames(std::move(f));
+    });
+    router_monitor_reader_ = std::make_unique<ZmqReader>(reactor_, *router_monitor_, [this](Frames&& f) {
+        if (f.size() >= 2 && f[0].size() == 6) {
+            uint16_t event;
+            std::memcpy(&event, f[0].data(), 2);
+            if (event == ZMQ_EVENT_DISCONNECTED) {
+                probe_children();
+            } else {
+                log::error("overlay", "refused connection on {}: CURVE handshake failed "
+                           "(a broker with another certificate?)", f[1]);
+            }
+        }
+    });
+    log::debug("overlay", "listening on {}", boot_.bind_uri);
+    return {};
+}
+
+void Overlay::on_child_frames(Frames&& frames) {
+    if (frames.size() < 2)
+        return;
+    std::string identity = std::move(frames.front());
+    frames.erase(frames.begin());
+    auto rank = parse_decimal(identity, IdSet::kMaxId, "peer");
+    auto decoded = decode(frames);
+    if (!decoded) {
+        log::warning("overlay", "dropped message from peer '{}': {}", identity, decoded.error().message);
+        return;
+    }
+    Message& msg = *decoded;
+    auto it = rank ? children_.find(static_cast<uint32_t>(*rank)) : children_.end();
+    if (msg.type == MessageType::request && msg.topic == "overlay.hello") {
+        if (it == children_.end()) {
+            log::error("overlay", "refused hello from '{}': not a child of rank {}", identity, boot_.rank);
+            Message err = Message::error_to(msg, EPERM, fmt::format("'{}' is not a child of rank {}", identity,
+                                                                    boot_.rank));
+            (void)send_frames(*router_, encode(err), &identity);
+            router_reader_->poke();
+            return;
+        }
+        on_hello(it->first, msg);
+        return;
+    }
+    if (it == children_.end())
+        return;
+    Child& child = it->second;
+    if (child.state != PeerState::online && child.state != PeerState::torpid) {
+        // It does not know it was dropped (lost, or we restarted): tell it.
+        (void)send_frames(*router_, encode(Message::control(control::reconnect, 0)), &identity);
+        router_reader_->poke();
+        return;
+    }
+    child.last_seen = Clock::now();
+    if (child.state == PeerState::torpid)
+        set_child_state(it->first, PeerState::online, "spoke again");
+    if (msg.type == MessageType::control) {
+        if (msg.control_type == control::goodbye)
+            set_child_state(it->first, PeerState::offline, "left");
+        return;
+    }
+    if (msg.type == MessageType::request && msg.topic == "overlay.health") {
+        auto body = msg.json();
+        auto states = body ? SubtreeStates::from_json(*body) : Result<SubtreeStates>(body.error());
+        if (!states) {
+            log::warning("overlay", "bad overlay.health from rank {}: {}", it->first, states.error().message);
+            return;
+        }
+        child.report = std::move(*states);
+        subtree_changed();
+        return;
+    }
+    if (msg.type == MessageType::event)
+        return;  // events only flow down
+    cb_.on_message(std::move(msg), it->first);
+}
+
+void Overlay::on_hello(uint32_t rank, const Message& msg) {
+    auto body = msg.json();
+    std::string identity = std::to_string(rank);
+    auto refuse = [&](int errnum, std::string why) {
+        log::error("overlay", "refused hello from rank {}: {}", rank, why);
+        (void)send_frames(*router_, encode(Message::error_to(msg, errnum, why)), &identity);
+        router_reader_->poke();
+    };
+    if (!body || !body->contains("uuid") || !(*body)["uuid"].is_string() || !body->contains("version"))
+        return refuse(EPROTO, "malformed hello");
+    if ((*body)["version"] != kVersion)
+        return refuse(EPROTO, fmt::format("version {} differs from {}", (*body)["version"].dump(), kVersion));
+    Child& child = children_[rank];
+    std::string uuid = (*body)["uuid"].get<std::string>();
+    std::string host = body->value("hostname", "?");
+    if (child.state == PeerState::online || child.state == PeerState::torpid) {
+        if (child.uuid != uuid) {
+            log::warning("overlay", "rank {} ({}) restarted", rank, host);
+            cb_.on_peer_reset(rank, "restarted");
+        }
+    }
+    bool was_up = child.state == PeerState::online;
+    child.uuid = uuid;
+    child.last_seen = Clock::now();
+    child.report.reset();
+    Message ok = Message::response_to(msg, {{"rank", boot_.rank}, {"sequence", last_event_sequence_}});
+    (void)send_frames(*router_, encode(ok), &identity);
+    router_reader_->poke();
+    if (!was_up)
+        log::info("overlay", "rank {} ({}) joined", rank, host);
+    set_child_state(rank, PeerState::online, "joined");
+    subtree_changed();
+}
+
+void Overlay::set_child_state(uint32_t rank, PeerState state, std::string_view why) {
+    Child& child = children_[rank];
+    if (child.state == state)
+        return;
+    PeerState old = child.state;
+    child.state = state;
+    if (state == PeerState::lost || state == PeerState::offline) {
+        child.report.reset();
+        if (old == PeerState::online || old == PeerState::torpid) {
+            if (state == PeerState::lost)
+                log::error("overlay", "rank {} is lost: {}", rank, why);
+            else
+                log::info("overlay", "rank {} is offline: {}", rank, why);
+            cb_.on_peer_reset(rank, state == PeerState::lost ? "lost" : "offline");
+        }
+    } else if (state == PeerState::torpid) {
+        log::warning("overlay", "rank {} is torpid: silent for {:.1f}s", rank,
+                     std::chrono::duration<double>(Clock::now() - child.last_seen).count());
+    } else if (old == PeerState::torpid) {
+        log::info("overlay", "rank {} is no longer torpid", rank);
+    }
+    subtree_changed();
+}
+
+void Overlay::probe_children() {
+    // A connection closed; ZeroMQ forgets the peer a moment later. Sending to
+    // each child finds the one that is gone (EHOSTUNREACH). Probe a few
+    // times (5, 20, 80 ms later) since the forgetting is asynchronous.
+    probes_left_ = 4;
+    probe_once();
+}
+
+void Overlay::probe_once() {
+    for (auto& [rank, child] : children_) {
+        if (child.state != PeerState::online && child.state != PeerState::torpid)
+            continue;
+        std::string identity = std::to_string(rank);
+        auto r = send_frames(*router_, encode(Message::control(control::heartbeat, 0)), &identity);
+        if (!r && r.error().code == EHOSTUNREACH)
+            set_child_state(rank, PeerState::lost, "connection closed");
+    }
+    router_reader_->poke();
+    if (--probes_left_ > 0)
+        probe_timer_.start(std::chrono::milliseconds(5 << (2 * (3 - probes_left_))), [this] { probe_once(); });
+}
+
+Result<void> Overlay::send_to_child(uint32_t rank, const Message& msg) {
+    auto it = children_.find(rank);
+    if (it == children_.end())
+        return make_error(EHOSTUNREACH, fmt::format("rank {} is not a child of rank {}", rank, boot_.rank));
+    if (it->second.state != PeerState::online && it->second.state != PeerState::torpid)
+        return make_error(EHOSTUNREACH, fmt::format("rank {} is {}", rank, to_string(it->second.state)));
+    std::string identity = std::to_string(rank);
+    auto r = send_frames(*router_, encode(msg), &identity);
+    router_reader_->poke();
+    if (!r && r.error().code == EHOSTUNREACH) {
+        set_child_state(rank, PeerState::lost, "connection closed");
+        return make_error(EHOSTUNREACH, fmt::format("rank {} is lost", rank));
+    }
+    return r;
+}
+
+void Overlay::send_event_to_children(const Message& event) {
+    last_event_sequence_ = event.sequence;
+    Frames frames = encode(event);
+    for (auto& [rank, child] : children_) {
+        if (child.state != PeerState::online && child.state != PeerState::torpid)
+            continue;
+        std::string identity = std::to_string(rank);
+        auto r = send_frames(*router_, frames, &identity);
+        if (!r && r.error().code == EHOSTUNREACH)
+            set_child_state(rank, PeerState::lost, "connection closed");
+    }
+    if (router_reader_)
+        router_reader_->poke();
+}
+
+void Overlay::send_shutdown_to_children() {
+    for (auto& [rank, child] : children_)
+        if (child.state == PeerState::online || child.state == PeerState::torpid)
+            (void)send_to_child(rank, Message::control(control::shutdown, 0));
+}
+
+size_t Overlay::children_up() const {
+    size_t n = 0;
+    for (const auto& [rank, child] : children_)
+        n += child.state == PeerState::online || child.state == PeerState::torpid;
+    return n;
+}
+
+PeerState Overlay::child_state(uint32_t rank) const {
+    auto it = children_.find(rank);
+    return it == children_.end() ? PeerState::offline : it->second.state;
+}
+
+// --- parent ----------------------------------------------------------------
+
+void Overlay::connect_parent() {
+    dealer_monitor_reader_.reset();
+    dealer_monitor_.reset();
+    dealer_reader_.reset();
+    dealer_.reset();
+    socket_generation_++;
+    handshake_error_logged_ = false;
+    try {
+        dealer_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
+        set_common_options(*dealer_);
+        dealer_->set(zmq::sockopt::routing_id, std::to_string(boot_.rank));
+        dealer_->set(zmq::sockopt::reconnect_ivl, 10);
+        dealer_->set(zmq::sockopt::reconnect_ivl_max, static_cast<int>(boot_.connect_max_backoff * 1000));
+        if (boot_.cert) {
+            dealer_->set(zmq::sockopt::curve_serverkey, boot_.cert->public_key);
+            dealer_->set(zmq::sockopt::curve_publickey, boot_.cert->public_key);
+            dealer_->set(zmq::sockopt::curve_secretkey, boot_.cert->secret_key);
+        }
+        std::string monitor_uri = fmt::format("inproc://monitor-dealer-{}-{}", boot_.rank, socket_generation_);
+        if (zmq_socket_monitor(dealer_->handle(), monitor_uri.c_str(), kMonitorEvents) != 0)
+            throw zmq::error_t();
+        dealer_monitor_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
+        dealer_monitor_->connect(monitor_uri);
+        dealer_->connect(boot_.parent_uri);
+    } catch (const zmq::error_t& e) {
+        log::error("overlay", "cannot connect to parent at {}: {}", boot_.parent_uri, e.what());
+        reconnect_parent("connect failed");
+        return;
+    }
+    dealer_reader_ = std::make_unique<ZmqReader>(reactor_, *dealer_, [this](Frames&& f) {
+        on_parent_frames(std::move(f));
+    });
+    dealer_monitor_reader_ = std::make_unique<ZmqReader>(reactor_, *dealer_monitor_, [this](Frames&& f) {
+        uint16_t event = 0;
+        if (f.size() >= 2 && f[0].size() == 6)
+            std::memcpy(&event, f[0].data(), 2);
+        if (event != 0 && event != ZMQ_EVENT_DISCONNECTED && !handshake_error_logged_) {
+            handshake_error_logged_ = true;
+            log::error("overlay", "parent at {} refused us: CURVE handshake failed (is curve_cert the cluster's?)",
+                       boot_.parent_uri);
+        }
+    });
+    Message hello = Message::request("overlay.hello",
+                                     {{"rank", boot_.rank},
+                                      {"uuid", uuid_},
+                                      {"version", kVersion},
+                                      {"hostname", boot_.hostname}},
+                                     *boot_.parent());
+    hello.routed = true;
+    hello_matchtag_ = hello.matchtag = next_matchtag_++;
+    (void)send_frames(*dealer_, encode(hello));
+    dealer_reader_->poke();
+    hello_timer_.start(seconds(boot_.hello_timeout), [this] { reconnect_parent("no answer to hello"); });
+}
+
+void Overlay::reconnect_parent(std::string_view why) {
+    bool was_ready = parent_ready_;
+    parent_ready_ = false;
+    hello_timer_.cancel();
+    if (was_ready) {
+        log::warning("overlay", "lost parent rank {}: {}; reconnecting", *boot_.parent(), why);
+        cb_.on_peer_reset(*boot_.parent(), why);
+    } else {
+        log::debug("overlay", "parent rank {}: {}; retrying in {} ms", *boot_.parent(), why,
+                   std::chrono::duration_cast<std::chrono::milliseconds>(backoff_).count());
+    }
+    reconnect_timer_.start(backoff_, [this] { connect_parent(); });
+    backoff_ = std::min(std::max(backoff_ * 2, Duration(kFirstBackoff)), seconds(boot_.connect_max_backoff));
+}
+
+void Overlay::on_parent_frames(Frames&& frames) {
+    auto decoded = decode(frames);
+    if (!decoded) {
+        log::warning("overlay", "dropped message from parent: {}", decoded.error().message);
+        return;
+    }
+    Message& msg = *decoded;
+    parent_last_seen_ = Clock::now();
+    if (msg.type == MessageType::response && msg.topic == "overlay.hello" && msg.matchtag == hello_matchtag_) {
+        on_hello_response(msg);
+        return;
+    }
+    if (msg.type == MessageType::control) {
+        if (msg.control_type == control::reconnect && parent_ready_) {
+            parent_ready_ = false;
+            cb_.on_peer_reset(*boot_.parent(), "parent asked for a new hello");
+            connect_parent();
+        } else if (msg.control_type == control::shutdown && parent_ready_) {
+            cb_.on_shutdown_request();
+        }
+        return;
+    }
+    if (!parent_ready_)
+        return;
+    if (msg.type == MessageType::event)
+        cb_.on_event(std::move(msg));
+    else
+        cb_.on_message(std::move(msg), *boot_.parent());
+}
+
+void Overlay::on_hello_response(const Message& msg) {
+    hello_timer_.cancel();
+    if (msg.errnum != 0) {
+        log::error("overlay", "parent rank {} refused hello: {}", *boot_.parent(), msg.error_text());
+        reconnect_parent("hello refused");
+        return;
+    }
+    auto body = msg.json();
+    uint32_t sequence = body ? body->value("sequence", 0u) : 0u;
+    parent_ready_ = true;
+    backoff_ = Duration::zero();
+    log::info("overlay", "joined parent rank {} at {}", *boot_.parent(), boot_.parent_uri);
+    last_report_.reset();
+    send_health_report();
+    cb_.on_parent_ready(sequence);
+}
+
+Result<void> Overlay::send_to_parent(const Message& msg) {
+    if (!boot_.parent())
+        return make_error(EHOSTUNREACH, "rank 0 has no parent");
+    if (!parent_ready_)
+        return make_error(EHOSTUNREACH, fmt::format("parent rank {} is not connected", *boot_.parent()));
+    auto r = send_frames(*dealer_, encode(msg));
+    dealer_reader_->poke();
+    return r;
+}
+
+void Overlay::say_goodbye() {
+    if (!dealer_ || !parent_ready_)
+        return;
+    dealer_->set(zmq::sockopt::linger, 1000);  // deliver it before the socket closes
+    (void)send_frames(*dealer_, encode(Message::control(control::goodbye, 0)));
+    parent_ready_ = false;
+}
+
+// --- liveness and health -----------------------------------------------------
+
+void Overlay::on_tick() {
+    auto now = Clock::now();
+    for (auto& [rank, child] : children_) {
+        if (child.state != PeerState::online && child.state != PeerState::torpid)
+            continue;
+        double silent = std::chrono::duration<double>(now - child.last_seen).count();
+        if (silent >= boot_.lost_timeout)
+            set_child_state(rank, PeerState::lost, fmt::format("silent for {:.1f}s", silent));
+        else if (silent >= boot_.torpid_timeout && child.state == PeerState::online)
+            set_child_state(rank, PeerState::torpid, "silent");
+    }
+    if (parent_ready_ && std::chrono::duration<double>(now - parent_last_seen_).count() >= boot_.lost_timeout)
+        reconnect_parent("parent silent");
+}
+
+void Overlay::send_heartbeats() {
+    Message beat = Message::control(control::heartbeat, 0);
+    if (parent_ready_)
+        (void)send_to_parent(beat);
+    for (auto& [rank, child] : children_)
+        if (child.state == PeerState::online || child.state == PeerState::torpid)
+            (void)send_to_child(rank, beat);
+}
+
+void Overlay::subtree_changed() {
+    schedule_health_report();
+    cb_.on_subtree_change();
+}
+
+void Overlay::schedule_health_report() {
+    if (!boot_.parent() || health_timer_.active())
+        return;
+    health_timer_.start(kHealthDelay, [this] { send_health_report(); });
+}
+
+void Overlay::send_health_report() {
+    if (!parent_ready_)
+        return;
+    SubtreeStates states = subtree();
+    if (last_report_ && *last_report_ == states)
+        return;
+    Message report = Message::request("overlay.health", states.to_json(), *boot_.parent());
+    report.flags |= msgflag::noresponse;
+    report.routed = true;
+    if (send_to_parent(report))
+        last_report_ = std::move(states);
+}
+
+SubtreeStates Overlay::subtree() const {
+    SubtreeStates s;
+    s.online.insert(boot_.rank);
+    TreeShape tree = boot_.tree();
+    for (const auto& [rank, child] : children_) {
+        bool up = child.state == PeerState::online || child.state == PeerState::torpid;
+        if (up && child.report) {
+            s.online = s.online.union_with(child.report->online);
+            s.torpid = s.torpid.union_with(child.report->torpid);
+            s.lost = s.lost.union_with(child.report->lost);
+            s.offline = s.offline.union_with(child.report->offline);
+        }
+        IdSet below;
+        if (!up || !child.report)
+            for (uint32_t d : tree.descendants(rank))
+                below.insert(d);
+        IdSet* self = &s.online;
+        IdSet* rest = &s.offline;  // not reported yet: unknown, shown offline
+        if (child.state == PeerState::torpid)
+            self = &s.torpid;
+        if (child.state == PeerState::lost)
+            self = rest = &s.lost;
+        if (child.state == PeerState::offline)
+            self = rest = &s.offline;
+        s.online.erase(rank);
+        self->insert(rank);
+        *rest = rest->union_with(below);
+    }
+    return s;
+}
+
+nlohmann::json Overlay::status() const {
+    nlohmann::json j = subtree().to_json();
+    j["rank"] = boot_.rank;
+    j["size"] = boot_.size;
+    j["fanout"] = boot_.fanout;
+    j["hostname"] = boot_.hostname;
+    return j;
+}
+
+}  // namespace banyan

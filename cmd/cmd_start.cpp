@@ -1,0 +1,239 @@
+// banyan start: start an instance. `--test-size=N` starts N brokers on this
+// machine with a generated certificate and ipc links, runs COMMAND (default:
+// a shell) once the instance is up, then shuts the instance down and exits
+// with COMMAND's status. `--config FILE` starts this machine's broker of a
+// configured cluster (it becomes that broker).
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "cmd/cli_util.hpp"
+#include "core/curve_cert.hpp"
+#include "core/reactor.hpp"
+
+namespace banyan::cli {
+namespace {
+
+struct StartOptions {
+    int test_size = 0;
+    std::string config;
+    std::vector<std::string> settings;
+    std::string log_level;
+    int64_t rank = -1;
+    double wait_timeout = 120;
+    std::vector<std::string> command;
+};
+
+std::string broker_path() {
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        auto beside = self.parent_path() / "banyan-broker";
+        if (std::filesystem::exists(beside))
+            return beside.string();
+    }
+    return "banyan-broker";  // from PATH
+}
+
+// Becomes the broker of a configured cluster.
+int exec_configured_broker(const StartOptions& o) {
+    std::vector<std::string> args = {broker_path(), "--config", o.config};
+    for (const auto& s : o.settings)
+        args.insert(args.end(), {"--setattr", s});
+    if (o.rank >= 0)
+        args.insert(args.end(), {"--rank", std::to_string(o.rank)});
+    if (!o.log_level.empty())
+        args.insert(args.end(), {"--log-level", o.log_level});
+    std::vector<char*> argv;
+    for (auto& a : args)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    fail(fmt::format("{}: {}", args[0], std::strerror(errno)));
+}
+
+// A test instance: its directory, brokers, and clean-up on every path.
+class TestInstance {
+  public:
+    TestInstance(Reactor& reactor, const StartOptions& o) : reactor_(reactor), options_(o) {}
+    ~TestInstance() {
+        brokers_.clear();  // kills any broker still running
+        if (!dir_.empty()) {
+            std::error_code ec;
+            std::filesystem::remove_all(dir_, ec);
+        }
+    }
+
+    void launch() {
+        char tmpl[] = "/tmp/banyan-XXXXXX";
+        if (!mkdtemp(tmpl))
+            fail(fmt::format("cannot make a directory in /tmp: {}", std::strerror(errno)));
+        dir_ = tmpl;
+        CurveCert cert = must(CurveCert::generate());
+        must(cert.save(dir_ + "/curve.cert"));
+        std::ofstream(dir_ + "/instance.toml") << fmt::format(
+            "# Written by banyan start --test-size={}\n"
+            "[bootstrap]\nsize = {}\nbind = \"ipc://{}/tbon-%r\"\nconnect = \"ipc://{}/tbon-%r\"\n"
+            "curve_cert = \"{}/curve.cert\"\n",
+            options_.test_size, options_.test_size, dir_, dir_, dir_);
+        setenv("BANYAN_START_PID", std::to_string(getpid()).c_str(), 1);
+        for (int rank = 0; rank < options_.test_size; rank++)
+            spawn_broker(rank);
+    }
+
+    void spawn_broker(int rank) {
+        std::string rundir = fmt::format("{}/rank-{}", dir_, rank);
+        std::filesystem::create_directory(rundir);
+        std::vector<std::string> argv = {broker_path(), "--config", dir_ + "/instance.toml", "--rank",
+                                         std::to_string(rank), "--rundir", rundir, "--log-level",
+                                         options_.log_level.empty() ? "warning" : options_.log_level};
+        for (const auto& s : options_.settings)
+            argv.insert(argv.end(), {"--setattr", s});
+        auto proc = Subprocess::spawn(reactor_, {.argv = argv}, [this, rank](int status) {
+            if (!shutting_down_)
+                fmt::print(stderr, "banyan start: broker rank {} exited early (status {})\n", rank,
+                           exit_code_from_wait_status(status));
+            exited_++;
+        });
+        brokers_.push_back(must(std::move(proc)));
+    }
+
+    std::string uri() const { return fmt::format("local://{}/rank-0/local.sock", dir_); }
+
+    // Runs the loop until `done()` or `seconds` pass (never, when nullopt);
+    // true if done.
+    bool wait_until(const std::function<bool()>& done, std::optional<double> seconds) {
+        std::optional<Clock::time_point> deadline;
+        if (seconds)
+            deadline = Clock::now() + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(*seconds));
+        while (!done()) {
+            if (deadline && Clock::now() >= *deadline)
+                return false;
+            reactor_.run_for(std::chrono::milliseconds(5));
+        }
+        return true;
+    }
+
+    // Waits for rank 0's socket, then for the quorum.
+    Client connect_when_ready() {
+        std::optional<Client> client;
+        std::string last_error;
+        bool connected = wait_until([&] {
+            if (exited_ > 0)
+                fail("a broker failed to start (see its message above)");
+            auto c = Client::connect(uri());
+            if (!c) {
+                last_error = c.error().message;
+                return false;
+            }
+            client.emplace(std::move(*c));
+            return true;
+        }, options_.wait_timeout);
+        if (!connected)
+            fail(fmt::format("rank 0 did not come up within {}s: {}", options_.wait_timeout, last_error));
+        auto ready = client->rpc("broker.ready", nlohmann::json::object(), 0,
+                                 std::chrono::milliseconds(static_cast<int64_t>(options_.wait_timeout * 1000)));
+        if (!ready)
+            fail(fmt::format("instance did not reach its quorum: {}", ready.error().message));
+        return std::move(*client);
+    }
+
+    // Asks rank 0 to shut the tree down and waits for every broker to exit.
+    void shutdown(Client& client) {
+        shutting_down_ = true;
+        (void)client.rpc("broker.shutdown", nlohmann::json::object(), 0, std::chrono::seconds(5));
+        size_t n = brokers_.size();
+        if (!wait_until([&] { return exited_ == n; }, 60))
+            fmt::print(stderr, "banyan start: {} brokers did not exit; killing them\n", n - exited_);
+    }
+
+  private:
+    Reactor& reactor_;
+    const StartOptions& options_;
+    std::string dir_;
+    std::vector<std::unique_ptr<Subprocess>> brokers_;
+    size_t exited_ = 0;
+    bool shutting_down_ = false;
+};
+
+int run_test_instance(const StartOptions& o) {
+    Reactor reactor;
+    TestInstance instance(reactor, o);
+    instance.launch();
+    Client client = instance.connect_when_ready();
+
+    std::vector<std::string> command = o.command;
+    if (command.empty()) {
+        const char* shell = std::getenv("SHELL");
+        command = {shell && *shell ? shell : "/bin/sh"};
+    }
+    setenv("BANYAN_URI", instance.uri().c_str(), 1);
+    // COMMAND finds this very `banyan` first, as it would inside `flux start`.
+    std::error_code ec;
+    auto bindir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().string();
+    const char* path = std::getenv("PATH");
+    if (!ec)
+        setenv("PATH", (bindir + ":" + (path ? path : "/usr/bin:/bin")).c_str(), 1);
+    unsetenv("BANYAN_START_PID");
+    int status = -1;
+    bool done = false;
+    // The command shares our terminal and process group (an interactive
+    // shell needs both); we ignore the terminal's SIGINT and SIGQUIT meanwhile.
+    std::signal(SIGINT, SIG_IGN);
+    std::signal(SIGQUIT, SIG_IGN);
+    auto proc = Subprocess::spawn(reactor, {.argv = command, .new_process_group = false}, [&](int s) {
+        status = s;
+        done = true;
+    });
+    int exit_code = 127;
+    if (!proc) {
+        fmt::print(stderr, "banyan start: {}\n", proc.error().message);
+    } else {
+        std::optional<SignalWatcher> term(std::in_place, reactor, std::vector<int>{SIGTERM},
+                                          [&](int) { (void)(*proc)->signal(SIGTERM); });
+        instance.wait_until([&] { return done; }, std::nullopt);
+        exit_code = exit_code_from_wait_status(status);
+    }
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGQUIT, SIG_DFL);
+    instance.shutdown(client);
+    return exit_code;
+}
+
+}  // namespace
+
+void add_start(CLI::App& app, int& exit_code) {
+    static StartOptions o;
+    auto* cmd = app.add_subcommand("start", "Start an instance: N local brokers (--test-size) or this node's "
+                                            "broker of a configured cluster (--config)");
+    cmd->add_option("-s,--test-size", o.test_size, "start N brokers on this machine")
+        ->check(CLI::Range(1, 4096));
+    cmd->add_option("-c,--config", o.config, "start this node's broker from a cluster config file");
+    cmd->add_option("-S,--setattr", o.settings, "override a config key: KEY=VALUE (repeatable)");
+    cmd->add_option("-r,--rank", o.rank, "with --config: this broker's rank");
+    cmd->add_option("--log-level", o.log_level, "brokers' log level (test instances: warning)");
+    cmd->add_option("--wait-timeout", o.wait_timeout, "seconds to wait for the instance to come up (default 120)");
+    // Everything from the first argument that is not an option on is COMMAND,
+    // whose own options (sh -c ...) are not ours.
+    cmd->prefix_command();
+    cmd->footer("COMMAND... (with --test-size): run this instead of a shell, then shut the instance down");
+    cmd->callback([cmd, &exit_code] {
+        o.command = cmd->remaining();
+        if ((o.test_size > 0) == !o.config.empty())
+            fail("give exactly one of --test-size=N and --config=FILE");
+        if (!o.config.empty()) {
+            if (!o.command.empty())
+                fail("--config starts a broker; it runs no COMMAND");
+            exit_code = exec_configured_broker(o);
+            return;
+        }
+        exit_code = run_test_instance(o);
+    });
+}
+
+}  // namespace banyan::cli

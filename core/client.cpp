@@ -1,0 +1,134 @@
+#include "core/client.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace banyan {
+
+Result<Client> Client::connect(std::string uri) {
+    if (uri.empty()) {
+        const char* env = std::getenv("BANYAN_URI");
+        if (!env || !*env)
+            return make_error(ENOENT, "no instance: BANYAN_URI is not set (run inside `banyan start`)");
+        uri = env;
+    }
+    std::string path = uri.rfind("local://", 0) == 0 ? uri.substr(8) : uri;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof addr.sun_path)
+        return make_error(ENAMETOOLONG, fmt::format("{}: socket path too long", path));
+    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return make_error(errno, fmt::format("socket: {}", std::strerror(errno)));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) {
+        int err = errno;
+        close(fd);
+        return make_error(err, fmt::format("cannot connect to broker at {}: {}", path, std::strerror(err)));
+    }
+    return Client(fd, path);
+}
+
+Client::Client(Client&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      path_(std::move(other.path_)),
+      next_matchtag_(other.next_matchtag_),
+      decoder_(std::move(other.decoder_)) {}
+
+Client& Client::operator=(Client&& other) noexcept {
+    if (this != &other) {
+        if (fd_ >= 0)
+            close(fd_);
+        fd_ = std::exchange(other.fd_, -1);
+        path_ = std::move(other.path_);
+        next_matchtag_ = other.next_matchtag_;
+        decoder_ = std::move(other.decoder_);
+    }
+    return *this;
+}
+
+Client::~Client() {
+    if (fd_ >= 0)
+        close(fd_);
+}
+
+Result<uint32_t> Client::send(Message msg) {
+    if (msg.type == MessageType::request && !msg.has_flag(msgflag::noresponse) && msg.matchtag == 0)
+        msg.matchtag = next_matchtag_++;
+    std::string bytes = encode_stream(msg);
+    size_t done = 0;
+    while (done < bytes.size()) {
+        ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return make_error(errno, fmt::format("send to broker: {}", std::strerror(errno)));
+        }
+        done += static_cast<size_t>(n);
+    }
+    return msg.matchtag;
+}
+
+Result<Message> Client::recv(std::optional<std::chrono::milliseconds> timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout.value_or(std::chrono::milliseconds(0));
+    for (;;) {
+        auto next = decoder_.next();
+        if (!next)
+            return next.error();
+        if (*next)
+            return std::move(**next);
+        int wait_ms = -1;
+        if (timeout) {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0)
+                return make_error(ETIMEDOUT, "timed out waiting for the broker");
+            wait_ms = static_cast<int>(left.count());
+        }
+        pollfd pfd{fd_, POLLIN, 0};
+        int rc = poll(&pfd, 1, wait_ms);
+        if (rc < 0 && errno != EINTR)
+            return make_error(errno, fmt::format("poll: {}", std::strerror(errno)));
+        if (rc <= 0)
+            continue;
+        char buf[65536];
+        ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+        if (n == 0)
+            return make_error(ECONNRESET, "the broker closed the connection");
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return make_error(errno, fmt::format("receive from broker: {}", std::strerror(errno)));
+        }
+        decoder_.feed(std::string_view(buf, static_cast<size_t>(n)));
+    }
+}
+
+Result<nlohmann::json> response_payload(const Message& response) {
+    if (response.errnum != 0)
+        return make_error(static_cast<int>(response.errnum), response.error_text());
+    return response.json();
+}
+
+Result<nlohmann::json> Client::rpc(std::string topic, const nlohmann::json& body, uint32_t nodeid,
+                                   std::optional<std::chrono::milliseconds> timeout) {
+    auto tag = send(Message::request(std::move(topic), body, nodeid));
+    if (!tag)
+        return tag.error();
+    for (;;) {
+        auto msg = recv(timeout);
+        if (!msg)
+            return msg.error();
+        if (msg->type == MessageType::response && msg->matchtag == *tag)
+            return response_payload(*msg);
+        // Anything else (an event, a stray response) is not ours: skip it.
+    }
+}
+
+}  // namespace banyan
