@@ -53,7 +53,8 @@ int main(int argc, char** argv) {
                                       "bootstrap.hosts)")
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
     app.add_option("--rundir", options.rundir, "directory for the local socket");
-    app.add_option("-S,--setattr", options.settings, "override a config key: KEY=VALUE (repeatable)");
+    app.add_option("-S,--setattr", options.settings, "override a config key: KEY=VALUE (repeatable)")
+        ->allow_extra_args(false);
     app.add_option("--log-level", level_text, "error, warning, info or debug");
     app.add_option("--hostname", options.hostname, "this node's name (default: gethostname)");
     try {

@@ -214,7 +214,8 @@ void add_start(CLI::App& app, int& exit_code) {
     cmd->add_option("-s,--test-size", o.test_size, "start N brokers on this machine")
         ->check(CLI::Range(1, 4096));
     cmd->add_option("-c,--config", o.config, "start this node's broker from a cluster config file");
-    cmd->add_option("-S,--setattr", o.settings, "override a config key: KEY=VALUE (repeatable)");
+    cmd->add_option("-S,--setattr", o.settings, "override a config key: KEY=VALUE (repeatable)")
+        ->allow_extra_args(false);
     cmd->add_option("-r,--rank", o.rank, "with --config: this broker's rank");
     cmd->add_option("--log-level", o.log_level, "brokers' log level (test instances: warning)");
     cmd->add_option("--wait-timeout", o.wait_timeout, "seconds to wait for the instance to come up (default 120)");

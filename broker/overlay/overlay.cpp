@@ -148,10 +148,16 @@ Result<void> Overlay::bind_children() {
             std::memcpy(&event, f[0].data(), 2);
             if (event == ZMQ_EVENT_DISCONNECTED) {
                 probe_children();
-            } else {
-                log::error("overlay", "refused connection on {}: CURVE handshake failed "
-                           "(a broker with another certificate?)", f[1]);
+                return;
             }
+            // A stranger retries forever: say so once, then once a minute.
+            refused_handshakes_++;
+            auto now = Clock::now();
+            if (now - last_refusal_log_ < std::chrono::minutes(1) && last_refusal_log_ != Clock::time_point{})
+                return;
+            last_refusal_log_ = now;
+            log::error("overlay", "refused connection on {}: CURVE handshake failed "
+                       "(a broker with another certificate?); {} so far", f[1], refused_handshakes_);
         }
     });
     log::debug("overlay", "listening on {}", boot_.bind_uri);

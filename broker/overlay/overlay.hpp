@@ -117,6 +117,8 @@ class Overlay {
     std::unique_ptr<ZmqReader> router_monitor_reader_;
     std::map<uint32_t, Child> children_;
     Timer probe_timer_;
+    uint64_t refused_handshakes_ = 0;
+    Clock::time_point last_refusal_log_{};
     int probes_left_ = 0;
 
     // Parent side.

@@ -1,0 +1,64 @@
+#!/bin/bash
+# An 8-broker instance with fanout 2: the tree, routing to every rank,
+# errors for missing services and ranks, events in order, roles, bad input,
+# exit status, and a clean shutdown that leaves no process behind.
+. "$(dirname "$0")/lib.sh"
+
+inside() {
+    dir=$(instance_dir)
+    echo "$dir" >"$T_DIR/instance"
+    check_output "overlay status shows 8 full brokers" "^online: 0-7 \(8\)$" banyan overlay status --summary
+    check_output "overlay status draws the fanout-2 tree" "│  │  └─ 7: full" banyan overlay status
+    for r in 0 1 2 3 4 5 6 7; do
+        check_output "ping rank $r" "rank=$r seq=0" banyan ping "$r"
+    done
+    check_output "ping rank 7 goes 0-1-3-7" "route=client!0!1!3!7 " banyan ping 7
+    check_fails "ping rank 8 fails with a clear error" "^banyan ping: rank 8: no rank 8: the instance has ranks 0-7$" \
+        banyan ping 8
+    check_fails "ping of a non-number names it" "^banyan ping: x: expected a rank number$" banyan ping x
+    check_output "uptime shows run and size" " run .*size 8, 8 online" banyan uptime
+    check_output "missing service: ENOSYS" "^error 38: no service 'nosuch'$" \
+        banyan-test-client rpc nosuch.x '{}'
+    check_output "missing method: ENOSYS" "^error 38: no method 'broker.nosuch' on rank 5$" \
+        banyan-test-client rpc broker.nosuch '{}' 5
+    check_output "upstream request from rank 3 is served by rank 1" '"rank":1' \
+        banyan-test-client rpc broker.info '{}' 3 upstream
+    check_output "a follower forwards broker.ready to rank 0" '"online":8' \
+        env BANYAN_URI="local://$dir/rank-6/local.sock" banyan-test-client rpc broker.ready '{}'
+
+    # Events: published from a leaf, received in order at rank 0 and at a leaf.
+    banyan-test-client events test. 5 >"$T_DIR/ev0" &
+    ev0=$!
+    BANYAN_URI="local://$dir/rank-5/local.sock" banyan-test-client events test. 5 >"$T_DIR/ev5" &
+    ev5=$!
+    wait_for "subscribers are ready" 10 sh -c "grep -q subscribed $T_DIR/ev0 && grep -q subscribed $T_DIR/ev5"
+    check "publish 5 events from rank 7" env BANYAN_URI="local://$dir/rank-7/local.sock" \
+        banyan-test-client publish test.x 5
+    wait "$ev0" "$ev5"
+    check "rank 0 got 5 events with consecutive sequence numbers" \
+        sh -c "grep -v subscribed $T_DIR/ev0 | awk '{print \$1}' | awk 'NR>1 && \$1!=p+1{exit 1}{p=\$1}END{exit NR!=5}'"
+    check "rank 5 got the same 5 events" sh -c "diff $T_DIR/ev0 $T_DIR/ev5"
+
+    # Bad input never hurts a broker.
+    check_output "a malformed stream is dropped" "^dropped$" banyan-test-client garbage
+    check_output "the broker still answers after bad input" "rank=0" banyan ping 0
+
+    # A guest (another uid) may ping but not read the log.
+    chmod 755 "$dir"
+    if id nobody >/dev/null 2>&1; then
+        check_output "a guest may ping" "rank=1" setpriv --reuid=nobody --regid=nogroup --clear-groups banyan ping 1
+        check_fails "a guest may not read dmesg" "only the instance owner" \
+            setpriv --reuid=nobody --regid=nogroup --clear-groups banyan dmesg
+    fi
+    check_output "the owner reads dmesg" "quorum reached: 8 of 8" banyan dmesg
+}
+export -f inside
+
+if banyan start --test-size=8 bash -c inside; then ok "8-broker instance ran"; else not_ok "8-broker instance ran"; fi
+no_brokers_left "no broker is left after shutdown" "$(cat "$T_DIR/instance")"
+check_output "start exits with the command's status" "^rc=3$" sh -c 'banyan start --test-size=2 sh -c "exit 3"; echo rc=$?'
+check_output "start exits 128+N when the command is killed" "^rc=143$" \
+    sh -c 'banyan start --test-size=1 sh -c "kill -TERM \$\$"; echo rc=$?'
+check_fails "start without a size or config says so" "give exactly one of --test-size=N and --config=FILE" \
+    banyan start
+check_fails "commands outside an instance say so" "BANYAN_URI is not set" env -u BANYAN_URI banyan ping 0

@@ -1,0 +1,28 @@
+#!/bin/bash
+# A configured cluster comes up in any start order: followers started
+# before rank 0 retry until it appears. With broker.quorum below the size,
+# rank 0 runs once the quorum is there; a late rank joins afterwards.
+. "$(dirname "$0")/lib.sh"
+
+banyan keygen "$T_DIR/cert" >/dev/null
+port=$(($(free_port) / 10))
+write_config "$T_DIR/c.toml" 5 "$port" "$T_DIR/cert" $'[broker]\nquorum = 4'
+
+for r in 4 3 2 1; do start_broker "$T_DIR/c.toml" $r; done
+sleep 1
+check_output "followers started first wait for rank 0, without giving up" "." pgrep -f -- "--rundir $T_DIR/rank-4( |$)"
+start_broker "$T_DIR/c.toml" 0
+wait_for "rank 0 starts last and all followers join" 10 \
+    sh -c "BANYAN_URI=$(uri_of 0) banyan overlay status -s | grep -q '^online: 0-4 (5)$'"
+check "banyan shutdown stops all" env BANYAN_URI="$(uri_of 0)" banyan shutdown
+no_brokers_left "every broker exited" "$T_DIR"
+
+# Quorum 4 of 5: rank 4 starts late.
+for r in 0 1 2 3; do start_broker "$T_DIR/c.toml" $r; done
+check_output "quorum reached without rank 4" '"online":4' \
+    env BANYAN_URI="$(uri_of 0)" timeout 10 banyan-test-client rpc broker.ready '{}'
+check_output "rank 4 is shown offline" "^offline: 4 \(1\)$" env BANYAN_URI="$(uri_of 0)" banyan overlay status -s
+start_broker "$T_DIR/c.toml" 4
+wait_for "the late rank joins" 10 sh -c "BANYAN_URI=$(uri_of 0) banyan overlay status -s | grep -q '^online: 0-4 (5)$'"
+check "shutdown again" env BANYAN_URI="$(uri_of 0)" banyan shutdown
+no_brokers_left "every broker exited again" "$T_DIR"

@@ -1,0 +1,139 @@
+# Shared by the integration tests: assertions, waiting, and clean-up that
+# makes sure no broker outlives its test. Source it first.
+set -uo pipefail
+
+T_DIR=$(mktemp -d /tmp/banyan-test-XXXXXX)
+chmod 755 "$T_DIR"
+export T_DIR
+export RESULTS=$T_DIR/results
+: >"$RESULTS"
+export SKIP_CODE=77
+
+ok() { echo "ok - $*"; echo ok >>"$RESULTS"; }
+not_ok() { echo "not ok - $*"; echo fail >>"$RESULTS"; }
+
+# check DESC CMD...: CMD must succeed.
+check() {
+    local desc=$1
+    shift
+    if "$@" >"$T_DIR/last.out" 2>&1; then ok "$desc"; else
+        not_ok "$desc"
+        sed 's/^/    | /' "$T_DIR/last.out"
+    fi
+}
+
+# check_output DESC REGEX CMD...: CMD's output (stdout and stderr) must match REGEX.
+check_output() {
+    local desc=$1 regex=$2
+    shift 2
+    "$@" >"$T_DIR/last.out" 2>&1
+    if grep -Eq -- "$regex" "$T_DIR/last.out"; then ok "$desc"; else
+        not_ok "$desc (expected /$regex/)"
+        sed 's/^/    | /' "$T_DIR/last.out"
+    fi
+}
+
+# check_fails DESC REGEX CMD...: CMD must fail and say something matching REGEX.
+check_fails() {
+    local desc=$1 regex=$2
+    shift 2
+    if "$@" >"$T_DIR/last.out" 2>&1; then
+        not_ok "$desc (it succeeded)"
+        sed 's/^/    | /' "$T_DIR/last.out"
+    elif grep -Eq -- "$regex" "$T_DIR/last.out"; then ok "$desc"; else
+        not_ok "$desc (expected /$regex/)"
+        sed 's/^/    | /' "$T_DIR/last.out"
+    fi
+}
+
+# wait_for DESC SECONDS CMD...: retries CMD every 50 ms until it succeeds.
+wait_for() {
+    local desc=$1 seconds=$2
+    shift 2
+    local start=$SECONDS
+    while ! "$@" >"$T_DIR/last.out" 2>&1; do
+        if ((SECONDS - start >= seconds)); then
+            not_ok "$desc (not within ${seconds}s)"
+            sed 's/^/    | /' "$T_DIR/last.out"
+            return 1
+        fi
+        sleep 0.05
+    done
+    ok "$desc"
+}
+
+# The test instance's directory, from BANYAN_URI (inside `banyan start`).
+instance_dir() {
+    local uri=${BANYAN_URI#local://}
+    echo "${uri%/rank-0/local.sock}"
+}
+
+# The pid of rank R's broker of the instance in directory DIR.
+broker_pid() { pgrep -f -- "--rank $2 --rundir $1/rank-$2( |$)" | head -1; }
+
+# no_brokers_left DESC PATTERN: no process whose command line has PATTERN.
+no_brokers_left() {
+    local desc=$1 pattern=$2 i
+    for i in $(seq 100); do
+        pgrep -f -- "banyan-broker.*$pattern" >/dev/null || { ok "$desc"; return; }
+        sleep 0.05
+    done
+    not_ok "$desc"
+    pgrep -af -- "banyan-broker.*$pattern" | sed 's/^/    | /'
+}
+
+finish() {
+    local rc=$?
+    # Anything this test started by hand goes, whatever happened.
+    pkill -KILL -f -- "banyan-broker.*$T_DIR" 2>/dev/null
+    local passed failed
+    passed=$(grep -c '^ok$' "$RESULTS")
+    failed=$(grep -c '^fail$' "$RESULTS")
+    rm -rf "$T_DIR"
+    if [ "$rc" = "$SKIP_CODE" ]; then exit "$SKIP_CODE"; fi
+    echo "$passed passed, $failed failed"
+    if [ "$failed" = 0 ] && [ "$passed" -gt 0 ] && [ "$rc" = 0 ]; then exit 0; fi
+    exit 1
+}
+trap finish EXIT
+
+export -f ok not_ok check check_output check_fails wait_for instance_dir broker_pid no_brokers_left
+
+# A TCP port on 127.0.0.1 that nothing listens on now.
+free_port() {
+    local port
+    while :; do
+        port=$((20000 + RANDOM % 40000))
+        ss -ltnH "sport = :$port" | grep -q . || { echo "$port"; return; }
+    done
+}
+
+# write_config FILE SIZE PORT CERT [EXTRA_TOML]: a hostless cluster on loopback TCP.
+write_config() {
+    cat >"$1" <<TOML
+[bootstrap]
+size = $2
+port = $3
+bind = "tcp://127.0.0.1:%p%r"
+connect = "tcp://127.0.0.1:%p%r"
+curve_cert = "$4"
+[tbon]
+fanout = 2
+hello_timeout = "0.5s"
+connect_max_backoff = "0.5s"
+${5:-}
+TOML
+}
+
+# start_broker CONFIG RANK [ARGS...]: one broker in the background, logging
+# to $T_DIR/rank-RANK.log, its local socket in $T_DIR/rank-RANK/.
+start_broker() {
+    local config=$1 rank=$2
+    shift 2
+    mkdir -p "$T_DIR/rank-$rank"
+    banyan-broker --config "$config" --rank "$rank" --rundir "$T_DIR/rank-$rank" "$@" \
+        >>"$T_DIR/rank-$rank.log" 2>&1 &
+}
+
+uri_of() { echo "local://$T_DIR/rank-$1/local.sock"; }
+export -f free_port write_config start_broker uri_of

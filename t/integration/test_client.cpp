@@ -1,0 +1,148 @@
+// banyan-test-client: raw RPCs and events against a running instance, for
+// the integration tests (what no user command exposes on its own).
+//   rpc TOPIC JSON [NODEID] [FLAGS]    prints the payload, or "error ERRNUM: TEXT" and exits 1
+//   events PREFIX COUNT                subscribes, prints "SEQ TOPIC" for COUNT events
+//   publish TOPIC COUNT                publishes COUNT events
+//   garbage                            sends bytes that are no message; exits 0 if dropped
+//   intrude URI SERVER_KEY RANK        says hello over CURVE with a key pair of its own;
+//                                      prints "refused" if no answer comes in 2 s
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <zmq.hpp>
+
+#include "core/client.hpp"
+#include "core/curve_cert.hpp"
+
+using namespace banyan;
+
+namespace {
+
+int usage() {
+    std::fprintf(stderr, "usage: banyan-test-client rpc TOPIC JSON [NODEID [upstream]] | events PREFIX COUNT | "
+                         "publish TOPIC COUNT | garbage\n");
+    return 2;
+}
+
+int die(const Error& e) {
+    std::printf("error %d: %s\n", e.code, e.message.c_str());
+    return 1;
+}
+
+int rpc(Client& client, int argc, char** argv) {
+    auto body = nlohmann::json::parse(argv[3], nullptr, false);
+    if (body.is_discarded())
+        return usage();
+    Message req = Message::request(argv[2], body, argc > 4 ? static_cast<uint32_t>(std::stoul(argv[4])) : kNodeIdAny);
+    if (argc > 5 && std::string(argv[5]) == "upstream")
+        req.flags |= msgflag::upstream;
+    auto tag = client.send(req);
+    if (!tag)
+        return die(tag.error());
+    for (;;) {
+        auto msg = client.recv(std::chrono::seconds(30));
+        if (!msg)
+            return die(msg.error());
+        if (msg->type != MessageType::response || msg->matchtag != *tag)
+            continue;
+        auto payload = response_payload(*msg);
+        if (!payload)
+            return die(payload.error());
+        std::printf("%s\n", payload->dump().c_str());
+        return 0;
+    }
+}
+
+int events(Client& client, const std::string& prefix, int count) {
+    if (auto r = client.rpc("event.subscribe", {{"topic", prefix}}); !r)
+        return die(r.error());
+    std::printf("subscribed\n");
+    std::fflush(stdout);
+    for (int i = 0; i < count;) {
+        auto msg = client.recv(std::chrono::seconds(30));
+        if (!msg)
+            return die(msg.error());
+        if (msg->type != MessageType::event)
+            continue;
+        std::printf("%u %s\n", msg->sequence, msg->topic.c_str());
+        i++;
+    }
+    return 0;
+}
+
+int garbage() {
+    // Raw bytes that claim a 2 GiB frame: the broker must drop the connection.
+    std::string path = std::getenv("BANYAN_URI") ? std::getenv("BANYAN_URI") : "";
+    if (path.rfind("local://", 0) == 0)
+        path = path.substr(8);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    path.copy(addr.sun_path, sizeof addr.sun_path - 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0)
+        return 1;
+    const char bytes[] = "\x00\x00\x00\x01\x7f\xff\xff\xff";
+    if (write(fd, bytes, 8) != 8)
+        return 1;
+    char buf[16];
+    ssize_t n = read(fd, buf, sizeof buf);  // 0: the broker closed on us
+    close(fd);
+    std::printf("%s\n", n == 0 ? "dropped" : "not dropped");
+    return n == 0 ? 0 : 1;
+}
+
+int intrude(const std::string& uri, const std::string& server_key, const std::string& rank) {
+    auto keys = CurveCert::generate();
+    if (!keys)
+        return die(keys.error());
+    zmq::context_t context(1);
+    zmq::socket_t dealer(context, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::routing_id, rank);
+    dealer.set(zmq::sockopt::curve_serverkey, server_key);
+    dealer.set(zmq::sockopt::curve_publickey, keys->public_key);
+    dealer.set(zmq::sockopt::curve_secretkey, keys->secret_key);
+    dealer.connect(uri);
+    Message hello = Message::request("overlay.hello", {{"rank", std::stoi(rank)}, {"uuid", "intruder"},
+                                                       {"version", "0.1.0"}, {"hostname", "intruder"}}, 0);
+    hello.routed = true;
+    hello.matchtag = 1;
+    Frames frames = encode(hello);
+    for (size_t i = 0; i < frames.size(); i++)
+        dealer.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(2000));
+    std::printf("%s\n", (item.revents & ZMQ_POLLIN) ? "answered" : "refused");
+    return (item.revents & ZMQ_POLLIN) ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2)
+        return usage();
+    std::string verb = argv[1];
+    if (verb == "garbage")
+        return garbage();
+    if (verb == "intrude" && argc == 5)
+        return intrude(argv[2], argv[3], argv[4]);
+    auto client = Client::connect();
+    if (!client)
+        return die(client.error());
+    if (verb == "rpc" && argc >= 4)
+        return rpc(*client, argc, argv);
+    if (verb == "events" && argc == 4)
+        return events(*client, argv[2], std::atoi(argv[3]));
+    if (verb == "publish" && argc == 4) {
+        for (int i = 0; i < std::atoi(argv[3]); i++)
+            if (auto r = client->rpc("event.publish", {{"topic", argv[2]}, {"payload", {{"i", i}}}}); !r)
+                return die(r.error());
+        return 0;
+    }
+    return usage();
+}
