@@ -82,15 +82,21 @@ no_brokers_left() {
     pgrep -af -- "banyan-broker.*$pattern" | sed 's/^/    | /'
 }
 
+# Commands a test registers to run at exit, whatever happens.
+CLEANUP=()
 finish() {
-    local rc=$?
+    local rc=$? c
+    for c in "${CLEANUP[@]}"; do eval "$c" >/dev/null 2>&1; done
     # Anything this test started by hand goes, whatever happened.
     pkill -KILL -f -- "banyan-broker.*$T_DIR" 2>/dev/null
     local passed failed
     passed=$(grep -c '^ok$' "$RESULTS")
     failed=$(grep -c '^fail$' "$RESULTS")
     rm -rf "$T_DIR"
-    if [ "$rc" = "$SKIP_CODE" ]; then exit "$SKIP_CODE"; fi
+    if [ "$rc" = "$SKIP_CODE" ]; then
+        echo "skipped"
+        exit "$SKIP_CODE"
+    fi
     echo "$passed passed, $failed failed"
     if [ "$failed" = 0 ] && [ "$passed" -gt 0 ] && [ "$rc" = 0 ]; then exit 0; fi
     exit 1

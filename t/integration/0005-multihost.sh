@@ -1,0 +1,90 @@
+#!/bin/bash
+# Three hosts, each broker in its own network namespace with its own
+# address and host name (ip netns + veth + a bridge, unshare --uts), over
+# TCP with CURVE. Ranks come from the host names; followers start first;
+# a killed follower is lost and rejoins; when rank 0's host comes back on
+# a new address, followers find it again by name.
+. "$(dirname "$0")/lib.sh"
+
+tag=bny$$
+if ! ip netns add "$tag-sw" 2>"$T_DIR/netns.err"; then
+    echo "skip: cannot create network namespaces here: $(cat "$T_DIR/netns.err")"
+    exit "$SKIP_CODE"
+fi
+CLEANUP+=("ip netns del $tag-sw")
+ip -n "$tag-sw" link add br0 type bridge
+ip -n "$tag-sw" link set br0 up
+
+# Documentation addresses (192.0.2.0/24): never a real host.
+addr_of() { echo "192.0.2.$((10 + $1))"; }
+write_hosts() {
+    local i
+    for i in 0 1 2; do
+        mkdir -p "/etc/netns/$tag-n$i"
+        { echo "127.0.0.1 localhost"; for h in 0 1 2; do echo "${ADDR[$h]} node$h"; done; } >"/etc/netns/$tag-n$i/hosts"
+    done
+}
+ADDR=("$(addr_of 0)" "$(addr_of 1)" "$(addr_of 2)")
+for i in 0 1 2; do
+    ip netns add "$tag-n$i"
+    CLEANUP+=("ip netns del $tag-n$i" "rm -rf /etc/netns/$tag-n$i")
+    ip -n "$tag-sw" link add "sv$i" type veth peer name eth0 netns "$tag-n$i"
+    ip -n "$tag-sw" link set "sv$i" master br0 up
+    ip -n "$tag-n$i" addr add "${ADDR[$i]}/24" dev eth0
+    ip -n "$tag-n$i" link set eth0 up
+    ip -n "$tag-n$i" link set lo up
+done
+write_hosts
+
+banyan keygen "$T_DIR/cert" >/dev/null
+cat >"$T_DIR/cluster.toml" <<TOML
+[bootstrap]
+hosts = "node[0-2]"
+port = 8050
+curve_cert = "$T_DIR/cert"
+[tbon]
+fanout = 2
+heartbeat_period = "0.2s"
+lost_timeout = "1.5s"
+hello_timeout = "0.5s"
+connect_max_backoff = "0.5s"
+TOML
+
+# host_broker I: node I's broker, in its namespace, under its own host name.
+host_broker() {
+    mkdir -p "$T_DIR/node$1"
+    ip netns exec "$tag-n$1" unshare --uts sh -c \
+        "hostname node$1 && exec banyan-broker --config $T_DIR/cluster.toml --rundir $T_DIR/node$1" \
+        >>"$T_DIR/node$1.log" 2>&1 &
+}
+export BANYAN_URI="local://$T_DIR/node0/local.sock"
+status_is() { banyan overlay status -s | grep -q "^$1$"; }
+export -f status_is
+
+host_broker 2
+host_broker 1
+sleep 0.5
+host_broker 0
+wait_for "three hosts joined over TCP+CURVE, rank 0 last" 15 status_is "online: 0-2 (3)"
+check_output "rank 2 is reached through the tree" "route=client!0!2 " banyan ping 2
+check_output "each broker took its rank from its host name" "rank 1 \(node1\) joined" banyan dmesg
+check_output "node0's broker listens in its own namespace" "(\*|0\.0\.0\.0):8050" \
+    ip netns exec "$tag-n0" ss -ltnH
+
+kill -KILL "$(pgrep -f -- "--rundir $T_DIR/node1( |$)")"
+wait_for "kill -9 of node1: lost" 10 status_is "lost: 1 (1)"
+host_broker 1
+wait_for "node1 restarted: back in the tree" 15 status_is "online: 0-2 (3)"
+
+# Rank 0's host moves to a new address, as a pod does when it is rescheduled.
+kill -KILL "$(pgrep -f -- "--rundir $T_DIR/node0( |$)")"
+ip -n "$tag-n0" addr del "${ADDR[0]}/24" dev eth0
+ADDR[0]=$(addr_of 20)
+ip -n "$tag-n0" addr add "${ADDR[0]}/24" dev eth0
+write_hosts
+host_broker 0
+wait_for "rank 0 on a new address: followers find it by name" 20 status_is "online: 0-2 (3)"
+check_output "and rank 2 answers" "route=client!0!2 " banyan ping 2
+
+check "banyan shutdown stops every host's broker" banyan shutdown
+no_brokers_left "no broker is left on any host" "$T_DIR"
