@@ -89,14 +89,20 @@ Result<std::vector<std::string>> expand_entry(std::string_view entry, std::strin
             i = close + 1;
             continue;
         }
-        if (entry[i] == ']')
-            return make_error(EINVAL, fmt::format("{}: ']' without '['", what));
-        if (!host_char(entry[i]))
-            return make_error(EINVAL, fmt::format("{}: character '{}' is not allowed in a host name", what,
-                                                  entry[i] == ' ' ? std::string("space") : std::string(1, entry[i])));
+        // A run of literal characters is appended to every name at once.
+        size_t end = i;
+        while (end < entry.size() && entry[end] != '[') {
+            if (entry[end] == ']')
+                return make_error(EINVAL, fmt::format("{}: ']' without '['", what));
+            if (!host_char(entry[end]))
+                return make_error(EINVAL,
+                                  fmt::format("{}: character '{}' is not allowed in a host name", what,
+                                              entry[end] == ' ' ? std::string("space") : std::string(1, entry[end])));
+            end++;
+        }
         for (auto& name : names)
-            name += entry[i];
-        i++;
+            name.append(entry.substr(i, end - i));
+        i = end;
     }
     return names;
 }

@@ -283,12 +283,15 @@ void Overlay::set_child_state(uint32_t rank, PeerState state, std::string_view w
 void Overlay::probe_children() {
     // A connection closed; ZeroMQ forgets the peer a moment later. Sending to
     // each child finds the one that is gone (EHOSTUNREACH). Probe a few
-    // times (5, 20, 80 ms later) since the forgetting is asynchronous.
+    // times (1, 5, 20, 80 ms later) since the forgetting is asynchronous.
     probes_left_ = 4;
-    probe_once();
+    probe_timer_.start(std::chrono::milliseconds(1), [this] { probe_once(); });
 }
 
 void Overlay::probe_once() {
+    // A child that left cleanly sent GOODBYE before closing: read it first,
+    // so that it is marked offline rather than lost.
+    router_reader_->drain();
     for (auto& [rank, child] : children_) {
         if (child.state != PeerState::online && child.state != PeerState::torpid)
             continue;

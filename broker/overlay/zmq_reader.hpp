@@ -23,10 +23,10 @@ class ZmqReader {
 
     // Schedules a drain on the loop (coalesced: many pokes, one drain).
     void poke();
-
-  private:
+    // Handles whatever is ready now, before the caller goes on.
     void drain();
 
+  private:
     Reactor& reactor_;
     zmq::socket_t& socket_;
     std::function<void(Frames&&)> on_message_;
