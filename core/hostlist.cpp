@@ -1,5 +1,7 @@
 #include "core/hostlist.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/idset.hpp"
@@ -25,7 +27,7 @@ size_t padding_width(std::string_view digits) {
 }
 
 // Expands the inside of one bracket group ("1-4,07") into number strings.
-Result<std::vector<std::string>> expand_bracket(std::string_view body, std::string_view what) {
+Result<std::vector<std::string>> expand_bracket(std::string_view body, std::string_view what, size_t max_hosts) {
     if (body.empty())
         return make_error(EINVAL, fmt::format("{}: empty brackets", what));
     std::vector<std::string> out;
@@ -49,8 +51,8 @@ Result<std::vector<std::string>> expand_bracket(std::string_view body, std::stri
                 return make_error(EINVAL, fmt::format("{}: range '{}' is reversed", what, element));
             hi = *h;
         }
-        if (hi - *lo + 1 > HostList::kMaxHosts - out.size())
-            return make_error(E2BIG, fmt::format("{}: more than {} hosts", what, HostList::kMaxHosts));
+        if (hi - *lo + 1 > max_hosts - out.size())
+            return make_error(E2BIG, fmt::format("{}: more than {} hosts", what, max_hosts));
         size_t width = padding_width(lo_text);
         for (uint64_t n = *lo; n <= hi; n++)
             out.push_back(pad(n, width));
@@ -62,7 +64,8 @@ Result<std::vector<std::string>> expand_bracket(std::string_view body, std::stri
 }
 
 // Expands one comma-free-at-top-level entry ("r[1-2]n[01-04]") into names.
-Result<std::vector<std::string>> expand_entry(std::string_view entry, std::string_view what, size_t budget) {
+Result<std::vector<std::string>> expand_entry(std::string_view entry, std::string_view what, size_t budget,
+                                              size_t max_hosts) {
     if (entry.empty())
         return make_error(EINVAL, fmt::format("{}: empty host name", what));
     std::vector<std::string> names{""};
@@ -75,11 +78,11 @@ Result<std::vector<std::string>> expand_entry(std::string_view entry, std::strin
             std::string_view body = entry.substr(i + 1, close - i - 1);
             if (body.find('[') != body.npos)
                 return make_error(EINVAL, fmt::format("{}: nested '['", what));
-            auto numbers = expand_bracket(body, what);
+            auto numbers = expand_bracket(body, what, max_hosts);
             if (!numbers)
                 return numbers.error();
             if (numbers->size() > budget / names.size())
-                return make_error(E2BIG, fmt::format("{}: more than {} hosts", what, HostList::kMaxHosts));
+                return make_error(E2BIG, fmt::format("{}: more than {} hosts", what, max_hosts));
             std::vector<std::string> product;
             product.reserve(names.size() * numbers->size());
             for (const auto& prefix : names)
@@ -131,7 +134,8 @@ uint64_t to_number(std::string_view digits) {
 
 }  // namespace
 
-Result<HostList> HostList::parse(std::string_view text) {
+Result<HostList> HostList::parse(std::string_view text, size_t max_hosts) {
+    max_hosts = std::min(max_hosts, kMaxHosts);
     std::string what = fmt::format("hostlist '{}'", text.size() > 80 ? std::string(text.substr(0, 77)) + "..." : text);
     HostList list;
     if (text.empty())
@@ -149,7 +153,7 @@ Result<HostList> HostList::parse(std::string_view text) {
             if (text[i] != ',' || depth > 0)
                 continue;
         }
-        auto names = expand_entry(text.substr(start, i - start), what, kMaxHosts - list.size());
+        auto names = expand_entry(text.substr(start, i - start), what, max_hosts - list.size(), max_hosts);
         if (!names)
             return names.error();
         list.hosts_.insert(list.hosts_.end(), names->begin(), names->end());

@@ -25,8 +25,8 @@ class HostList {
 
     // Error names the bad part: an empty name, unbalanced or nested
     // brackets, a bad range, a character not allowed in a host name, or
-    // more than kMaxHosts hosts.
-    static Result<HostList> parse(std::string_view text);
+    // more than `max_hosts` hosts (at most kMaxHosts).
+    static Result<HostList> parse(std::string_view text, size_t max_hosts = kMaxHosts);
 
     // Canonical compressed form: runs of hosts that differ only in a
     // trailing number become one bracket group, in the original order.

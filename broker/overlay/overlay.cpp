@@ -117,6 +117,14 @@ Result<void> Overlay::start() {
     return {};
 }
 
+std::unique_ptr<zmq::socket_t> Overlay::attach_monitor(zmq::socket_t& socket, const std::string& uri) {
+    if (zmq_socket_monitor(socket.handle(), uri.c_str(), kMonitorEvents) != 0)
+        throw zmq::error_t();
+    auto monitor = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
+    monitor->connect(uri);
+    return monitor;
+}
+
 // --- children --------------------------------------------------------------
 
 Result<void> Overlay::bind_children() {
@@ -130,11 +138,7 @@ Result<void> Overlay::bind_children() {
             router_->set(zmq::sockopt::curve_secretkey, boot_.cert->secret_key);
             router_->set(zmq::sockopt::zap_domain, "banyan");
         }
-        std::string monitor_uri = fmt::format("inproc://monitor-router-{}", boot_.rank);
-        if (zmq_socket_monitor(router_->handle(), monitor_uri.c_str(), kMonitorEvents) != 0)
-            throw zmq::error_t();
-        router_monitor_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
-        router_monitor_->connect(monitor_uri);
+        router_monitor_ = attach_monitor(*router_, fmt::format("inproc://monitor-router-{}", boot_.rank));
         router_->bind(boot_.bind_uri);
     } catch (const zmq::error_t& e) {
         return make_error(e.num(), fmt::format("cannot bind {}: {}", boot_.bind_uri, e.what()));
@@ -374,11 +378,8 @@ void Overlay::connect_parent() {
             dealer_->set(zmq::sockopt::curve_publickey, boot_.cert->public_key);
             dealer_->set(zmq::sockopt::curve_secretkey, boot_.cert->secret_key);
         }
-        std::string monitor_uri = fmt::format("inproc://monitor-dealer-{}-{}", boot_.rank, socket_generation_);
-        if (zmq_socket_monitor(dealer_->handle(), monitor_uri.c_str(), kMonitorEvents) != 0)
-            throw zmq::error_t();
-        dealer_monitor_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::pair);
-        dealer_monitor_->connect(monitor_uri);
+        dealer_monitor_ =
+            attach_monitor(*dealer_, fmt::format("inproc://monitor-dealer-{}-{}", boot_.rank, socket_generation_));
         dealer_->connect(boot_.parent_uri);
     } catch (const zmq::error_t& e) {
         log::error("overlay", "cannot connect to parent at {}: {}", boot_.parent_uri, e.what());

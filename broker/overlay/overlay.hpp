@@ -84,6 +84,9 @@ class Overlay {
         std::optional<SubtreeStates> report;  // its last overlay.health
     };
 
+    // The PAIR end of a socket monitor for disconnects and failed
+    // handshakes. Throws zmq::error_t, like the socket calls around it.
+    std::unique_ptr<zmq::socket_t> attach_monitor(zmq::socket_t& socket, const std::string& uri);
     Result<void> bind_children();
     void on_child_frames(Frames&& frames);
     void on_hello(uint32_t rank, const Message& msg);

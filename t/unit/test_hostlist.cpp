@@ -64,3 +64,12 @@ TEST_CASE("hostlist finds a host's index (its rank)", "[hostlist]") {
     CHECK(h.find("login") == 0u);
     CHECK(!h.find("node4"));
 }
+
+TEST_CASE("hostlist honours a caller's cap on its size", "[hostlist]") {
+    CHECK(HostList::parse("n[1-10]", 10).ok());
+    auto r = HostList::parse("n[1-11]", 10);
+    REQUIRE(!r.ok());
+    CHECK(r.error().message == "hostlist 'n[1-11]': more than 10 hosts");
+    CHECK(!HostList::parse("a[1-5]b[1-3]", 10).ok());
+    CHECK(!HostList::parse("n[1-6],m[1-5]", 10).ok());
+}
