@@ -25,6 +25,7 @@ struct StartOptions {
     std::vector<std::string> settings;
     std::string log_level;
     int64_t rank = -1;
+    std::string rundir;
     double wait_timeout = 120;
     std::vector<std::string> command;
 };
@@ -47,6 +48,8 @@ int exec_configured_broker(const StartOptions& o) {
         args.insert(args.end(), {"--setattr", s});
     if (o.rank >= 0)
         args.insert(args.end(), {"--rank", std::to_string(o.rank)});
+    if (!o.rundir.empty())
+        args.insert(args.end(), {"--rundir", o.rundir});
     if (!o.log_level.empty())
         args.insert(args.end(), {"--log-level", o.log_level});
     std::vector<char*> argv;
@@ -217,6 +220,7 @@ void add_start(CLI::App& app, int& exit_code) {
     cmd->add_option("-S,--setattr", o.settings, "override a config key: KEY=VALUE (repeatable)")
         ->allow_extra_args(false);
     cmd->add_option("-r,--rank", o.rank, "with --config: this broker's rank");
+    cmd->add_option("--rundir", o.rundir, "with --config: directory for the local socket");
     cmd->add_option("--log-level", o.log_level, "brokers' log level (test instances: warning)");
     cmd->add_option("--wait-timeout", o.wait_timeout, "seconds to wait for the instance to come up (default 120)");
     // Everything from the first argument that is not an option on is COMMAND,

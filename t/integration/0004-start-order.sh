@@ -11,11 +11,14 @@ write_config "$T_DIR/c.toml" 5 "$port" "$T_DIR/cert" $'[broker]\nquorum = 4'
 for r in 4 3 2 1; do start_broker "$T_DIR/c.toml" $r; done
 sleep 1
 check_output "followers started first wait for rank 0, without giving up" "." pgrep -f -- "--rundir $T_DIR/rank-4( |$)"
-start_broker "$T_DIR/c.toml" 0
-wait_for "rank 0 starts last and all followers join" 10 \
+mkdir -p "$T_DIR/rank-0"
+banyan start --config "$T_DIR/c.toml" --rank 0 --rundir "$T_DIR/rank-0" >>"$T_DIR/rank-0.log" 2>&1 &
+wait_for "rank 0 (banyan start --config) starts last and all followers join" 10 \
     sh -c "BANYAN_URI=$(uri_of 0) banyan overlay status -s | grep -q '^online: 0-4 (5)$'"
-check "banyan shutdown stops all" env BANYAN_URI="$(uri_of 0)" banyan shutdown
-no_brokers_left "every broker exited" "$T_DIR"
+kill -TERM "$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")"
+no_brokers_left "SIGTERM at rank 0 stops every broker" "$T_DIR"
+check_output "rank 0 saw its children leave cleanly" "rank 2 is offline: left" cat "$T_DIR/rank-0.log"
+check_output "rank 1 saw its own children leave before it did" "rank 4 is offline: left" cat "$T_DIR/rank-1.log"
 
 # Quorum 4 of 5: rank 4 starts late.
 for r in 0 1 2 3; do start_broker "$T_DIR/c.toml" $r; done
