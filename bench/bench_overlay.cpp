@@ -107,8 +107,8 @@ int throughput(uint32_t rank, int count, int window) {
         received++;
     }
     double s = us_since(t) / 1e6;
-    std::printf("throughput rank %u -> 0: %d RPCs in %.3f s = %.0f RPCs/s (%.0f messages/s), window %d\n", rank,
-                count, s, count / s, 2 * count / s, window);
+    std::printf("throughput rank %u -> 0: %d RPCs in %.3f s = %.0f RPCs/s (%.0f messages/s), window %d\n", rank, count,
+                s, count / s, 2 * count / s, window);
     return 0;
 }
 

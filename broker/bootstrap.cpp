@@ -128,12 +128,11 @@ Result<Bootstrap> make_bootstrap(const BrokerOptions& options) {
         const char* key;
         double* value;
     };
-    for (auto [key, value] : {Timeout{"tbon.heartbeat_period", &b.heartbeat_period},
-                              Timeout{"tbon.torpid_timeout", &b.torpid_timeout},
-                              Timeout{"tbon.lost_timeout", &b.lost_timeout},
-                              Timeout{"tbon.hello_timeout", &b.hello_timeout},
-                              Timeout{"tbon.connect_max_backoff", &b.connect_max_backoff},
-                              Timeout{"broker.shutdown_timeout", &b.shutdown_timeout}}) {
+    for (auto [key, value] :
+         {Timeout{"tbon.heartbeat_period", &b.heartbeat_period}, Timeout{"tbon.torpid_timeout", &b.torpid_timeout},
+          Timeout{"tbon.lost_timeout", &b.lost_timeout}, Timeout{"tbon.hello_timeout", &b.hello_timeout},
+          Timeout{"tbon.connect_max_backoff", &b.connect_max_backoff},
+          Timeout{"broker.shutdown_timeout", &b.shutdown_timeout}}) {
         auto d = config.get_duration(key, *value);
         if (!d)
             return d.error();

@@ -29,9 +29,9 @@ struct Bootstrap {
     uint32_t size = 1;
     uint32_t fanout = 2;
     std::string hostname;
-    HostList hosts;               // empty for a hostless (test) instance
-    std::string bind_uri;         // empty when this rank has no children
-    std::string parent_uri;       // empty at rank 0
+    HostList hosts;          // empty for a hostless (test) instance
+    std::string bind_uri;    // empty when this rank has no children
+    std::string parent_uri;  // empty at rank 0
     std::optional<CurveCert> cert;
     std::string rundir;
     uint32_t quorum = 1;

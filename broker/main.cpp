@@ -7,8 +7,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "broker/bootstrap.hpp"
 #include "broker/broker.hpp"
@@ -49,8 +49,9 @@ int main(int argc, char** argv) {
     int64_t rank = -1;
     CLI::App app("banyan-broker: the Banyan daemon, one per node", "banyan-broker");
     app.add_option("-c,--config", options.config_path, "TOML config file");
-    app.add_option("-r,--rank", rank, "this broker's rank (default: $BANYAN_RANK, or this host's index in "
-                                      "bootstrap.hosts)")
+    app.add_option("-r,--rank", rank,
+                   "this broker's rank (default: $BANYAN_RANK, or this host's index in "
+                   "bootstrap.hosts)")
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
     app.add_option("--rundir", options.rundir, "directory for the local socket");
     app.add_option("-S,--setattr", options.settings, "override a config key: KEY=VALUE (repeatable)")

@@ -28,8 +28,8 @@ void add_ping(CLI::App& app, int& exit_code) {
             if (i > 0)
                 std::this_thread::sleep_for(std::chrono::duration<double>(interval));
             auto start = std::chrono::steady_clock::now();
-            auto body = client.rpc("broker.ping", {{"seq", i}, {"pad", std::string(pad, 'p')}},
-                                   static_cast<uint32_t>(*rank));
+            auto body =
+                client.rpc("broker.ping", {{"seq", i}, {"pad", std::string(pad, 'p')}}, static_cast<uint32_t>(*rank));
             double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
             if (!body)
                 fail(fmt::format("rank {}: {}", *rank, body.error().message));

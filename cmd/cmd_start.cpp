@@ -92,9 +92,10 @@ class TestInstance {
     void spawn_broker(int rank) {
         std::string rundir = fmt::format("{}/rank-{}", dir_, rank);
         std::filesystem::create_directory(rundir);
-        std::vector<std::string> argv = {broker_path(), "--config", dir_ + "/instance.toml", "--rank",
-                                         std::to_string(rank), "--rundir", rundir, "--log-level",
-                                         options_.log_level.empty() ? "warning" : options_.log_level};
+        std::vector<std::string> argv = {
+            broker_path(), "--config",           dir_ + "/instance.toml",
+            "--rank",      std::to_string(rank), "--rundir",
+            rundir,        "--log-level",        options_.log_level.empty() ? "warning" : options_.log_level};
         for (const auto& s : options_.settings)
             argv.insert(argv.end(), {"--setattr", s});
         auto proc = Subprocess::spawn(reactor_, {.argv = argv}, [this, rank](int status) {
@@ -126,17 +127,19 @@ class TestInstance {
     Client connect_when_ready() {
         std::optional<Client> client;
         std::string last_error;
-        bool connected = wait_until([&] {
-            if (exited_ > 0)
-                fail("a broker failed to start (see its message above)");
-            auto c = Client::connect(uri());
-            if (!c) {
-                last_error = c.error().message;
-                return false;
-            }
-            client.emplace(std::move(*c));
-            return true;
-        }, options_.wait_timeout);
+        bool connected = wait_until(
+            [&] {
+                if (exited_ > 0)
+                    fail("a broker failed to start (see its message above)");
+                auto c = Client::connect(uri());
+                if (!c) {
+                    last_error = c.error().message;
+                    return false;
+                }
+                client.emplace(std::move(*c));
+                return true;
+            },
+            options_.wait_timeout);
         if (!connected)
             fail(fmt::format("rank 0 did not come up within {}s: {}", options_.wait_timeout, last_error));
         auto ready = client->rpc("broker.ready", nlohmann::json::object(), 0,
@@ -212,10 +215,10 @@ int run_test_instance(const StartOptions& o) {
 
 void add_start(CLI::App& app, int& exit_code) {
     static StartOptions o;
-    auto* cmd = app.add_subcommand("start", "Start an instance: N local brokers (--test-size) or this node's "
-                                            "broker of a configured cluster (--config)");
-    cmd->add_option("-s,--test-size", o.test_size, "start N brokers on this machine")
-        ->check(CLI::Range(1, 4096));
+    auto* cmd = app.add_subcommand("start",
+                                   "Start an instance: N local brokers (--test-size) or this node's "
+                                   "broker of a configured cluster (--config)");
+    cmd->add_option("-s,--test-size", o.test_size, "start N brokers on this machine")->check(CLI::Range(1, 4096));
     cmd->add_option("-c,--config", o.config, "start this node's broker from a cluster config file");
     cmd->add_option("-S,--setattr", o.settings, "override a config key: KEY=VALUE (repeatable)")
         ->allow_extra_args(false);

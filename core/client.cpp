@@ -86,7 +86,8 @@ Result<Message> Client::recv(std::optional<std::chrono::milliseconds> timeout) {
             return std::move(**next);
         int wait_ms = -1;
         if (timeout) {
-            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
             if (left.count() <= 0)
                 return make_error(ETIMEDOUT, "timed out waiting for the broker");
             wait_ms = static_cast<int>(left.count());

@@ -71,7 +71,8 @@ Result<Config> Config::parse(std::string_view text, std::string source) {
         config.root_ = toml::parse(text, config.source_);
     } catch (const toml::parse_error& e) {
         const auto& where = e.source().begin;
-        return make_error(EINVAL, fmt::format("{}:{}:{}: {}", config.source_, where.line, where.column, e.description()));
+        return make_error(EINVAL,
+                          fmt::format("{}:{}:{}: {}", config.source_, where.line, where.column, e.description()));
     }
     return config;
 }

@@ -34,8 +34,8 @@ Result<CurveCert> CurveCert::load(const std::string& path) {
     if (stat(path.c_str(), &st) < 0)
         return make_error(errno, fmt::format("{}: {}", path, std::strerror(errno)));
     if (st.st_mode & (S_IRWXG | S_IRWXO))
-        return make_error(EPERM, fmt::format("{}: certificate is readable by others (mode {:o}); chmod 600 it",
-                                             path, st.st_mode & 0777));
+        return make_error(EPERM, fmt::format("{}: certificate is readable by others (mode {:o}); chmod 600 it", path,
+                                             st.st_mode & 0777));
     auto config = Config::load(path);
     if (!config)
         return config.error();

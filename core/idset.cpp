@@ -84,9 +84,8 @@ std::string IdSet::format() const {
 
 void IdSet::insert_range(uint32_t first, uint32_t last) {
     // Find the first range that ends at or after first-1 (touching merges).
-    auto it = std::lower_bound(ranges_.begin(), ranges_.end(), first, [](const Range& r, uint32_t id) {
-        return uint64_t{r.last} + 1 < id;
-    });
+    auto it = std::lower_bound(ranges_.begin(), ranges_.end(), first,
+                               [](const Range& r, uint32_t id) { return uint64_t{r.last} + 1 < id; });
     Range merged{first, last};
     auto end = it;
     while (end != ranges_.end() && uint64_t{end->first} <= uint64_t{last} + 1) {
@@ -99,9 +98,8 @@ void IdSet::insert_range(uint32_t first, uint32_t last) {
 }
 
 void IdSet::erase(uint32_t id) {
-    auto it = std::lower_bound(ranges_.begin(), ranges_.end(), id, [](const Range& r, uint32_t v) {
-        return r.last < v;
-    });
+    auto it =
+        std::lower_bound(ranges_.begin(), ranges_.end(), id, [](const Range& r, uint32_t v) { return r.last < v; });
     if (it == ranges_.end() || it->first > id)
         return;
     Range r = *it;
@@ -113,9 +111,8 @@ void IdSet::erase(uint32_t id) {
 }
 
 bool IdSet::contains(uint32_t id) const {
-    auto it = std::lower_bound(ranges_.begin(), ranges_.end(), id, [](const Range& r, uint32_t v) {
-        return r.last < v;
-    });
+    auto it =
+        std::lower_bound(ranges_.begin(), ranges_.end(), id, [](const Range& r, uint32_t v) { return r.last < v; });
     return it != ranges_.end() && it->first <= id;
 }
 

@@ -20,7 +20,7 @@ enum class Level { error = 0, warning = 1, info = 2, debug = 3 };
 
 struct Options {
     std::string program = "banyan";
-    std::optional<uint32_t> rank;  // shown as program[rank]
+    std::optional<uint32_t> rank;    // shown as program[rank]
     Level level = Level::info;       // records above this level skip stderr
     Level ring_level = Level::info;  // and above this one skip the ring
     size_t ring_size = 1000;         // recent lines kept for dmesg

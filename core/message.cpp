@@ -13,8 +13,8 @@ constexpr uint8_t kReservedFlags = 0x80;
 constexpr size_t kStreamOverhead = 64u << 10;
 
 void put_u32(std::string& out, uint32_t v) {
-    const char bytes[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
-                           static_cast<char>(v >> 8), static_cast<char>(v)};
+    const char bytes[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                           static_cast<char>(v)};
     out.append(bytes, 4);
 }
 

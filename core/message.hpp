@@ -52,13 +52,13 @@ struct Message {
     uint8_t flags = 0;  // noresponse, upstream, private_event, streaming
     uint32_t userid = kUserIdUnknown;
     uint32_t rolemask = role::none;
-    uint32_t nodeid = kNodeIdAny;  // request
-    uint32_t errnum = 0;           // response
-    uint32_t sequence = 0;         // event
-    uint32_t control_type = 0;     // control
-    uint32_t control_status = 0;   // control
-    uint32_t matchtag = 0;         // request, response
-    bool routed = false;           // true when a route stack (maybe empty) is carried
+    uint32_t nodeid = kNodeIdAny;    // request
+    uint32_t errnum = 0;             // response
+    uint32_t sequence = 0;           // event
+    uint32_t control_type = 0;       // control
+    uint32_t control_status = 0;     // control
+    uint32_t matchtag = 0;           // request, response
+    bool routed = false;             // true when a route stack (maybe empty) is carried
     std::vector<std::string> route;  // newest hop first
     std::string topic;
     std::optional<std::string> payload;  // JSON object text

@@ -95,11 +95,11 @@ class SignalWatcher {
 };
 
 struct SpawnOptions {
-    std::vector<std::string> argv;                 // argv[0] is looked up in PATH
-    std::optional<std::vector<std::string>> env;   // "K=V" list; nullopt: inherit
-    std::string cwd;                               // empty: inherit
-    bool new_process_group = true;                 // so signal() reaches descendants
-    int stdin_fd = -1;                             // -1: inherit
+    std::vector<std::string> argv;                // argv[0] is looked up in PATH
+    std::optional<std::vector<std::string>> env;  // "K=V" list; nullopt: inherit
+    std::string cwd;                              // empty: inherit
+    bool new_process_group = true;                // so signal() reaches descendants
+    int stdin_fd = -1;                            // -1: inherit
     int stdout_fd = -1;
     int stderr_fd = -1;
 };

@@ -23,7 +23,7 @@ inline Error make_error(int code, std::string message) {
 template <class T>
 class [[nodiscard]] Result {
   public:
-    Result(T value) : state_(std::move(value)) {}  // NOLINT: implicit by design
+    Result(T value) : state_(std::move(value)) {}      // NOLINT: implicit by design
     Result(Error error) : state_(std::move(error)) {}  // NOLINT
 
     bool ok() const { return state_.index() == 0; }

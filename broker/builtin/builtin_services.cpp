@@ -110,9 +110,8 @@ void register_event_methods(Broker& b) {
 void register_builtin_services(Broker& b) {
     register_broker_methods(b);
     register_event_methods(b);
-    b.register_method("overlay.status", false, [&b](const Message& req) {
-        b.respond(Message::response_to(req, b.overlay().status()));
-    });
+    b.register_method("overlay.status", false,
+                      [&b](const Message& req) { b.respond(Message::response_to(req, b.overlay().status())); });
 }
 
 }  // namespace banyan

@@ -61,8 +61,8 @@ Result<void> LocalConnector::start() {
     if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0 || listen(listen_fd_, 256) < 0)
         return make_error(errno, fmt::format("{}: {}", path_, std::strerror(errno)));
     chmod(path_.c_str(), 0777);  // others may connect as guests; the rundir's mode decides who reaches it
-    accept_watcher_ = std::make_unique<FdWatcher>(reactor_, listen_fd_, FdWatcher::Event::readable,
-                                                  [this] { on_accept(); });
+    accept_watcher_ =
+        std::make_unique<FdWatcher>(reactor_, listen_fd_, FdWatcher::Event::readable, [this] { on_accept(); });
     return {};
 }
 
@@ -84,8 +84,8 @@ void LocalConnector::on_accept() {
         conn->uid = cred.uid;
         conn->rolemask = (cred.uid == owner_uid_ || cred.uid == 0) ? role::owner : role::user;
         std::string id = conn->id;
-        conn->reader = std::make_unique<FdWatcher>(reactor_, fd, FdWatcher::Event::readable,
-                                                   [this, id] { on_readable(id); });
+        conn->reader =
+            std::make_unique<FdWatcher>(reactor_, fd, FdWatcher::Event::readable, [this, id] { on_readable(id); });
         conns_[id] = std::move(conn);
     }
 }
@@ -161,8 +161,8 @@ void LocalConnector::flush(Connection& conn) {
     }
     if (!conn.writer) {
         std::string id = conn.id;
-        conn.writer = std::make_unique<FdWatcher>(reactor_, conn.fd, FdWatcher::Event::writable,
-                                                  [this, id] { on_writable(id); });
+        conn.writer =
+            std::make_unique<FdWatcher>(reactor_, conn.fd, FdWatcher::Event::writable, [this, id] { on_writable(id); });
     }
 }
 

@@ -58,8 +58,8 @@ nlohmann::json SubtreeStates::to_json() const {
 
 Result<SubtreeStates> SubtreeStates::from_json(const nlohmann::json& j) {
     SubtreeStates s;
-    for (auto [key, set] : {std::pair{"online", &s.online}, std::pair{"torpid", &s.torpid},
-                            std::pair{"lost", &s.lost}, std::pair{"offline", &s.offline}}) {
+    for (auto [key, set] : {std::pair{"online", &s.online}, std::pair{"torpid", &s.torpid}, std::pair{"lost", &s.lost},
+                            std::pair{"offline", &s.offline}}) {
         if (!j.contains(key) || !j[key].is_string())
             return make_error(EPROTO, fmt::format("overlay.health: '{}' must be an idset string", key));
         auto parsed = IdSet::parse(j[key].get<std::string>());
@@ -143,9 +143,8 @@ Result<void> Overlay::bind_children() {
     } catch (const zmq::error_t& e) {
         return make_error(e.num(), fmt::format("cannot bind {}: {}", boot_.bind_uri, e.what()));
     }
-    router_reader_ = std::make_unique<ZmqReader>(reactor_, *router_, [this](Frames&& f) {
-        on_child_frames(std::move(f));
-    });
+    router_reader_ =
+        std::make_unique<ZmqReader>(reactor_, *router_, [this](Frames&& f) { on_child_frames(std::move(f)); });
     router_monitor_reader_ = std::make_unique<ZmqReader>(reactor_, *router_monitor_, [this](Frames&& f) {
         if (f.size() >= 2 && f[0].size() == 6) {
             uint16_t event;
@@ -160,8 +159,10 @@ Result<void> Overlay::bind_children() {
             if (now - last_refusal_log_ < std::chrono::minutes(1) && last_refusal_log_ != Clock::time_point{})
                 return;
             last_refusal_log_ = now;
-            log::error("overlay", "refused connection on {}: CURVE handshake failed "
-                       "(a broker with another certificate?); {} so far", f[1], refused_handshakes_);
+            log::error("overlay",
+                       "refused connection on {}: CURVE handshake failed "
+                       "(a broker with another certificate?); {} so far",
+                       f[1], refused_handshakes_);
         }
     });
     log::debug("overlay", "listening on {}", boot_.bind_uri);
@@ -184,8 +185,8 @@ void Overlay::on_child_frames(Frames&& frames) {
     if (msg.type == MessageType::request && msg.topic == "overlay.hello") {
         if (it == children_.end()) {
             log::error("overlay", "refused hello from '{}': not a child of rank {}", identity, boot_.rank);
-            Message err = Message::error_to(msg, EPERM, fmt::format("'{}' is not a child of rank {}", identity,
-                                                                    boot_.rank));
+            Message err =
+                Message::error_to(msg, EPERM, fmt::format("'{}' is not a child of rank {}", identity, boot_.rank));
             (void)send_frames(*router_, encode(err), &identity);
             router_reader_->poke();
             return;
@@ -386,9 +387,8 @@ void Overlay::connect_parent() {
         reconnect_parent("connect failed");
         return;
     }
-    dealer_reader_ = std::make_unique<ZmqReader>(reactor_, *dealer_, [this](Frames&& f) {
-        on_parent_frames(std::move(f));
-    });
+    dealer_reader_ =
+        std::make_unique<ZmqReader>(reactor_, *dealer_, [this](Frames&& f) { on_parent_frames(std::move(f)); });
     dealer_monitor_reader_ = std::make_unique<ZmqReader>(reactor_, *dealer_monitor_, [this](Frames&& f) {
         uint16_t event = 0;
         if (f.size() >= 2 && f[0].size() == 6)
@@ -399,12 +399,9 @@ void Overlay::connect_parent() {
                        boot_.parent_uri);
         }
     });
-    Message hello = Message::request("overlay.hello",
-                                     {{"rank", boot_.rank},
-                                      {"uuid", uuid_},
-                                      {"version", kVersion},
-                                      {"hostname", boot_.hostname}},
-                                     *boot_.parent());
+    Message hello = Message::request(
+        "overlay.hello", {{"rank", boot_.rank}, {"uuid", uuid_}, {"version", kVersion}, {"hostname", boot_.hostname}},
+        *boot_.parent());
     hello.routed = true;
     hello_matchtag_ = hello.matchtag = next_matchtag_++;
     (void)send_frames(*dealer_, encode(hello));

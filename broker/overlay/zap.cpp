@@ -15,9 +15,8 @@ Result<std::unique_ptr<ZapAuthenticator>> ZapAuthenticator::start(Reactor& react
         return make_error(e.num(), fmt::format("ZAP handler: {}", e.what()));
     }
     ZapAuthenticator* self = zap.get();
-    zap->reader_ = std::make_unique<ZmqReader>(reactor, zap->socket_, [self](Frames&& f) {
-        self->on_request(std::move(f));
-    });
+    zap->reader_ =
+        std::make_unique<ZmqReader>(reactor, zap->socket_, [self](Frames&& f) { self->on_request(std::move(f)); });
     return zap;
 }
 
@@ -40,8 +39,8 @@ void ZapAuthenticator::on_request(Frames&& frames) {
     }
     if (!ok)
         log::error("overlay", "refused connection from {}: {}", address.empty() ? "(unknown)" : address, why);
-    Frames reply = {"1.0", request_id, ok ? "200" : "400", ok ? "OK" : "not the cluster certificate",
-                    ok ? "banyan" : "", ""};
+    Frames reply = {
+        "1.0", request_id, ok ? "200" : "400", ok ? "OK" : "not the cluster certificate", ok ? "banyan" : "", ""};
     if (auto r = send_frames(socket_, reply); !r)
         log::warning("overlay", "ZAP reply: {}", r.error().message);
     reader_->poke();

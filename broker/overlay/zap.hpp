@@ -23,8 +23,8 @@ class ZapAuthenticator {
                                                            const std::string& allowed_public_key);
 
   private:
-    ZapAuthenticator(zmq::context_t& context, std::string allowed) : socket_(context, zmq::socket_type::rep),
-                                                                     allowed_(std::move(allowed)) {}
+    ZapAuthenticator(zmq::context_t& context, std::string allowed)
+        : socket_(context, zmq::socket_type::rep), allowed_(std::move(allowed)) {}
     void on_request(Frames&& frames);
 
     zmq::socket_t socket_;

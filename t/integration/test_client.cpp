@@ -24,8 +24,9 @@ using namespace banyan;
 namespace {
 
 int usage() {
-    std::fprintf(stderr, "usage: banyan-test-client rpc TOPIC JSON [NODEID [upstream]] | events PREFIX COUNT | "
-                         "publish TOPIC COUNT | garbage\n");
+    std::fprintf(stderr,
+                 "usage: banyan-test-client rpc TOPIC JSON [NODEID [upstream]] | events PREFIX COUNT | "
+                 "publish TOPIC COUNT | garbage\n");
     return 2;
 }
 
@@ -108,8 +109,9 @@ int intrude(const std::string& uri, const std::string& server_key, const std::st
     dealer.set(zmq::sockopt::curve_publickey, keys->public_key);
     dealer.set(zmq::sockopt::curve_secretkey, keys->secret_key);
     dealer.connect(uri);
-    Message hello = Message::request("overlay.hello", {{"rank", std::stoi(rank)}, {"uuid", "intruder"},
-                                                       {"version", "0.1.0"}, {"hostname", "intruder"}}, 0);
+    Message hello = Message::request(
+        "overlay.hello",
+        {{"rank", std::stoi(rank)}, {"uuid", "intruder"}, {"version", "0.1.0"}, {"hostname", "intruder"}}, 0);
     hello.routed = true;
     hello.matchtag = 1;
     Frames frames = encode(hello);

@@ -19,8 +19,9 @@ std::string write_config(const std::string& text) {
 }  // namespace
 
 TEST_CASE("bootstrap takes the rank from the host name and fills templates", "[bootstrap]") {
-    std::string path = write_config("[bootstrap]\nhosts = \"node[0-6]\"\nport = 9000\n"
-                                    "bind = \"ipc:///tmp/t-%r\"\nconnect = \"ipc:///tmp/t-%r\"\n[tbon]\nfanout = 2\n");
+    std::string path = write_config(
+        "[bootstrap]\nhosts = \"node[0-6]\"\nport = 9000\n"
+        "bind = \"ipc:///tmp/t-%r\"\nconnect = \"ipc:///tmp/t-%r\"\n[tbon]\nfanout = 2\n");
     auto b = make_bootstrap({.config_path = path, .hostname = "node1"});
     REQUIRE(b.ok());
     CHECK(b->rank == 1);

@@ -65,10 +65,26 @@ TEST_CASE("config reports unknown keys by name", "[config]") {
 }
 
 TEST_CASE("config rejects malformed TOML with file, line and column", "[config][malformed]") {
-    for (const char* bad : {"[bootstrap\n", "a = \n", "a = 1\na = 2\n", "= 1\n", "a = \"unterminated\n",
-                            "[a]\n[a]\n", "a = [1, \"x\"\n", "a = 0x\n", "a = 1979-13-45\n", "a = tru\n",
-                            "a.b = 1\na = 2\n", "[[a]]\n[a]\n", "a = {b = 1,}\n", "\xff = 1\n", "a = 'x' 'y'\n",
-                            "a = 1_\n", "a = 99999999999999999999\n", "[]\n", "a = \"\\q\"\n", "a = 01\n"}) {
+    for (const char* bad : {"[bootstrap\n",
+                            "a = \n",
+                            "a = 1\na = 2\n",
+                            "= 1\n",
+                            "a = \"unterminated\n",
+                            "[a]\n[a]\n",
+                            "a = [1, \"x\"\n",
+                            "a = 0x\n",
+                            "a = 1979-13-45\n",
+                            "a = tru\n",
+                            "a.b = 1\na = 2\n",
+                            "[[a]]\n[a]\n",
+                            "a = {b = 1,}\n",
+                            "\xff = 1\n",
+                            "a = 'x' 'y'\n",
+                            "a = 1_\n",
+                            "a = 99999999999999999999\n",
+                            "[]\n",
+                            "a = \"\\q\"\n",
+                            "a = 01\n"}) {
         INFO(bad);
         auto c = Config::parse(bad, "bad.toml");
         REQUIRE(!c.ok());

@@ -48,9 +48,30 @@ TEST_CASE("hostlist formats the canonical compressed form", "[hostlist]") {
 }
 
 TEST_CASE("hostlist rejects malformed input with a clear error", "[hostlist][malformed]") {
-    for (const char* bad : {",", "a,", ",a", "a,,b", "n[", "n]", "n[1-2", "n1-2]", "n[]", "n[,1]", "n[1,]",
-                            "n[3-1]", "n[a]", "n[1-a]", "n[-1]", "n[[1]]", "n[1-2]]", "bad host", "a/b", "n[1 - 2]",
-                            "n[0-9999999999999]", "n[0-2000000]", "a[0-1023]b[0-1023]c[0-3]", "n[1.5]"}) {
+    for (const char* bad : {",",
+                            "a,",
+                            ",a",
+                            "a,,b",
+                            "n[",
+                            "n]",
+                            "n[1-2",
+                            "n1-2]",
+                            "n[]",
+                            "n[,1]",
+                            "n[1,]",
+                            "n[3-1]",
+                            "n[a]",
+                            "n[1-a]",
+                            "n[-1]",
+                            "n[[1]]",
+                            "n[1-2]]",
+                            "bad host",
+                            "a/b",
+                            "n[1 - 2]",
+                            "n[0-9999999999999]",
+                            "n[0-2000000]",
+                            "a[0-1023]b[0-1023]c[0-3]",
+                            "n[1.5]"}) {
         INFO(bad);
         auto h = HostList::parse(bad);
         REQUIRE(!h.ok());

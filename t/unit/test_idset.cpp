@@ -32,9 +32,10 @@ TEST_CASE("idset parses and formats the canonical form", "[idset]") {
 }
 
 TEST_CASE("idset rejects malformed input with a clear error", "[idset][malformed]") {
-    for (const char* bad : {",", "1,", ",1", "1,,2", "-", "-1", "1-", "3-1", "a", "1a", "1 ,2", " 1", "1.5",
-                            "+1", "[1-2", "1-2]", "[", "]", "[]x", "4294967295", "99999999999999999999", "1-2-3",
-                            "0x10"}) {
+    for (const char* bad : {",",     "1,",   ",1", "1,,2", "-",   "-1",         "1-",
+                            "3-1",   "a",    "1a", "1 ,2", " 1",  "1.5",        "+1",
+                            "[1-2",  "1-2]", "[",  "]",    "[]x", "4294967295", "99999999999999999999",
+                            "1-2-3", "0x10"}) {
         INFO(bad);
         auto set = IdSet::parse(bad);
         REQUIRE(!set.ok());

@@ -208,10 +208,10 @@ TEST_CASE("stream decoder rejects bad framing", "[message][malformed]") {
         dec.feed(bytes);
         return !dec.next().ok();
     };
-    CHECK(fails(std::string("\0\0\0\0", 4)));                   // zero frames
-    CHECK(fails(std::string("\0\0\1\0", 4)));                   // 256 frames
-    CHECK(fails(std::string("\0\0\0\1\x7f\xff\xff\xff", 8)));   // frame of 2 GiB
-    CHECK(fails(std::string("\0\0\0\1\0\0\0\2ab", 10)));        // one frame that is no header
+    CHECK(fails(std::string("\0\0\0\0", 4)));                  // zero frames
+    CHECK(fails(std::string("\0\0\1\0", 4)));                  // 256 frames
+    CHECK(fails(std::string("\0\0\0\1\x7f\xff\xff\xff", 8)));  // frame of 2 GiB
+    CHECK(fails(std::string("\0\0\0\1\0\0\0\2ab", 10)));       // one frame that is no header
     // A partial message is not an error: more bytes may come.
     StreamDecoder dec;
     dec.feed(std::string("\0\0\0\2\0\0", 6));
