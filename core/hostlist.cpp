@@ -136,7 +136,9 @@ uint64_t to_number(std::string_view digits) {
 
 Result<HostList> HostList::parse(std::string_view text, size_t max_hosts) {
     max_hosts = std::min(max_hosts, kMaxHosts);
-    std::string what = fmt::format("hostlist '{}'", text.size() > 80 ? std::string(text.substr(0, 77)) + "..." : text);
+    // Long lists are cut in messages so an error stays one readable line.
+    std::string what = text.size() > 80 ? fmt::format("hostlist '{}...'", text.substr(0, 77))
+                                        : fmt::format("hostlist '{}'", text);
     HostList list;
     if (text.empty())
         return list;
@@ -199,8 +201,10 @@ std::string HostList::format() const {
                 if (r > 0)
                     out += ',';
                 out += pad(ranges[r].first, width);
-                if (ranges[r].second != ranges[r].first)
-                    out += '-' + pad(ranges[r].second, width);
+                if (ranges[r].second != ranges[r].first) {
+                    out += '-';
+                    out += pad(ranges[r].second, width);
+                }
             }
             out += ']';
         }
