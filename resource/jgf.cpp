@@ -1,0 +1,123 @@
+// ResourceGraph <-> JSON Graph Format, as Fluxion reads and writes it
+// (doc/spec/resources.md section 6).
+#include <fmt/format.h>
+
+#include "resource/graph.hpp"
+
+namespace banyan {
+
+nlohmann::json ResourceGraph::to_jgf() const {
+    nlohmann::json nodes = nlohmann::json::array();
+    nlohmann::json edges = nlohmann::json::array();
+    std::vector<std::string> paths(size());
+    for (Vertex v = 0; v < size(); v++) {
+        auto p = parent(v);
+        // Parents usually come first, so their path is known; else walk up.
+        paths[v] = (p && *p < v) ? paths[*p] + "/" + name(v) : p ? path(v) : "/" + name(v);
+        const ResourceVertex& r = g_[v];
+        nodes.push_back({{"id", std::to_string(v)},
+                         {"metadata",
+                          {{"type", type(v)},
+                           {"basename", basename(v)},
+                           {"name", name(v)},
+                           {"id", r.id},
+                           {"uniq_id", v},
+                           {"rank", r.rank},
+                           {"exclusive", r.exclusive},
+                           {"unit", unit(v)},
+                           {"size", r.size},
+                           {"paths", {{"containment", paths[v]}}}}}});
+        if (p)
+            edges.push_back({{"source", std::to_string(*p)},
+                             {"target", std::to_string(v)},
+                             {"metadata", {{"subsystem", "containment"}}}});
+    }
+    return {{"graph", {{"nodes", nodes}, {"edges", edges}}}};
+}
+
+namespace {
+
+// "node17" -> {"node", 17}; no trailing number -> {name, nullopt}.
+std::pair<std::string, std::optional<int64_t>> split_name(const std::string& name) {
+    size_t digits = name.find_last_not_of("0123456789") + 1;
+    if (digits == name.size() || name.size() - digits > 12)
+        return {name, std::nullopt};
+    return {name.substr(0, digits), std::stoll(name.substr(digits))};
+}
+
+// The containment path's parent part: "/a/b/c" -> "/a/b".
+std::string parent_path(const std::string& path) {
+    size_t slash = path.rfind('/');
+    return slash == std::string::npos || slash == 0 ? std::string() : path.substr(0, slash);
+}
+
+}  // namespace
+
+Result<ResourceGraph> ResourceGraph::from_jgf(const nlohmann::json& document) {
+    auto bad = [](std::string what) { return make_error(EINVAL, "JGF: " + what); };
+    // R v1 carries its graph under "scheduling" (Fluxion's JGF+R form).
+    const nlohmann::json& jgf =
+        document.is_object() && document.contains("scheduling") ? document["scheduling"] : document;
+    if (!jgf.is_object() || !jgf.contains("graph") || !jgf["graph"].is_object())
+        return bad("expected {\"graph\": {\"nodes\": [...], \"edges\": [...]}}");
+    const auto& graph = jgf["graph"];
+    if (!graph.contains("nodes") || !graph["nodes"].is_array())
+        return bad("graph.nodes: expected an array");
+    ResourceGraph out{Empty{}};
+    std::unordered_map<std::string, Vertex> by_id;
+    std::vector<std::string> paths;
+    size_t i = 0;
+    for (const auto& n : graph["nodes"]) {
+        std::string where = fmt::format("graph.nodes[{}]", i++);
+        if (!n.is_object() || !n.contains("id") || !n["id"].is_string() || !n.contains("metadata") ||
+            !n["metadata"].is_object())
+            return bad(where + ": expected {\"id\": STRING, \"metadata\": {...}}");
+        const auto& m = n["metadata"];
+        if (!m.contains("type") || !m["type"].is_string())
+            return bad(where + ".metadata.type: expected a string");
+        for (const char* key : {"basename", "name", "unit"})
+            if (m.contains(key) && !m[key].is_string())
+                return bad(fmt::format("{}.metadata.{}: expected a string", where, key));
+        for (const char* key : {"id", "size", "rank"})
+            if (m.contains(key) && !m[key].is_number_integer())
+                return bad(fmt::format("{}.metadata.{}: expected an integer", where, key));
+        if (by_id.count(n["id"].get<std::string>()))
+            return bad(fmt::format("{}: id '{}' appears twice", where, n["id"].get<std::string>()));
+        // Older graphs give only a name: basename and id come from it.
+        std::string type = m["type"].get<std::string>();
+        std::string name = m.value("name", "");
+        auto [base, number] = split_name(name.empty() ? type : name);
+        Vertex v = out.add_vertex(std::nullopt, type, m.value("basename", base), m.value("id", number.value_or(0)),
+                                  m.value("rank", -1), m.value("size", int64_t{1}), m.value("unit", ""), name);
+        out.g_[v].exclusive = m.value("exclusive", false);
+        by_id[n["id"].get<std::string>()] = v;
+        paths.push_back(m.contains("paths") && m["paths"].is_object() ? m["paths"].value("containment", "") : "");
+    }
+    i = 0;
+    for (const auto& e : graph.value("edges", nlohmann::json::array())) {
+        std::string where = fmt::format("graph.edges[{}]", i++);
+        if (!e.is_object() || !e.contains("source") || !e.contains("target"))
+            return bad(where + ": expected {\"source\", \"target\"}");
+        const auto meta = e.value("metadata", nlohmann::json::object());
+        if (meta.value("subsystem", "containment") != "containment" || meta.value("relation", "contains") != "contains")
+            continue;  // other subsystems, and the reverse "in" edges
+        auto src = by_id.find(e["source"].is_string() ? e["source"].get<std::string>() : e["source"].dump());
+        auto dst = by_id.find(e["target"].is_string() ? e["target"].get<std::string>() : e["target"].dump());
+        if (src == by_id.end() || dst == by_id.end())
+            return bad(where + ": source or target names no node");
+        // Some graphs list each edge both ways: the paths say which is down.
+        const std::string& from = paths[src->second];
+        const std::string& to = paths[dst->second];
+        if (!from.empty() && !to.empty() && parent_path(to) != from)
+            continue;
+        if (!boost::edge(src->second, dst->second, out.g_).second)
+            boost::add_edge(src->second, dst->second, out.g_);
+    }
+    out.roots_.clear();
+    for (Vertex v = 0; v < out.size(); v++)
+        if (!out.parent(v))
+            out.roots_.push_back(v);
+    return out;
+}
+
+}  // namespace banyan

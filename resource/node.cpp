@@ -1,0 +1,68 @@
+#include "resource/node.hpp"
+
+#include <fmt/format.h>
+
+namespace banyan {
+
+IdSet NodeDescription::cores() const {
+    IdSet all;
+    for (const auto& s : sockets)
+        all = all.union_with(s.cores);
+    return all;
+}
+
+IdSet NodeDescription::gpus() const {
+    IdSet all;
+    for (const auto& s : sockets)
+        all = all.union_with(s.gpus);
+    return all;
+}
+
+uint64_t NodeDescription::memory() const {
+    uint64_t total = 0;
+    for (const auto& s : sockets)
+        total += s.memory;
+    return total;
+}
+
+nlohmann::json NodeDescription::to_json() const {
+    nlohmann::json socks = nlohmann::json::array();
+    for (const auto& s : sockets)
+        socks.push_back({{"cores", s.cores.format()}, {"gpus", s.gpus.format()}, {"memory", s.memory}});
+    return {{"rank", rank}, {"hostname", hostname}, {"sockets", socks}};
+}
+
+Result<NodeDescription> NodeDescription::from_json(const nlohmann::json& j) {
+    auto bad = [](std::string what) { return make_error(EPROTO, "node description: " + what); };
+    if (!j.is_object())
+        return bad("not an object");
+    NodeDescription n;
+    if (!j.contains("rank") || !j["rank"].is_number_unsigned())
+        return bad("rank must be a non-negative integer");
+    n.rank = j["rank"].get<uint32_t>();
+    if (!j.contains("hostname") || !j["hostname"].is_string() || j["hostname"].get<std::string>().empty())
+        return bad("hostname must be a non-empty string");
+    n.hostname = j["hostname"].get<std::string>();
+    if (!j.contains("sockets") || !j["sockets"].is_array())
+        return bad("sockets must be an array");
+    size_t i = 0;
+    for (const auto& s : j["sockets"]) {
+        SocketDescription sock;
+        for (auto [key, set] : {std::pair{"cores", &sock.cores}, std::pair{"gpus", &sock.gpus}}) {
+            if (!s.is_object() || !s.contains(key) || !s[key].is_string())
+                return bad(fmt::format("sockets[{}].{} must be an idset string", i, key));
+            auto parsed = IdSet::parse(s[key].get<std::string>());
+            if (!parsed)
+                return bad(fmt::format("sockets[{}].{}: {}", i, key, parsed.error().message));
+            *set = std::move(*parsed);
+        }
+        if (!s.contains("memory") || !s["memory"].is_number_unsigned())
+            return bad(fmt::format("sockets[{}].memory must be a byte count", i));
+        sock.memory = s["memory"].get<uint64_t>();
+        n.sockets.push_back(std::move(sock));
+        i++;
+    }
+    return n;
+}
+
+}  // namespace banyan

@@ -1,0 +1,38 @@
+// NodeDescription: what one broker tells rank 0 about its node
+// (doc/spec/resources.md section 1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/idset.hpp"
+#include "core/result.hpp"
+
+namespace banyan {
+
+struct SocketDescription {
+    IdSet cores;
+    IdSet gpus;
+    uint64_t memory = 0;  // bytes
+    bool operator==(const SocketDescription&) const = default;
+};
+
+struct NodeDescription {
+    uint32_t rank = 0;
+    std::string hostname;
+    std::vector<SocketDescription> sockets;
+
+    IdSet cores() const;
+    IdSet gpus() const;
+    uint64_t memory() const;
+
+    nlohmann::json to_json() const;
+    // Error names the field that is missing or of the wrong type.
+    static Result<NodeDescription> from_json(const nlohmann::json& j);
+    bool operator==(const NodeDescription&) const = default;
+};
+
+}  // namespace banyan
