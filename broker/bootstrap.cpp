@@ -37,6 +37,7 @@ Result<void> check_known_keys(const Config& config) {
         {"tbon",
          {"fanout", "heartbeat_period", "torpid_timeout", "lost_timeout", "hello_timeout", "connect_max_backoff"}},
         {"broker", {"quorum", "shutdown_timeout"}},
+        {"resource", {"path", "synthetic", "hwloc_xml", "exclude"}},
     };
     for (const auto& [table, keys] : tables)
         if (auto r = config.check_keys(table, keys); !r)
@@ -86,6 +87,7 @@ Result<Bootstrap> make_bootstrap(const BrokerOptions& options) {
     Bootstrap b;
     b.hostname = options.hostname;
     b.rundir = options.rundir;
+    b.statedir = options.statedir;
     if (config.has("bootstrap.hosts")) {
         auto text = config.get_string("bootstrap.hosts");
         if (!text)
@@ -155,11 +157,12 @@ Result<Bootstrap> make_bootstrap(const BrokerOptions& options) {
             return cert.error();
         b.cert = std::move(*cert);
     }
+    b.config = std::move(config);
     bool uses_tcp = b.bind_uri.rfind("tcp://", 0) == 0 || b.parent_uri.rfind("tcp://", 0) == 0;
     if (uses_tcp && !b.cert)
         return make_error(EINVAL, fmt::format("{}: bootstrap.curve_cert is required for tcp:// endpoints "
                                               "(make one with `banyan keygen`)",
-                                              config.source()));
+                                              b.config.source()));
     return b;
 }
 

@@ -21,6 +21,7 @@ struct BrokerOptions {
     std::vector<std::string> settings;  // "KEY=VALUE" overrides of config keys
     std::optional<uint32_t> rank;       // --rank, else $BANYAN_RANK, else from hosts
     std::string rundir;                 // where the local socket lives
+    std::string statedir;               // rank 0's database (empty: RUNDIR/state)
     std::string hostname;               // this machine's name
 };
 
@@ -34,6 +35,8 @@ struct Bootstrap {
     std::string parent_uri;  // empty at rank 0
     std::optional<CurveCert> cert;
     std::string rundir;
+    std::string statedir;
+    Config config;  // the whole config, overrides applied (for services' own tables)
     uint32_t quorum = 1;
     double heartbeat_period = 2;
     double torpid_timeout = 30;

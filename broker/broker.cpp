@@ -51,7 +51,7 @@ Result<void> Broker::start() {
                         event_sequence_ = sequence;
                         event_sequence_known_ = true;
                     }
-                    check_quorum();
+                    check_ready();
                 },
             .on_shutdown_request = [this] { begin_shutdown("parent is shutting down"); },
             .on_subtree_change = [this] { on_subtree_change(); },
@@ -68,7 +68,7 @@ Result<void> Broker::start() {
         return r;
     if (boot_.rank == 0)
         event_sequence_known_ = true;
-    check_quorum();
+    check_ready();
     return {};
 }
 
@@ -140,6 +140,27 @@ void Broker::route_request(Message msg) {
         forward(*boot_.parent(), std::move(msg));
 }
 
+void Broker::forward_to(uint32_t rank, const Message& req) {
+    Message msg = req;
+    msg.nodeid = rank;
+    msg.flags &= ~msgflag::upstream;
+    route_request(std::move(msg));
+}
+
+void Broker::rpc(Message request, std::function<void(const Message&)> on_response) {
+    request.routed = true;
+    request.route.clear();
+    request.rolemask = role::owner;
+    request.userid = getuid();
+    request.matchtag = next_internal_matchtag_++;
+    internal_rpcs_[request.matchtag] = std::move(on_response);
+    route_request(std::move(request));
+}
+
+void Broker::add_ready_condition(std::function<bool()> condition) {
+    ready_conditions_.push_back(std::move(condition));
+}
+
 void Broker::deliver_local(const Message& msg) {
     auto it = methods_.find(msg.topic);
     if (it == methods_.end()) {
@@ -183,8 +204,19 @@ void Broker::on_peer_reset(uint32_t rank, std::string_view why) {
 void Broker::respond(const Message& response) {
     Message msg = response;
     std::string hop = msg.pop_route();
-    if (hop.empty())
-        return;  // the broker's own request: nobody waits for it
+    if (hop.empty()) {
+        // The broker's own request (Broker::rpc).
+        auto it = internal_rpcs_.find(msg.matchtag);
+        if (it != internal_rpcs_.end() && msg.type == MessageType::response) {
+            auto fn = std::move(it->second);
+            if (is_final(msg))
+                internal_rpcs_.erase(it);
+            else
+                it->second = fn;
+            fn(msg);
+        }
+        return;
+    }
     if (LocalConnector::is_connection_id(hop)) {
         connector_->send(hop, msg);
         return;
@@ -239,10 +271,12 @@ void Broker::when_running(std::function<void()> fn) {
         running_waiters_.push_back(std::move(fn));
 }
 
-void Broker::check_quorum() {
+void Broker::check_ready() {
     if (state_ != State::join)
         return;
     bool ready = boot_.rank == 0 ? online_count() >= boot_.quorum : overlay_->parent_ready();
+    for (const auto& condition : ready_conditions_)
+        ready = ready && (boot_.rank != 0 || condition());
     if (!ready)
         return;
     state_ = State::run;
@@ -255,7 +289,7 @@ void Broker::check_quorum() {
 }
 
 void Broker::on_subtree_change() {
-    check_quorum();
+    check_ready();
     if (state_ == State::shutdown && overlay_->children_up() == 0)
         finish_shutdown();
 }

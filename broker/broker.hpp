@@ -38,21 +38,31 @@ class Broker {
 
     // Routes a request that a service here re-addresses (e.g. to rank 0).
     void route_request(Message msg);
+    // Sends `req` on to `rank` (its route already leads back to the caller).
+    void forward_to(uint32_t rank, const Message& req);
+    // A request of the broker's own; `on_response` gets the final response
+    // (an EHOSTUNREACH error if a peer on the way is lost).
+    void rpc(Message request, std::function<void(const Message&)> on_response);
     void respond(const Message& response);
     void respond_error(const Message& request, int errnum, std::string_view errstr);
 
     // Rank 0: gives the event the next sequence number and sends it everywhere.
     void publish_event(std::string topic, const nlohmann::json& payload, bool private_event, uint32_t userid);
 
-    // Runs `fn` once the instance is running (rank 0: the quorum is online),
-    // at once if it already is.
+    // Runs `fn` once the instance is running (rank 0: the quorum is online
+    // and every ready condition holds), at once if it already is.
     void when_running(std::function<void()> fn);
+    // Rank 0 runs only once `condition()` is also true; call check_ready()
+    // when what it looks at changes.
+    void add_ready_condition(std::function<bool()> condition);
+    void check_ready();
 
     void begin_shutdown(std::string_view why);
     // Leaves alone (a follower's SIGTERM): goodbye to the parent, then exit.
     void leave();
 
     const Bootstrap& bootstrap() const { return boot_; }
+    Reactor& reactor() { return reactor_; }
     Overlay& overlay() { return *overlay_; }
     LocalConnector& connector() { return *connector_; }
     State state() const { return state_; }
@@ -72,7 +82,6 @@ class Broker {
     void deliver_local(const Message& msg);
     void forward(uint32_t peer, Message msg);
     void distribute_event(const Message& event);
-    void check_quorum();
     void finish_shutdown();
 
     Reactor& reactor_;
@@ -90,6 +99,9 @@ class Broker {
     // Requests forwarded to each peer, by route+matchtag, until answered.
     std::map<uint32_t, std::map<std::string, Pending>> pending_;
     std::vector<std::function<void()>> running_waiters_;
+    std::vector<std::function<bool()>> ready_conditions_;
+    std::map<uint32_t, std::function<void(const Message&)>> internal_rpcs_;
+    uint32_t next_internal_matchtag_ = 1;
     uint32_t event_sequence_ = 0;
     bool event_sequence_known_ = false;
     Timer shutdown_timer_;

@@ -13,6 +13,7 @@
 #include "broker/bootstrap.hpp"
 #include "broker/broker.hpp"
 #include "broker/builtin/builtin_services.hpp"
+#include "broker/resource/resource_service.hpp"
 #include "core/log.hpp"
 #include "core/reactor.hpp"
 
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
                    "bootstrap.hosts)")
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
     app.add_option("--rundir", options.rundir, "directory for the local socket");
+    app.add_option("--statedir", options.statedir, "rank 0: directory of the database (default: RUNDIR/state)");
     app.add_option("-S,--setattr", options.settings, "override a config key: KEY=VALUE (repeatable)")
         ->allow_extra_args(false);
     app.add_option("--log-level", level_text, "error, warning, info or debug");
@@ -82,11 +84,21 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(boot->rundir, ec);
     if (ec)
         return fail(fmt::format("rundir {}: {}", boot->rundir, ec.message()));
+    if (boot->statedir.empty())
+        boot->statedir = boot->rundir + "/state";
+    if (boot->rank == 0) {
+        std::filesystem::create_directories(boot->statedir, ec);
+        if (ec)
+            return fail(fmt::format("statedir {}: {}", boot->statedir, ec.message()));
+    }
     log::configure({.program = "broker", .rank = boot->rank, .level = *level});
 
     Reactor reactor;
     Broker broker(reactor, std::move(*boot));
     register_builtin_services(broker);
+    auto resources = ResourceService::start(broker);
+    if (!resources)
+        return fail(resources.error().message);
     if (auto r = broker.start(); !r)
         return fail(r.error().message);
 

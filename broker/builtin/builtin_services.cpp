@@ -22,13 +22,6 @@ std::string_view state_name(Broker::State state) {
     return "?";
 }
 
-// Sends a request handled here on to rank 0 (the route already leads back).
-void forward_to_rank0(Broker& broker, const Message& req) {
-    Message msg = req;
-    msg.nodeid = 0;
-    broker.route_request(std::move(msg));
-}
-
 void register_broker_methods(Broker& b) {
     b.register_method("broker.ping", false, [&b](const Message& req) {
         nlohmann::json body = req.json().value_or(nlohmann::json::object());
@@ -54,7 +47,7 @@ void register_broker_methods(Broker& b) {
     });
     b.register_method("broker.ready", false, [&b](const Message& req) {
         if (b.bootstrap().rank != 0)
-            return forward_to_rank0(b, req);
+            return b.forward_to(0, req);
         b.when_running([&b, req] {
             b.respond(Message::response_to(req, {{"size", b.bootstrap().size}, {"online", b.online_count()}}));
         });
@@ -64,7 +57,7 @@ void register_broker_methods(Broker& b) {
     });
     b.register_method("broker.shutdown", true, [&b](const Message& req) {
         if (b.bootstrap().rank != 0)
-            return forward_to_rank0(b, req);
+            return b.forward_to(0, req);
         b.respond(Message::response_to(req, nlohmann::json::object()));
         b.begin_shutdown(fmt::format("requested by uid {}", req.userid));
     });
@@ -73,7 +66,7 @@ void register_broker_methods(Broker& b) {
 void register_event_methods(Broker& b) {
     b.register_method("event.publish", false, [&b](const Message& req) {
         if (b.bootstrap().rank != 0)
-            return forward_to_rank0(b, req);
+            return b.forward_to(0, req);
         auto body = req.json();
         if (!body || !body->contains("topic") || !(*body)["topic"].is_string())
             return b.respond_error(req, EPROTO, "event.publish: expected {\"topic\": STRING, \"payload\": OBJECT}");

@@ -1,0 +1,402 @@
+#include "broker/resource/resource_service.hpp"
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/log.hpp"
+#include "resource/cgroup.hpp"
+#include "resource/discovery.hpp"
+#include "resource/rv1.hpp"
+#include "resource/synthetic.hpp"
+
+namespace banyan {
+namespace {
+
+double now_seconds() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string substitute(std::string text, const std::string& host, uint32_t rank) {
+    for (size_t at; (at = text.find("%h")) != std::string::npos;)
+        text.replace(at, 2, host);
+    for (size_t at; (at = text.find("%r")) != std::string::npos;)
+        text.replace(at, 2, std::to_string(rank));
+    return text;
+}
+
+// An R v1 file becomes one socket per rank (R v1 knows no sockets).
+Result<std::vector<NodeDescription>> nodes_from_r(const std::string& path) {
+    std::ifstream in(path);
+    if (!in)
+        return make_error(ENOENT, fmt::format("resource.path {}: cannot read", path));
+    std::stringstream text;
+    text << in.rdbuf();
+    auto r = Rv1::parse(text.str());
+    if (!r)
+        return make_error(EINVAL, fmt::format("resource.path {}: {}", path, r.error().message));
+    std::vector<NodeDescription> nodes;
+    size_t i = 0;
+    for (const auto& [rank, children] : r->ranks) {
+        std::string host = i < r->nodelist.size() ? r->nodelist[i] : fmt::format("rank{}", rank);
+        nodes.push_back({rank, host, {{children.cores, children.gpus, 0}}});
+        i++;
+    }
+    return nodes;
+}
+
+nlohmann::json summary(uint64_t nnodes, uint64_t ncores, uint64_t ngpus, const HostList& hosts, const IdSet& ranks) {
+    return {{"nnodes", nnodes}, {"ncores", ncores}, {"ngpus", ngpus}, {"nodelist", hosts.format()},
+            {"ranks", ranks.format()}};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ResourceService>> ResourceService::start(Broker& broker) {
+    std::unique_ptr<ResourceService> svc(new ResourceService(broker));
+    const Bootstrap& boot = broker.bootstrap();
+    const Config& config = boot.config;
+    svc->declared_ = config.has("resource.path") || config.has("resource.synthetic");
+    if (boot.rank == 0) {
+        if (auto r = svc->open_database(); !r)
+            return r.error();
+        if (svc->declared_)
+            if (auto r = svc->load_declared_nodes(); !r)
+                return r.error();
+        if (config.has("resource.exclude")) {
+            auto text = config.get_string("resource.exclude");
+            if (!text)
+                return text.error();
+            auto ranks = svc->resolve_targets(*text);
+            if (!ranks)
+                return make_error(EINVAL, fmt::format("{}: resource.exclude: {}", config.source(),
+                                                      ranks.error().message));
+            svc->excluded_ = *ranks;
+        }
+    }
+    if (!svc->declared_) {
+        auto xml = config.get_string("resource.hwloc_xml", "");
+        if (!xml)
+            return xml.error();
+        DiscoveryOptions options{.xml_path = xml->empty() ? "" : substitute(*xml, boot.hostname, boot.rank),
+                                 .limits = read_own_cgroup_limits()};
+        auto node = discover_node(boot.rank, boot.hostname, options);
+        if (!node)
+            return node.error();
+        log::info("resource", "this node: {} cores, {} gpus, {} MiB", node->cores().count(), node->gpus().count(),
+                  node->memory() >> 20);
+        if (boot.rank == 0) {
+            if (auto r = svc->add_node(std::move(*node)); !r)
+                return r.error();
+        } else {
+            svc->mine_ = std::move(*node);
+            ResourceService* self = svc.get();
+            broker.when_running([self] { self->send_hello(); });
+        }
+    }
+    if (boot.rank == 0) {
+        ResourceService* self = svc.get();
+        broker.add_ready_condition([self] {
+            if (self->declared_)
+                return true;
+            SubtreeStates overlay = self->broker_.overlay().subtree();
+            for (uint32_t r : overlay.online.ids())
+                if (!self->nodes_.count(r) && !self->excluded_.contains(r))
+                    return false;
+            return true;
+        });
+    }
+    svc->register_methods();
+    return svc;
+}
+
+void ResourceService::send_hello() {
+    broker_.rpc(Message::request("resource.hello", mine_.to_json(), 0), [this](const Message& r) {
+        if (r.errnum == 0) {
+            hello_backoff_ = std::chrono::milliseconds(0);
+            return;
+        }
+        // A broker on the way may not have joined its own parent yet: retry.
+        hello_backoff_ = std::min(std::max(hello_backoff_ * 2, std::chrono::milliseconds(20)),
+                                  std::chrono::milliseconds(2000));
+        if (r.errnum != EHOSTUNREACH)
+            log::error("resource", "rank 0 refused this node: {}; retrying", r.error_text());
+        hello_timer_.start(hello_backoff_, [this] { send_hello(); });
+    });
+}
+
+Result<void> ResourceService::open_database() {
+    std::string path = broker_.bootstrap().statedir + "/banyan.db";
+    auto db = Database::open(path);
+    if (!db)
+        return db.error();
+    if (auto r = db->exec("CREATE TABLE IF NOT EXISTS drain (rank INTEGER PRIMARY KEY, hostname TEXT NOT NULL, "
+                          "reason TEXT NOT NULL, timestamp REAL NOT NULL)");
+        !r)
+        return r;
+    auto rows = db->query("SELECT rank, reason, timestamp FROM drain");
+    if (!rows)
+        return rows.error();
+    for (const auto& row : *rows)
+        drained_[static_cast<uint32_t>(std::get<int64_t>(row[0]))] =
+            Drain{std::get<std::string>(row[1]), std::get<double>(row[2])};
+    if (!drained_.empty())
+        log::info("resource", "{} drained nodes from {}", drained_.size(), path);
+    db_ = std::move(*db);
+    return {};
+}
+
+Result<void> ResourceService::load_declared_nodes() {
+    const Config& config = broker_.bootstrap().config;
+    Result<std::vector<NodeDescription>> nodes = make_error(EINVAL, "");
+    if (config.has("resource.path")) {
+        auto path = config.get_string("resource.path");
+        if (!path)
+            return path.error();
+        nodes = nodes_from_r(*path);
+    } else {
+        auto text = config.get_string("resource.synthetic");
+        if (!text)
+            return text.error();
+        nodes = parse_synthetic_cluster(*text);
+    }
+    if (!nodes)
+        return make_error(EINVAL, fmt::format("{}: {}", config.source(), nodes.error().message));
+    for (auto& n : *nodes)
+        if (auto r = add_node(std::move(n)); !r)
+            return r;
+    return {};
+}
+
+Result<void> ResourceService::add_node(NodeDescription node) {
+    uint32_t rank = node.rank;
+    auto it = nodes_.find(rank);
+    if (it != nodes_.end()) {
+        if (it->second == node)
+            return {};
+        // A restarted broker with another shape: rebuild the graph.
+        it->second = std::move(node);
+        std::vector<NodeDescription> all;
+        for (const auto& [r, n] : nodes_)
+            all.push_back(n);
+        auto rebuilt = ResourceGraph::from_nodes(all);
+        if (!rebuilt)
+            return rebuilt.error();
+        graph_ = std::move(*rebuilt);
+        return {};
+    }
+    if (auto r = graph_.add_node(node); !r)
+        return r.error();
+    nodes_.emplace(rank, std::move(node));
+    return {};
+}
+
+Result<IdSet> ResourceService::resolve_targets(const std::string& text) const {
+    uint32_t known_size = std::max<uint32_t>(broker_.bootstrap().size,
+                                             nodes_.empty() ? 0 : nodes_.rbegin()->first + 1);
+    if (auto ranks = IdSet::parse(text); ranks && !ranks->empty()) {
+        if (ranks->last() >= known_size)
+            return make_error(ENOENT, fmt::format("no rank {} in this instance (ranks 0-{})", ranks->last(),
+                                                  known_size - 1));
+        return *ranks;
+    }
+    auto hosts = HostList::parse(text);
+    if (!hosts || hosts->empty())
+        return make_error(EINVAL, fmt::format("'{}' is neither a hostlist nor a rank idset", text));
+    IdSet ranks;
+    const HostList& configured = broker_.bootstrap().hosts;
+    for (const auto& host : *hosts) {
+        bool found = false;
+        for (const auto& [rank, node] : nodes_)
+            if (node.hostname == host) {
+                ranks.insert(rank);
+                found = true;
+            }
+        for (size_t r = 0; r < configured.size(); r++)
+            if (configured[r] == host) {
+                ranks.insert(static_cast<uint32_t>(r));
+                found = true;
+            }
+        if (!found)
+            return make_error(ENOENT, fmt::format("no host '{}' in this instance", host));
+    }
+    return ranks;
+}
+
+std::string ResourceService::state_of(uint32_t rank, const SubtreeStates& overlay) const {
+    if (excluded_.contains(rank))
+        return "exclude";
+    if (drained_.count(rank))
+        return "drained";
+    // Declared nodes beyond the brokers are simulated: always there.
+    if (rank >= broker_.bootstrap().size || overlay.online.contains(rank))
+        return "avail";
+    if (overlay.torpid.contains(rank))
+        return "torpid";
+    return "offline";
+}
+
+void ResourceService::register_methods() {
+    auto at_rank0 = [this](void (ResourceService::*method)(const Message&)) {
+        return [this, method](const Message& req) {
+            if (broker_.bootstrap().rank != 0)
+                return broker_.forward_to(0, req);
+            (this->*method)(req);
+        };
+    };
+    broker_.register_method("resource.hello", true, at_rank0(&ResourceService::on_hello));
+    broker_.register_method("resource.list", false, at_rank0(&ResourceService::on_list));
+    broker_.register_method("resource.status", false, at_rank0(&ResourceService::on_status));
+    broker_.register_method("resource.R", false, at_rank0(&ResourceService::on_r));
+    broker_.register_method("resource.drain", true, [this](const Message& req) {
+        if (broker_.bootstrap().rank != 0)
+            return broker_.forward_to(0, req);
+        on_drain(req, true);
+    });
+    broker_.register_method("resource.undrain", true, [this](const Message& req) {
+        if (broker_.bootstrap().rank != 0)
+            return broker_.forward_to(0, req);
+        on_drain(req, false);
+    });
+}
+
+void ResourceService::on_hello(const Message& req) {
+    auto body = req.json();
+    auto node = body ? NodeDescription::from_json(*body) : Result<NodeDescription>(body.error());
+    if (!node)
+        return broker_.respond_error(req, EPROTO, node.error().message);
+    if (node->rank >= broker_.bootstrap().size)
+        return broker_.respond_error(req, EINVAL, fmt::format("rank {} is not in this instance", node->rank));
+    if (declared_ || excluded_.contains(node->rank))
+        return broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    uint32_t rank = node->rank;
+    if (auto r = add_node(std::move(*node)); !r)
+        return broker_.respond_error(req, r.error().code, r.error().message);
+    log::debug("resource", "rank {} described its node", rank);
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    broker_.check_ready();
+}
+
+void ResourceService::on_list(const Message& req) {
+    SubtreeStates overlay = broker_.overlay().subtree();
+    struct Sum {
+        uint64_t nnodes = 0, ncores = 0, ngpus = 0;
+        HostList hosts;
+        IdSet ranks;
+    };
+    Sum free, down;
+    for (const auto& [rank, node] : nodes_) {
+        std::string state = state_of(rank, overlay);
+        if (state == "exclude")
+            continue;
+        Sum& s = state == "avail" ? free : down;
+        s.nnodes++;
+        for (const auto& socket : node.sockets) {
+            s.ncores += socket.cores.count();
+            s.ngpus += socket.gpus.count();
+        }
+        s.hosts.append(node.hostname);
+        s.ranks.insert(rank);
+    }
+    // Ranks that never described a node are down, with nothing counted.
+    for (uint32_t r = 0; r < broker_.bootstrap().size; r++) {
+        if (!nodes_.count(r) && !excluded_.contains(r) && !declared_) {
+            down.nnodes++;
+            down.hosts.append(broker_.bootstrap().host_of(r));
+            down.ranks.insert(r);
+        }
+    }
+    broker_.respond(Message::response_to(
+        req, {{"free", summary(free.nnodes, free.ncores, free.ngpus, free.hosts, free.ranks)},
+              {"allocated", summary(0, 0, 0, HostList{}, IdSet{})},
+              {"down", summary(down.nnodes, down.ncores, down.ngpus, down.hosts, down.ranks)}}));
+}
+
+void ResourceService::on_status(const Message& req) {
+    SubtreeStates overlay = broker_.overlay().subtree();
+    // Group ranks by state and, for drained ones, by reason.
+    std::map<std::pair<std::string, std::string>, std::pair<IdSet, double>> groups;
+    uint32_t top = std::max<uint32_t>(broker_.bootstrap().size, nodes_.empty() ? 0 : nodes_.rbegin()->first + 1);
+    for (uint32_t r = 0; r < top; r++) {
+        if (declared_ && !nodes_.count(r))
+            continue;
+        std::string state = state_of(r, overlay);
+        std::string reason;
+        double when = 0;
+        if (auto d = drained_.find(r); d != drained_.end()) {
+            reason = d->second.reason;
+            when = d->second.timestamp;
+        }
+        auto& g = groups[{state, reason}];
+        g.first.insert(r);
+        g.second = std::max(g.second, when);
+    }
+    nlohmann::json states = nlohmann::json::array();
+    for (const auto& [key, group] : groups) {
+        HostList hosts;
+        group.first.for_each([&](uint32_t r) {
+            auto it = nodes_.find(r);
+            hosts.append(it != nodes_.end() ? it->second.hostname : broker_.bootstrap().host_of(r));
+        });
+        nlohmann::json s = {{"state", key.first},
+                            {"ranks", group.first.format()},
+                            {"nnodes", group.first.count()},
+                            {"nodelist", hosts.format()}};
+        if (key.first == "drained") {
+            s["reason"] = key.second;
+            s["timestamp"] = group.second;
+        }
+        states.push_back(s);
+    }
+    broker_.respond(Message::response_to(req, {{"states", states}}));
+}
+
+void ResourceService::on_drain(const Message& req, bool drain) {
+    auto body = req.json();
+    if (!body || !body->contains("targets") || !(*body)["targets"].is_string())
+        return broker_.respond_error(req, EPROTO, fmt::format("{}: expected {{\"targets\": HOSTS, ...}}", req.topic));
+    auto ranks = resolve_targets((*body)["targets"].get<std::string>());
+    if (!ranks)
+        return broker_.respond_error(req, ranks.error().code, ranks.error().message);
+    std::string reason = body->value("reason", "");
+    if (!drain) {
+        for (uint32_t r : ranks->ids())
+            if (!drained_.count(r))
+                return broker_.respond_error(req, EINVAL, fmt::format("rank {} ({}) is not drained", r,
+                                                                      nodes_.count(r) ? nodes_[r].hostname
+                                                                                      : broker_.bootstrap().host_of(r)));
+    }
+    double when = now_seconds();
+    for (uint32_t r : ranks->ids()) {
+        std::string host = nodes_.count(r) ? nodes_[r].hostname : broker_.bootstrap().host_of(r);
+        auto done = drain ? db_->query("INSERT OR REPLACE INTO drain VALUES (?, ?, ?, ?)",
+                                       {int64_t{r}, host, reason, when})
+                          : db_->query("DELETE FROM drain WHERE rank = ?", {int64_t{r}});
+        if (!done)
+            return broker_.respond_error(req, done.error().code, done.error().message);
+        if (drain)
+            drained_[r] = Drain{reason, when};
+        else
+            drained_.erase(r);
+        if (auto v = graph_.node_of_rank(static_cast<int32_t>(r)))
+            graph_[*v].status = drain ? VertexStatus::drained : VertexStatus::up;
+    }
+    log::info("resource", "{} rank {}{}", drain ? "drained" : "undrained", ranks->format(),
+              reason.empty() ? "" : ": " + reason);
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+}
+
+void ResourceService::on_r(const Message& req) {
+    Rv1 r;
+    for (const auto& [rank, node] : nodes_) {
+        if (excluded_.contains(rank))
+            continue;
+        r.ranks[rank] = RankChildren{node.cores(), node.gpus()};
+        r.nodelist.append(node.hostname);
+    }
+    broker_.respond(Message::response_to(req, r.to_json()));
+}
+
+}  // namespace banyan

@@ -1,0 +1,102 @@
+#include "core/sqlite.hpp"
+
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+namespace banyan {
+namespace {
+
+struct StatementDeleter {
+    void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
+};
+
+}  // namespace
+
+Result<Database> Database::open(const std::string& path) {
+    Database d;
+    d.path_ = path;
+    if (sqlite3_open_v2(path.c_str(), &d.db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        nullptr) != SQLITE_OK)
+        return d.error("cannot open");
+    sqlite3_busy_timeout(d.db_, 5000);
+    if (auto r = d.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"); !r)
+        return r.error();
+    return d;
+}
+
+Database::Database(Database&& other) noexcept : db_(std::exchange(other.db_, nullptr)), path_(other.path_) {}
+
+Database& Database::operator=(Database&& other) noexcept {
+    if (this != &other) {
+        if (db_)
+            sqlite3_close(db_);
+        db_ = std::exchange(other.db_, nullptr);
+        path_ = other.path_;
+    }
+    return *this;
+}
+
+Database::~Database() {
+    if (db_)
+        sqlite3_close(db_);
+}
+
+Error Database::error(std::string_view what) const {
+    return make_error(EIO, fmt::format("{}: {}: {}", path_, what, db_ ? sqlite3_errmsg(db_) : "out of memory"));
+}
+
+Result<void> Database::exec(std::string_view sql) {
+    char* message = nullptr;
+    if (sqlite3_exec(db_, std::string(sql).c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
+        std::string text = message ? message : "error";
+        sqlite3_free(message);
+        return make_error(EIO, fmt::format("{}: {}", path_, text));
+    }
+    return {};
+}
+
+Result<std::vector<SqlRow>> Database::query(std::string_view sql, const std::vector<SqlValue>& params) {
+    sqlite3_stmt* raw = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &raw, nullptr) != SQLITE_OK)
+        return error("prepare");
+    std::unique_ptr<sqlite3_stmt, StatementDeleter> stmt(raw);
+    for (size_t i = 0; i < params.size(); i++) {
+        int index = static_cast<int>(i + 1);
+        const SqlValue& p = params[i];
+        if (std::holds_alternative<int64_t>(p))
+            sqlite3_bind_int64(raw, index, std::get<int64_t>(p));
+        else if (std::holds_alternative<double>(p))
+            sqlite3_bind_double(raw, index, std::get<double>(p));
+        else if (std::holds_alternative<std::string>(p))
+            sqlite3_bind_text(raw, index, std::get<std::string>(p).c_str(), -1, SQLITE_TRANSIENT);
+        else
+            sqlite3_bind_null(raw, index);
+    }
+    std::vector<SqlRow> rows;
+    for (;;) {
+        int rc = sqlite3_step(raw);
+        if (rc == SQLITE_DONE)
+            return rows;
+        if (rc != SQLITE_ROW)
+            return error("step");
+        SqlRow row;
+        for (int c = 0; c < sqlite3_column_count(raw); c++) {
+            switch (sqlite3_column_type(raw, c)) {
+                case SQLITE_INTEGER:
+                    row.emplace_back(static_cast<int64_t>(sqlite3_column_int64(raw, c)));
+                    break;
+                case SQLITE_FLOAT:
+                    row.emplace_back(sqlite3_column_double(raw, c));
+                    break;
+                case SQLITE_NULL:
+                    row.emplace_back(nullptr);
+                    break;
+                default:
+                    row.emplace_back(std::string(reinterpret_cast<const char*>(sqlite3_column_text(raw, c))));
+            }
+        }
+        rows.push_back(std::move(row));
+    }
+}
+
+}  // namespace banyan

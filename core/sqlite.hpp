@@ -1,0 +1,45 @@
+// Sqlite: the one way Banyan talks to sqlite3 — a database handle and
+// prepared statements, both RAII. Opened in WAL mode.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/result.hpp"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace banyan {
+
+using SqlValue = std::variant<std::nullptr_t, int64_t, double, std::string>;
+using SqlRow = std::vector<SqlValue>;
+
+class Database {
+  public:
+    // Opens (creating) the file in WAL mode. Error names the file.
+    static Result<Database> open(const std::string& path);
+    Database(Database&&) noexcept;
+    Database& operator=(Database&&) noexcept;
+    ~Database();
+
+    // Runs SQL with no parameters and no result rows (schema, pragmas).
+    Result<void> exec(std::string_view sql);
+    // Runs one statement with positional parameters; returns its rows.
+    Result<std::vector<SqlRow>> query(std::string_view sql, const std::vector<SqlValue>& params = {});
+    const std::string& path() const { return path_; }
+
+  private:
+    Database() = default;
+    Error error(std::string_view what) const;
+
+    sqlite3* db_ = nullptr;
+    std::string path_;
+};
+
+}  // namespace banyan
