@@ -41,5 +41,6 @@ void add_overlay(CLI::App& app, int& exit_code);
 void add_uptime(CLI::App& app, int& exit_code);
 void add_dmesg(CLI::App& app, int& exit_code);
 void add_keygen(CLI::App& app, int& exit_code);
+void add_resource(CLI::App& app, int& exit_code);
 
 }  // namespace banyan::cli

@@ -26,6 +26,7 @@ struct StartOptions {
     std::string log_level;
     int64_t rank = -1;
     std::string rundir;
+    std::string statedir;
     double wait_timeout = 120;
     std::vector<std::string> command;
 };
@@ -50,6 +51,8 @@ int exec_configured_broker(const StartOptions& o) {
         args.insert(args.end(), {"--rank", std::to_string(o.rank)});
     if (!o.rundir.empty())
         args.insert(args.end(), {"--rundir", o.rundir});
+    if (!o.statedir.empty())
+        args.insert(args.end(), {"--statedir", o.statedir});
     if (!o.log_level.empty())
         args.insert(args.end(), {"--log-level", o.log_level});
     std::vector<char*> argv;
@@ -98,6 +101,8 @@ class TestInstance {
             rundir,        "--log-level",        options_.log_level.empty() ? "warning" : options_.log_level};
         for (const auto& s : options_.settings)
             argv.insert(argv.end(), {"--setattr", s});
+        if (rank == 0 && !options_.statedir.empty())
+            argv.insert(argv.end(), {"--statedir", options_.statedir});
         auto proc = Subprocess::spawn(reactor_, {.argv = argv}, [this, rank](int status) {
             if (!shutting_down_)
                 fmt::print(stderr, "banyan start: broker rank {} exited early (status {})\n", rank,
@@ -150,11 +155,19 @@ class TestInstance {
     }
 
     // Asks rank 0 to shut the tree down and waits for every broker to exit.
+    // Once rank 0 is gone, a broker still running was cut off from the tree
+    // (its parent died): it gets a short grace, then SIGTERM, then SIGKILL.
     void shutdown(Client& client) {
         shutting_down_ = true;
         (void)client.rpc("broker.shutdown", nlohmann::json::object(), 0, std::chrono::seconds(5));
         size_t n = brokers_.size();
-        if (!wait_until([&] { return exited_ == n; }, 60))
+        wait_until([&] { return !brokers_[0]->running(); }, 60);
+        if (wait_until([&] { return exited_ == n; }, 2))
+            return;
+        for (auto& b : brokers_)
+            if (b->running())
+                (void)b->signal(SIGTERM);
+        if (!wait_until([&] { return exited_ == n; }, 5))
             fmt::print(stderr, "banyan start: {} brokers did not exit; killing them\n", n - exited_);
     }
 
@@ -224,6 +237,8 @@ void add_start(CLI::App& app, int& exit_code) {
         ->allow_extra_args(false);
     cmd->add_option("-r,--rank", o.rank, "with --config: this broker's rank");
     cmd->add_option("--rundir", o.rundir, "with --config: directory for the local socket");
+    cmd->add_option("--statedir", o.statedir, "rank 0's database directory; kept across restarts "
+                                              "(test instances: a temporary one)");
     cmd->add_option("--log-level", o.log_level, "brokers' log level (test instances: warning)");
     cmd->add_option("--wait-timeout", o.wait_timeout, "seconds to wait for the instance to come up (default 120)");
     // Everything from the first argument that is not an option on is COMMAND,

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     cli::add_uptime(app, exit_code);
     cli::add_dmesg(app, exit_code);
     cli::add_keygen(app, exit_code);
+    cli::add_resource(app, exit_code);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

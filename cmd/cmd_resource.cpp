@@ -1,0 +1,94 @@
+// banyan resource list|status|drain|undrain|R: the cluster's resources.
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "cmd/cli_util.hpp"
+
+namespace banyan::cli {
+namespace {
+
+std::string when(double timestamp) {
+    std::time_t t = static_cast<std::time_t>(timestamp);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", std::localtime(&t));
+    return buf;
+}
+
+nlohmann::json ask(const std::string& topic, const nlohmann::json& body = nlohmann::json::object()) {
+    Client client = connect_to_instance();
+    return must(client.rpc(topic, body, 0));
+}
+
+void print_list(const nlohmann::json& body) {
+    fmt::print("{:>10} {:>6} {:>6} {:>5} {}\n", "STATE", "NNODES", "NCORES", "NGPUS", "NODELIST");
+    for (const char* state : {"free", "allocated", "down"}) {
+        const auto& s = body.value(state, nlohmann::json::object());
+        fmt::print("{:>10} {:>6} {:>6} {:>5} {}\n", state, s.value("nnodes", 0), s.value("ncores", 0),
+                   s.value("ngpus", 0), s.value("nodelist", ""));
+    }
+}
+
+void print_status(const nlohmann::json& body) {
+    fmt::print("{:>8} {:>6} {:<12} {:<20} {}\n", "STATE", "NNODES", "RANKS", "NODELIST", "REASON");
+    for (const auto& s : body.value("states", nlohmann::json::array())) {
+        std::string reason;
+        if (s.contains("reason"))
+            reason = fmt::format("{}{}({})", s["reason"].get<std::string>(),
+                                 s["reason"].get<std::string>().empty() ? "" : " ", when(s.value("timestamp", 0.0)));
+        fmt::print("{:>8} {:>6} {:<12} {:<20} {}\n", s.value("state", ""), s.value("nnodes", 0),
+                   s.value("ranks", ""), s.value("nodelist", ""), reason);
+    }
+}
+
+}  // namespace
+
+void add_resource(CLI::App& app, int& exit_code) {
+    auto* resource = app.add_subcommand("resource", "Show and manage the cluster's resources");
+    resource->require_subcommand(1);
+    static bool json = false;
+
+    auto* list = resource->add_subcommand("list", "Free, allocated and down nodes, cores and GPUs");
+    list->add_flag("--json", json, "print JSON");
+    list->callback([&exit_code] {
+        auto body = ask("resource.list");
+        json ? fmt::print("{}\n", body.dump()) : print_list(body);
+        exit_code = 0;
+    });
+
+    auto* status = resource->add_subcommand("status", "Each node's state: avail, drained, offline, torpid");
+    status->add_flag("--json", json, "print JSON");
+    status->callback([&exit_code] {
+        auto body = ask("resource.status");
+        json ? fmt::print("{}\n", body.dump()) : print_status(body);
+        exit_code = 0;
+    });
+
+    static std::string targets;
+    static std::vector<std::string> reason;
+    auto* drain = resource->add_subcommand("drain", "Take nodes out of scheduling; running jobs finish");
+    drain->add_option("TARGETS", targets, "hostlist or rank idset")->required();
+    drain->add_option("REASON", reason, "why (shown by resource status)");
+    drain->callback([&exit_code] {
+        std::string why;
+        for (const auto& word : reason)
+            why += (why.empty() ? "" : " ") + word;
+        ask("resource.drain", {{"targets", targets}, {"reason", why}});
+        exit_code = 0;
+    });
+
+    auto* undrain = resource->add_subcommand("undrain", "Return drained nodes to scheduling");
+    undrain->add_option("TARGETS", targets, "hostlist or rank idset")->required();
+    undrain->callback([&exit_code] {
+        ask("resource.undrain", {{"targets", targets}});
+        exit_code = 0;
+    });
+
+    auto* r = resource->add_subcommand("R", "Print the instance's resources as R v1 (JSON)");
+    r->callback([&exit_code] {
+        fmt::print("{}\n", ask("resource.R").dump());
+        exit_code = 0;
+    });
+}
+
+}  // namespace banyan::cli
