@@ -22,6 +22,7 @@ check_output "rank 1 saw its own children leave before it did" "rank 4 is offlin
 
 # Quorum 4 of 5: rank 4 starts late.
 for r in 0 1 2 3; do start_broker "$T_DIR/c.toml" $r; done
+wait_for "rank 0's socket is there" 10 test -S "$T_DIR/rank-0/local.sock"
 check_output "quorum reached without rank 4" '"online":4' \
     env BANYAN_URI="$(uri_of 0)" timeout 10 banyan-test-client rpc broker.ready '{}'
 check_output "rank 4 is shown offline" "^offline: 4 \(1\)$" env BANYAN_URI="$(uri_of 0)" banyan overlay status -s
