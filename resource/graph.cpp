@@ -9,7 +9,7 @@ ResourceGraph::ResourceGraph(std::string cluster_name) {
 }
 
 uint32_t ResourceGraph::intern(std::string_view s) {
-    auto it = string_ids_.find(std::string(s));
+    auto it = string_ids_.find(s);
     if (it != string_ids_.end())
         return it->second;
     uint32_t id = static_cast<uint32_t>(strings_.size());
@@ -30,9 +30,9 @@ ResourceGraph::Vertex ResourceGraph::add_vertex(std::optional<Vertex> parent, st
     props.unit = intern(unit);
     if (!name.empty() && name != fmt::format("{}{}", basename, id))
         props.name = intern(name);
-    Vertex v = boost::add_vertex(props, g_);
+    Vertex v = boost::add_vertex(props, *g_);
     if (parent)
-        boost::add_edge(*parent, v, g_);
+        add_edge(*parent, v);
     else
         roots_.push_back(v);
     if (type == "node" && rank >= 0)
@@ -68,6 +68,10 @@ Result<ResourceGraph::Vertex> ResourceGraph::add_node(const NodeDescription& nod
 
 Result<ResourceGraph> ResourceGraph::from_nodes(const std::vector<NodeDescription>& nodes, std::string cluster) {
     ResourceGraph graph(std::move(cluster));
+    size_t vertices = 1;
+    for (const auto& n : nodes)
+        vertices += 1 + n.sockets.size() * 2 + n.cores().count() + n.gpus().count();
+    graph.g_->m_vertices.reserve(vertices);
     for (const auto& n : nodes)
         if (auto r = graph.add_node(n); !r)
             return r.error();
@@ -75,7 +79,7 @@ Result<ResourceGraph> ResourceGraph::from_nodes(const std::vector<NodeDescriptio
 }
 
 std::string ResourceGraph::name(Vertex v) const {
-    const ResourceVertex& p = g_[v];
+    const ResourceVertex& p = (*g_)[v];
     if (p.name != 0)
         return strings_[p.name];
     return fmt::format("{}{}", strings_[p.basename], p.id);
@@ -83,16 +87,19 @@ std::string ResourceGraph::name(Vertex v) const {
 
 std::vector<ResourceGraph::Vertex> ResourceGraph::children(Vertex v) const {
     std::vector<Vertex> out;
-    for (auto [it, end] = boost::out_edges(v, g_); it != end; ++it)
-        out.push_back(boost::target(*it, g_));
+    for (auto [it, end] = boost::out_edges(v, *g_); it != end; ++it)
+        out.push_back(boost::target(*it, *g_));
     return out;
 }
 
+void ResourceGraph::add_edge(Vertex parent, Vertex child) {
+    boost::add_edge(parent, child, *g_);
+    (*g_)[child].parent = static_cast<uint32_t>(parent);
+}
+
 std::optional<ResourceGraph::Vertex> ResourceGraph::parent(Vertex v) const {
-    auto [it, end] = boost::in_edges(v, g_);
-    if (it == end)
-        return std::nullopt;
-    return boost::source(*it, g_);
+    uint32_t p = (*g_)[v].parent;
+    return p == ResourceVertex::kNoParent ? std::nullopt : std::optional<Vertex>(p);
 }
 
 std::string ResourceGraph::path(Vertex v) const {
@@ -115,9 +122,9 @@ RankChildren ResourceGraph::children_of_node(Vertex node) const {
         todo.pop_back();
         std::string_view t = type(v);
         if (t == "core")
-            out.cores.insert(static_cast<uint32_t>(g_[v].id));
+            out.cores.insert(static_cast<uint32_t>((*g_)[v].id));
         else if (t == "gpu")
-            out.gpus.insert(static_cast<uint32_t>(g_[v].id));
+            out.gpus.insert(static_cast<uint32_t>((*g_)[v].id));
         for (Vertex c : children(v))
             todo.push_back(c);
     }
@@ -127,7 +134,7 @@ RankChildren ResourceGraph::children_of_node(Vertex node) const {
 Rv1 ResourceGraph::to_rv1(const std::vector<VertexStatus>& statuses) const {
     Rv1 r;
     for (const auto& [rank, v] : nodes_) {
-        if (std::find(statuses.begin(), statuses.end(), g_[v].status) == statuses.end())
+        if (std::find(statuses.begin(), statuses.end(), (*g_)[v].status) == statuses.end())
             continue;
         r.ranks[static_cast<uint32_t>(rank)] = children_of_node(v);
         r.nodelist.append(name(v));

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,7 +27,9 @@ namespace banyan {
 enum class VertexStatus : uint8_t { up, down, drained };
 
 struct ResourceVertex {
-    uint32_t type = 0;      // interned strings
+    static constexpr uint32_t kNoParent = 0xffffffff;
+    uint32_t parent = kNoParent;  // containment parent (a tree: one parent)
+    uint32_t type = 0;            // interned strings
     uint32_t basename = 0;
     uint32_t name = 0;      // 0: basename + id
     uint32_t unit = 0;
@@ -38,7 +42,10 @@ struct ResourceVertex {
 
 class ResourceGraph {
   public:
-    using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, ResourceVertex>;
+    // Directed (children only): a parent index in each vertex replaces the
+    // in-edge lists and global edge list of bidirectionalS, which cost
+    // ~500 bytes a vertex.
+    using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, ResourceVertex>;
     using Vertex = Graph::vertex_descriptor;
 
     // An empty graph with one cluster vertex named `cluster_name` + "0".
@@ -52,15 +59,18 @@ class ResourceGraph {
     Result<Vertex> add_node(const NodeDescription& node);
     // Builds a graph from node descriptions (ranks must be distinct).
     static Result<ResourceGraph> from_nodes(const std::vector<NodeDescription>& nodes, std::string cluster = "cluster");
+    // Adds a containment edge (the child had no parent).
+    void add_edge(Vertex parent, Vertex child);
 
-    size_t size() const { return boost::num_vertices(g_); }
-    size_t edge_count() const { return boost::num_edges(g_); }
+    size_t size() const { return boost::num_vertices(*g_); }
+    // Containment is a forest: every vertex but a root has one parent edge.
+    size_t edge_count() const { return size() - roots_.size(); }
     std::optional<Vertex> root() const { return roots_.empty() ? std::nullopt : std::optional(roots_.front()); }
-    const ResourceVertex& operator[](Vertex v) const { return g_[v]; }
-    ResourceVertex& operator[](Vertex v) { return g_[v]; }
-    std::string_view type(Vertex v) const { return strings_[g_[v].type]; }
-    std::string_view basename(Vertex v) const { return strings_[g_[v].basename]; }
-    std::string_view unit(Vertex v) const { return strings_[g_[v].unit]; }
+    const ResourceVertex& operator[](Vertex v) const { return (*g_)[v]; }
+    ResourceVertex& operator[](Vertex v) { return (*g_)[v]; }
+    std::string_view type(Vertex v) const { return strings_[(*g_)[v].type]; }
+    std::string_view basename(Vertex v) const { return strings_[(*g_)[v].basename]; }
+    std::string_view unit(Vertex v) const { return strings_[(*g_)[v].unit]; }
     std::string name(Vertex v) const;
     std::vector<Vertex> children(Vertex v) const;
     std::optional<Vertex> parent(Vertex v) const;
@@ -80,7 +90,7 @@ class ResourceGraph {
     // Error names the JGF node or edge that is wrong.
     static Result<ResourceGraph> from_jgf(const nlohmann::json& jgf);
 
-    const Graph& graph() const { return g_; }
+    const Graph& graph() const { return *g_; }
 
   private:
     struct Empty {};
@@ -88,9 +98,15 @@ class ResourceGraph {
     uint32_t intern(std::string_view s);
     friend Result<ResourceGraph> read_grug(std::string_view xml);
 
-    Graph g_;
+    // Behind a pointer: Boost 1.74's adjacency_list has no real move
+    // constructor, so moving a ResourceGraph would copy every vertex.
+    std::unique_ptr<Graph> g_ = std::make_unique<Graph>();
     std::vector<std::string> strings_{""};
-    std::unordered_map<std::string, uint32_t> string_ids_{{"", 0}};
+    struct StringHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> string_ids_{{"", 0}};
     std::vector<Vertex> roots_;
     std::map<int32_t, Vertex> nodes_;
 };

@@ -14,7 +14,7 @@ nlohmann::json ResourceGraph::to_jgf() const {
         auto p = parent(v);
         // Parents usually come first, so their path is known; else walk up.
         paths[v] = (p && *p < v) ? paths[*p] + "/" + name(v) : p ? path(v) : "/" + name(v);
-        const ResourceVertex& r = g_[v];
+        const ResourceVertex& r = (*g_)[v];
         nodes.push_back({{"id", std::to_string(v)},
                          {"metadata",
                           {{"type", type(v)},
@@ -89,7 +89,7 @@ Result<ResourceGraph> ResourceGraph::from_jgf(const nlohmann::json& document) {
         auto [base, number] = split_name(name.empty() ? type : name);
         Vertex v = out.add_vertex(std::nullopt, type, m.value("basename", base), m.value("id", number.value_or(0)),
                                   m.value("rank", -1), m.value("size", int64_t{1}), m.value("unit", ""), name);
-        out.g_[v].exclusive = m.value("exclusive", false);
+        (*out.g_)[v].exclusive = m.value("exclusive", false);
         by_id[n["id"].get<std::string>()] = v;
         paths.push_back(m.contains("paths") && m["paths"].is_object() ? m["paths"].value("containment", "") : "");
     }
@@ -110,8 +110,8 @@ Result<ResourceGraph> ResourceGraph::from_jgf(const nlohmann::json& document) {
         const std::string& to = paths[dst->second];
         if (!from.empty() && !to.empty() && parent_path(to) != from)
             continue;
-        if (!boost::edge(src->second, dst->second, out.g_).second)
-            boost::add_edge(src->second, dst->second, out.g_);
+        if ((*out.g_)[dst->second].parent == ResourceVertex::kNoParent)
+            out.add_edge(src->second, dst->second);
     }
     out.roots_.clear();
     for (Vertex v = 0; v < out.size(); v++)
