@@ -21,10 +21,10 @@ nlohmann::json ask(const std::string& topic, const nlohmann::json& body = nlohma
 }
 
 void print_list(const nlohmann::json& body) {
-    fmt::print("{:>10} {:>6} {:>6} {:>5} {}\n", "STATE", "NNODES", "NCORES", "NGPUS", "NODELIST");
+    fmt::print("{:>10} {:>6} {:>7} {:>6} {}\n", "STATE", "NNODES", "NCORES", "NGPUS", "NODELIST");
     for (const char* state : {"free", "allocated", "down"}) {
         const auto& s = body.value(state, nlohmann::json::object());
-        fmt::print("{:>10} {:>6} {:>6} {:>5} {}\n", state, s.value("nnodes", 0), s.value("ncores", 0),
+        fmt::print("{:>10} {:>6} {:>7} {:>6} {}\n", state, s.value("nnodes", 0), s.value("ncores", 0),
                    s.value("ngpus", 0), s.value("nodelist", ""));
     }
 }
