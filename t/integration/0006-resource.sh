@@ -49,3 +49,15 @@ check_output "a simulated cluster from config: 16 nodes of 2x32 cores, 2x4 GPUs"
     banyan resource list
 check_fails "a bad synthetic description stops the broker with a clear error" "synthetic 'node\[0-1\]: fpga:2': unknown type 'fpga'" \
     banyan start --test-size=1 --wait-timeout=5 -S 'resource.synthetic="node[0-1]: fpga:2"' true
+check_output "resource.exclude leaves hosts out" "^ +free +8 +512 +64 node\[0-7\]$" \
+    banyan start --test-size=1 -S 'resource.synthetic="node[0-15]: socket:2,core:32,gpu:4"' \
+    -S 'resource.exclude="node[8-15]"' banyan resource list
+cat >"$T_DIR/R.json" <<'JSON'
+{"version": 1, "execution": {"R_lite": [{"rank": "0-2", "children": {"core": "0-7", "gpu": "0"}}],
+ "nodelist": ["big[1-3]"], "starttime": 0, "expiration": 0}}
+JSON
+check_output "resource.path reads the cluster from an R file" "^ +free +3 +24 +3 big\[1-3\]$" \
+    banyan start --test-size=1 -S "resource.path=$T_DIR/R.json" banyan resource list
+echo '{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "5-1"}}]}}' >"$T_DIR/bad.json"
+check_fails "a bad R file stops the broker with the key that is wrong" "R_lite\[0\].children.core: idset '5-1'" \
+    banyan start --test-size=1 --wait-timeout=5 -S "resource.path=$T_DIR/bad.json" true
