@@ -62,8 +62,10 @@ int main(int argc, char** argv) {
     app.add_option("--hostname", options.hostname, "this node's name (default: gethostname)");
     try {
         app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
+    } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        return fail(fmt::format("{} (see --help)", e.what()));
     }
     follow_starter();
     std::signal(SIGPIPE, SIG_IGN);

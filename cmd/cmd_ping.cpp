@@ -16,8 +16,8 @@ void add_ping(CLI::App& app, int& exit_code) {
     static double interval = 1.0;
     static size_t pad = 0;
     cmd->add_option("RANK", target, "the broker's rank")->required();
-    cmd->add_option("-c,--count", count, "number of pings (default 1)")->check(CLI::PositiveNumber);
-    cmd->add_option("-i,--interval", interval, "seconds between pings (default 1)")->check(CLI::NonNegativeNumber);
+    cmd->add_option("-c,--count", count, "number of pings (default 1)")->check(CLI::Range(1, 1000000));
+    cmd->add_option("-i,--interval", interval, "seconds between pings (default 1)")->check(CLI::Range(0.0, 3600.0));
     cmd->add_option("-p,--pad", pad, "bytes of padding in each request");
     cmd->callback([&exit_code] {
         auto rank = parse_decimal(target, IdSet::kMaxId, fmt::format("rank '{}'", target));

@@ -7,6 +7,20 @@
 
 using namespace banyan;
 
+namespace {
+
+// "banyan resource drain": the deepest subcommand that was given.
+std::string command_path(const CLI::App& app) {
+    std::string path = "banyan";
+    for (const CLI::App* cur = &app; !cur->get_subcommands().empty();) {
+        cur = cur->get_subcommands().front();
+        path += " " + cur->get_name();
+    }
+    return path;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     CLI::App app("banyan: the Banyan workload manager", "banyan");
     app.require_subcommand(1);
@@ -19,13 +33,27 @@ int main(int argc, char** argv) {
     cli::add_dmesg(app, exit_code);
     cli::add_keygen(app, exit_code);
     cli::add_resource(app, exit_code);
+    if (argc > 1 && argv[1][0] != '-') {
+        bool known = false;
+        for (const auto* sub : app.get_subcommands({}))
+            known = known || sub->get_name() == argv[1];
+        if (!known) {
+            std::fprintf(stderr, "banyan: '%s' is not a banyan command (see banyan --help)\n", argv[1]);
+            return 2;
+        }
+    }
     try {
         app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
+    } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        // One line, naming the command, instead of CLI11's two.
+        std::fprintf(stderr, "%s: %s (see --help)\n", command_path(app).c_str(), e.what());
+        return e.get_exit_code();
     } catch (const cli::Failure& f) {
-        std::string command = app.get_subcommands().empty() ? "" : " " + app.get_subcommands()[0]->get_name();
-        std::fprintf(stderr, "banyan%s: %s\n", command.c_str(), f.message.c_str());
+        std::fprintf(stderr, "%s: %s\n", command_path(app).c_str(), f.message.c_str());
         return f.exit_code;
     }
     return exit_code;

@@ -62,3 +62,8 @@ check_output "start exits 128+N when the command is killed" "^rc=143$" \
 check_fails "start without a size or config says so" "give exactly one of --test-size=N and --config=FILE" \
     banyan start
 check_fails "commands outside an instance say so" "BANYAN_URI is not set" env -u BANYAN_URI banyan ping 0
+check_fails "an unknown command is named" "^banyan: 'nosuch' is not a banyan command \(see banyan --help\)$" banyan nosuch
+check_fails "a missing argument is one line naming the command" "^banyan ping: RANK is required \(see --help\)$" \
+    banyan ping
+check_fails "a bad option value is one line" "^banyan ping: --count: Value x not in range 1 to 1000000" \
+    banyan ping -c x 1
