@@ -288,7 +288,13 @@ void Broker::check_ready() {
         fn();
 }
 
+void Broker::add_subtree_listener(std::function<void()> fn) {
+    subtree_listeners_.push_back(std::move(fn));
+}
+
 void Broker::on_subtree_change() {
+    for (const auto& fn : subtree_listeners_)
+        fn();
     check_ready();
     if (state_ == State::shutdown && overlay_->children_up() == 0)
         finish_shutdown();

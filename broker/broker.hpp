@@ -55,6 +55,8 @@ class Broker {
     // Rank 0 runs only once `condition()` is also true; call check_ready()
     // when what it looks at changes.
     void add_ready_condition(std::function<bool()> condition);
+    // Calls `fn` whenever the state of a rank below this broker changes.
+    void add_subtree_listener(std::function<void()> fn);
     void check_ready();
 
     void begin_shutdown(std::string_view why);
@@ -100,6 +102,7 @@ class Broker {
     std::map<uint32_t, std::map<std::string, Pending>> pending_;
     std::vector<std::function<void()>> running_waiters_;
     std::vector<std::function<bool()>> ready_conditions_;
+    std::vector<std::function<void()>> subtree_listeners_;
     std::map<uint32_t, std::function<void(const Message&)>> internal_rpcs_;
     uint32_t next_internal_matchtag_ = 1;
     uint32_t event_sequence_ = 0;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "core/client.hpp"
 #include "core/log.hpp"
 #include "resource/cgroup.hpp"
 #include "resource/discovery.hpp"
@@ -87,13 +88,12 @@ Result<std::unique_ptr<ResourceService>> ResourceService::start(Broker& broker) 
             return node.error();
         log::info("resource", "this node: {} cores, {} gpus, {} MiB", node->cores().count(), node->gpus().count(),
                   node->memory() >> 20);
+        svc->mine_ = std::move(*node);
         if (boot.rank == 0) {
-            if (auto r = svc->add_node(std::move(*node)); !r)
+            if (auto r = svc->add_node(svc->mine_); !r)
                 return r.error();
-        } else {
-            svc->mine_ = std::move(*node);
             ResourceService* self = svc.get();
-            broker.when_running([self] { self->send_hello(); });
+            broker.add_subtree_listener([self] { self->on_subtree_change(); });
         }
     }
     if (boot.rank == 0) {
@@ -112,19 +112,35 @@ Result<std::unique_ptr<ResourceService>> ResourceService::start(Broker& broker) 
     return svc;
 }
 
-void ResourceService::send_hello() {
-    broker_.rpc(Message::request("resource.hello", mine_.to_json(), 0), [this](const Message& r) {
-        if (r.errnum == 0) {
-            hello_backoff_ = std::chrono::milliseconds(0);
+void ResourceService::on_subtree_change() {
+    IdSet online = broker_.overlay().subtree().online;
+    IdSet joined = online.difference(known_online_);
+    known_online_ = online;
+    joined.for_each([this](uint32_t rank) {
+        if (rank == 0 || excluded_.contains(rank))
             return;
-        }
-        // A broker on the way may not have joined its own parent yet: retry.
-        hello_backoff_ = std::min(std::max(hello_backoff_ * 2, std::chrono::milliseconds(20)),
-                                  std::chrono::milliseconds(2000));
-        if (r.errnum != EHOSTUNREACH)
-            log::error("resource", "rank 0 refused this node: {}; retrying", r.error_text());
-        hello_timer_.start(hello_backoff_, [this] { send_hello(); });
+        broker_.rpc(Message::request("resource.describe", nlohmann::json::object(), rank),
+                    [this, rank](const Message& r) { on_described(rank, r); });
     });
+}
+
+void ResourceService::on_described(uint32_t rank, const Message& response) {
+    auto body = response_payload(response);
+    auto node = body ? NodeDescription::from_json(*body) : Result<NodeDescription>(body.error());
+    if (!node) {
+        // Gone again before answering: it is asked anew when it returns.
+        log::debug("resource", "rank {} did not describe its node: {}", rank, node.error().message);
+        return;
+    }
+    if (node->rank != rank) {
+        log::error("resource", "rank {} described itself as rank {}", rank, node->rank);
+        return;
+    }
+    if (auto r = add_node(std::move(*node)); !r) {
+        log::error("resource", "rank {}: {}", rank, r.error().message);
+        return;
+    }
+    broker_.check_ready();
 }
 
 Result<void> ResourceService::open_database() {
@@ -246,7 +262,11 @@ void ResourceService::register_methods() {
             (this->*method)(req);
         };
     };
-    broker_.register_method("resource.hello", true, at_rank0(&ResourceService::on_hello));
+    broker_.register_method("resource.describe", true, [this](const Message& req) {
+        if (declared_)
+            return broker_.respond_error(req, ENODEV, "resources come from the config, not from discovery");
+        broker_.respond(Message::response_to(req, mine_.to_json()));
+    });
     broker_.register_method("resource.list", false, at_rank0(&ResourceService::on_list));
     broker_.register_method("resource.status", false, at_rank0(&ResourceService::on_status));
     broker_.register_method("resource.R", false, at_rank0(&ResourceService::on_r));
@@ -260,23 +280,6 @@ void ResourceService::register_methods() {
             return broker_.forward_to(0, req);
         on_drain(req, false);
     });
-}
-
-void ResourceService::on_hello(const Message& req) {
-    auto body = req.json();
-    auto node = body ? NodeDescription::from_json(*body) : Result<NodeDescription>(body.error());
-    if (!node)
-        return broker_.respond_error(req, EPROTO, node.error().message);
-    if (node->rank >= broker_.bootstrap().size)
-        return broker_.respond_error(req, EINVAL, fmt::format("rank {} is not in this instance", node->rank));
-    if (declared_ || excluded_.contains(node->rank))
-        return broker_.respond(Message::response_to(req, nlohmann::json::object()));
-    uint32_t rank = node->rank;
-    if (auto r = add_node(std::move(*node)); !r)
-        return broker_.respond_error(req, r.error().code, r.error().message);
-    log::debug("resource", "rank {} described its node", rank);
-    broker_.respond(Message::response_to(req, nlohmann::json::object()));
-    broker_.check_ready();
 }
 
 void ResourceService::on_list(const Message& req) {

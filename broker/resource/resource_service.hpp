@@ -1,4 +1,6 @@
-// ResourceService: every broker describes its node to rank 0; rank 0 keeps
+// ResourceService: rank 0 asks every rank that comes online to describe its
+// node (resource.describe), so a rank is described once the path to it is
+// up, also after rank 0 itself restarts; rank 0 keeps
 // the cluster graph, node states and drain reasons (persisted in
 // STATEDIR/banyan.db) and answers resource.* (doc/spec/resources.md section 7).
 #pragma once
@@ -33,8 +35,9 @@ class ResourceService {
         uint32_t rank;
     };
 
-    explicit ResourceService(Broker& broker) : broker_(broker), hello_timer_(broker.reactor()) {}
-    void send_hello();
+    explicit ResourceService(Broker& broker) : broker_(broker) {}
+    // Rank 0: asks each rank that just came online for its node.
+    void on_subtree_change();
     Result<void> load_declared_nodes();
     Result<void> open_database();
     void register_methods();
@@ -42,22 +45,21 @@ class ResourceService {
     Result<IdSet> resolve_targets(const std::string& text) const;
     std::string state_of(uint32_t rank, const SubtreeStates& overlay) const;
 
-    void on_hello(const Message& req);
+    void on_described(uint32_t rank, const Message& response);
     void on_list(const Message& req);
     void on_status(const Message& req);
     void on_drain(const Message& req, bool drain);
     void on_r(const Message& req);
 
     Broker& broker_;
-    bool declared_ = false;  // nodes come from config, not from hellos
+    bool declared_ = false;  // nodes come from config, not from discovery
     std::map<uint32_t, NodeDescription> nodes_;  // rank 0 only
     ResourceGraph graph_;
     IdSet excluded_;
     std::map<uint32_t, Drain> drained_;
     std::optional<Database> db_;
-    NodeDescription mine_;  // followers: this node, until rank 0 has it
-    Timer hello_timer_;
-    std::chrono::milliseconds hello_backoff_{0};
+    NodeDescription mine_;  // this node, as discovered
+    IdSet known_online_;    // rank 0: the online ranks at the last change
 };
 
 }  // namespace banyan

@@ -33,6 +33,8 @@ inside() {
     wait_for "the restarted rank 3 and its child 7 rejoin: all full" 10 \
         sh -c "banyan overlay status -s | grep -q '^online: 0-7 (8)$'"
     check_output "rank 7 answers through the new rank 3" "route=client!0!1!3!7 " banyan ping 7
+    wait_for "rank 0 asked the rejoined ranks for their nodes: all 8 free" 10 \
+        sh -c "banyan resource list | grep -Eq '^ +free +8 '"
 
     pid6=$(broker_pid "$dir" 6)
     kill -TERM "$pid6"
