@@ -61,9 +61,8 @@ int list(int count) {
         last = *r;
     }
     std::sort(samples.begin(), samples.end());
-    std::printf("resource.list over %s nodes: n=%d median %.2f ms p99 %.2f ms\n",
-                last["free"]["nnodes"].dump().c_str(), count, samples[samples.size() / 2],
-                samples[std::min(samples.size() - 1, samples.size() * 99 / 100)]);
+    std::printf("resource.list over %s nodes: n=%d median %.2f ms p99 %.2f ms\n", last["free"]["nnodes"].dump().c_str(),
+                count, samples[samples.size() / 2], samples[std::min(samples.size() - 1, samples.size() * 99 / 100)]);
     return 0;
 }
 

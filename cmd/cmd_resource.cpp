@@ -36,8 +36,8 @@ void print_status(const nlohmann::json& body) {
         if (s.contains("reason"))
             reason = fmt::format("{}{}({})", s["reason"].get<std::string>(),
                                  s["reason"].get<std::string>().empty() ? "" : " ", when(s.value("timestamp", 0.0)));
-        fmt::print("{:>8} {:>6} {:<12} {:<20} {}\n", s.value("state", ""), s.value("nnodes", 0),
-                   s.value("ranks", ""), s.value("nodelist", ""), reason);
+        fmt::print("{:>8} {:>6} {:<12} {:<20} {}\n", s.value("state", ""), s.value("nnodes", 0), s.value("ranks", ""),
+                   s.value("nodelist", ""), reason);
     }
 }
 
@@ -48,21 +48,18 @@ void add_resource(CLI::App& app, int& exit_code) {
     resource->require_subcommand(1);
     static bool json = false;
 
-    auto* list = resource->add_subcommand("list", "Free, allocated and down nodes, cores and GPUs");
-    list->add_flag("--json", json, "print JSON");
-    list->callback([&exit_code] {
-        auto body = ask("resource.list");
-        json ? fmt::print("{}\n", body.dump()) : print_list(body);
-        exit_code = 0;
-    });
-
-    auto* status = resource->add_subcommand("status", "Each node's state: avail, drained, offline, torpid");
-    status->add_flag("--json", json, "print JSON");
-    status->callback([&exit_code] {
-        auto body = ask("resource.status");
-        json ? fmt::print("{}\n", body.dump()) : print_status(body);
-        exit_code = 0;
-    });
+    // A read-only view: TOPIC's answer printed by PRINT, or as JSON.
+    auto add_view = [&](const char* name, const char* help, const char* topic, void (*print)(const nlohmann::json&)) {
+        auto* view = resource->add_subcommand(name, help);
+        view->add_flag("--json", json, "print JSON");
+        view->callback([&exit_code, topic, print] {
+            auto body = ask(topic);
+            json ? fmt::print("{}\n", body.dump()) : print(body);
+            exit_code = 0;
+        });
+    };
+    add_view("list", "Free, allocated and down nodes, cores and GPUs", "resource.list", print_list);
+    add_view("status", "Each node's state: avail, drained, offline, torpid", "resource.status", print_status);
 
     static std::string targets;
     static std::vector<std::string> reason;

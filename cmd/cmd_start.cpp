@@ -237,8 +237,9 @@ void add_start(CLI::App& app, int& exit_code) {
         ->allow_extra_args(false);
     cmd->add_option("-r,--rank", o.rank, "with --config: this broker's rank");
     cmd->add_option("--rundir", o.rundir, "with --config: directory for the local socket");
-    cmd->add_option("--statedir", o.statedir, "rank 0's database directory; kept across restarts "
-                                              "(test instances: a temporary one)");
+    cmd->add_option("--statedir", o.statedir,
+                    "rank 0's database directory; kept across restarts "
+                    "(test instances: a temporary one)");
     cmd->add_option("--log-level", o.log_level, "brokers' log level (test instances: warning)");
     cmd->add_option("--wait-timeout", o.wait_timeout, "seconds to wait for the instance to come up (default 120)");
     // Everything from the first argument that is not an option on is COMMAND,

@@ -137,8 +137,8 @@ uint64_t to_number(std::string_view digits) {
 Result<HostList> HostList::parse(std::string_view text, size_t max_hosts) {
     max_hosts = std::min(max_hosts, kMaxHosts);
     // Long lists are cut in messages so an error stays one readable line.
-    std::string what = text.size() > 80 ? fmt::format("hostlist '{}...'", text.substr(0, 77))
-                                        : fmt::format("hostlist '{}'", text);
+    std::string what =
+        text.size() > 80 ? fmt::format("hostlist '{}...'", text.substr(0, 77)) : fmt::format("hostlist '{}'", text);
     HostList list;
     if (text.empty())
         return list;

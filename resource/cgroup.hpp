@@ -10,9 +10,9 @@
 namespace banyan {
 
 struct CgroupLimits {
-    std::optional<uint32_t> max_cores;    // floor(quota/period), at least 1
-    std::optional<uint64_t> max_memory;   // bytes
-    std::string version;                  // "v2", "v1" or "none"
+    std::optional<uint32_t> max_cores;   // floor(quota/period), at least 1
+    std::optional<uint64_t> max_memory;  // bytes
+    std::string version;                 // "v2", "v1" or "none"
 };
 
 // `proc_self_cgroup`: the text of /proc/self/cgroup; `root`: where the

@@ -59,7 +59,8 @@ Result<Topology> load_topology(const DiscoveryOptions& options) {
     if (!options.synthetic.empty() && hwloc_topology_set_synthetic(raw, options.synthetic.c_str()) != 0)
         return make_error(EINVAL, fmt::format("hwloc synthetic '{}': not a valid description", options.synthetic));
     if (hwloc_topology_load(raw) != 0)
-        return make_error(errno ? errno : EIO, fmt::format("hwloc: cannot load the topology: {}", std::strerror(errno)));
+        return make_error(errno ? errno : EIO,
+                          fmt::format("hwloc: cannot load the topology: {}", std::strerror(errno)));
     return topo;
 }
 

@@ -31,7 +31,7 @@ struct ResourceVertex {
     uint32_t parent = kNoParent;  // containment parent (a tree: one parent)
     uint32_t type = 0;            // interned strings
     uint32_t basename = 0;
-    uint32_t name = 0;      // 0: basename + id
+    uint32_t name = 0;  // 0: basename + id
     uint32_t unit = 0;
     int64_t id = 0;
     int64_t size = 1;

@@ -3,9 +3,9 @@
 #include <map>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <boost/property_tree/ptree.hpp>
 #include <boost/property_tree/xml_parser.hpp>
-#include <fmt/format.h>
 
 namespace banyan {
 namespace {
@@ -55,8 +55,7 @@ class Generator {
                 if (!size)
                     return make_error(EINVAL, fmt::format("GRUG: vertex {}: bad size", e.target));
                 int32_t rank = t.at("type") == "node" ? next_rank_++ : -1;
-                auto child = graph_.add_vertex(instance, t.at("type"), t.at("basename"), id, rank, *size,
-                                               t.at("unit"));
+                auto child = graph_.add_vertex(instance, t.at("type"), t.at("basename"), id, rank, *size, t.at("unit"));
                 ancestors.push_back(child);
                 auto r = expand(e.target, child, ancestors);
                 ancestors.pop_back();
@@ -99,11 +98,11 @@ Result<ResourceGraph> read_grug(std::string_view xml) {
     auto root = doc.get_child_optional("graphml");
     if (!root)
         return make_error(EINVAL, "GRUG: no <graphml> element");
-    std::map<std::string, std::string> node_defaults = {{"root", "0"}, {"size", "1"}, {"unit", ""},
-                                                        {"subsystem", "containment"}};
-    std::map<std::string, std::string> edge_defaults = {{"e_subsystem", "containment"}, {"id_scope", "0"},
-                                                        {"id_start", "0"},              {"id_stride", "1"},
-                                                        {"gen_method", "MULTIPLY"},     {"multi_scale", "1"}};
+    std::map<std::string, std::string> node_defaults = {
+        {"root", "0"}, {"size", "1"}, {"unit", ""}, {"subsystem", "containment"}};
+    std::map<std::string, std::string> edge_defaults = {
+        {"e_subsystem", "containment"}, {"id_scope", "0"},   {"id_start", "0"}, {"id_stride", "1"},
+        {"gen_method", "MULTIPLY"},     {"multi_scale", "1"}};
     for (const auto& [tag, key] : *root) {
         if (tag != "key")
             continue;

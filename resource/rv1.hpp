@@ -27,7 +27,7 @@ struct Rv1 {
     HostList nodelist;  // one host per rank, in rank order; may be empty
     double starttime = 0;
     double expiration = 0;
-    std::map<std::string, IdSet> properties;  // name -> ranks
+    std::map<std::string, IdSet> properties;   // name -> ranks
     std::optional<nlohmann::json> scheduling;  // carried through untouched
 
     IdSet rank_set() const;

@@ -34,9 +34,7 @@ Result<uint64_t> parse_size(std::string_view text) {
 }
 
 Result<std::vector<NodeDescription>> parse_synthetic_cluster(std::string_view text) {
-    auto bad = [&](std::string why) {
-        return make_error(EINVAL, fmt::format("synthetic '{}': {}", text, why));
-    };
+    auto bad = [&](std::string why) { return make_error(EINVAL, fmt::format("synthetic '{}': {}", text, why)); };
     // The hostlist may contain ':' only after its brackets close, so split
     // at the first ": " (or ':' outside brackets).
     size_t colon = std::string_view::npos;

@@ -241,7 +241,8 @@ Result<JobspecTask> canonical_task(const json& j, const std::string& path) {
         t.per_resource_type = pr["type"].get<std::string>();
         t.count = pr["count"].get<uint64_t>();
     } else {
-        return bad(fmt::format("{}.count.{}", path, t.count_kind), "unknown (expected per_slot, total or per_resource)");
+        return bad(fmt::format("{}.count.{}", path, t.count_kind),
+                   "unknown (expected per_slot, total or per_resource)");
     }
     return t;
 }
@@ -353,8 +354,8 @@ Result<JobspecResource> v1_slot(const json& s, const std::string& path) {
         std::string cpath = fmt::format("{}.with[{}]", path, i);
         std::string type = c.is_object() ? c.value("type", "") : "";
         if (type != "core" && type != "gpu")
-            return bad(cpath + ".type", fmt::format("'{}' is not allowed here in a version 1 jobspec (expected core or gpu)",
-                                                    type));
+            return bad(cpath + ".type",
+                       fmt::format("'{}' is not allowed here in a version 1 jobspec (expected core or gpu)", type));
         bool& seen = type == "core" ? seen_core : seen_gpu;
         if (seen)
             return bad(cpath, fmt::format("{} appears twice", type));

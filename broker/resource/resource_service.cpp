@@ -49,7 +49,10 @@ Result<std::vector<NodeDescription>> nodes_from_r(const std::string& path) {
 }
 
 nlohmann::json summary(uint64_t nnodes, uint64_t ncores, uint64_t ngpus, const HostList& hosts, const IdSet& ranks) {
-    return {{"nnodes", nnodes}, {"ncores", ncores}, {"ngpus", ngpus}, {"nodelist", hosts.format()},
+    return {{"nnodes", nnodes},
+            {"ncores", ncores},
+            {"ngpus", ngpus},
+            {"nodelist", hosts.format()},
             {"ranks", ranks.format()}};
 }
 
@@ -72,8 +75,8 @@ Result<std::unique_ptr<ResourceService>> ResourceService::start(Broker& broker) 
                 return text.error();
             auto ranks = svc->resolve_targets(*text);
             if (!ranks)
-                return make_error(EINVAL, fmt::format("{}: resource.exclude: {}", config.source(),
-                                                      ranks.error().message));
+                return make_error(EINVAL,
+                                  fmt::format("{}: resource.exclude: {}", config.source(), ranks.error().message));
             svc->excluded_ = *ranks;
         }
     }
@@ -210,12 +213,11 @@ Result<void> ResourceService::add_node(NodeDescription node) {
 }
 
 Result<IdSet> ResourceService::resolve_targets(const std::string& text) const {
-    uint32_t known_size = std::max<uint32_t>(broker_.bootstrap().size,
-                                             nodes_.empty() ? 0 : nodes_.rbegin()->first + 1);
+    uint32_t known_size = std::max<uint32_t>(broker_.bootstrap().size, nodes_.empty() ? 0 : nodes_.rbegin()->first + 1);
     if (auto ranks = IdSet::parse(text); ranks && !ranks->empty()) {
         if (ranks->last() >= known_size)
-            return make_error(ENOENT, fmt::format("no rank {} in this instance (ranks 0-{})", ranks->last(),
-                                                  known_size - 1));
+            return make_error(ENOENT,
+                              fmt::format("no rank {} in this instance (ranks 0-{})", ranks->last(), known_size - 1));
         return *ranks;
     }
     auto hosts = HostList::parse(text);
@@ -255,11 +257,12 @@ std::string ResourceService::state_of(uint32_t rank, const SubtreeStates& overla
 }
 
 void ResourceService::register_methods() {
-    auto at_rank0 = [this](void (ResourceService::*method)(const Message&)) {
-        return [this, method](const Message& req) {
+    // Methods answered by rank 0; other ranks pass the request on.
+    auto at_rank0 = [this](std::function<void(const Message&)> handle) {
+        return [this, handle](const Message& req) {
             if (broker_.bootstrap().rank != 0)
                 return broker_.forward_to(0, req);
-            (this->*method)(req);
+            handle(req);
         };
     };
     broker_.register_method("resource.describe", true, [this](const Message& req) {
@@ -267,19 +270,11 @@ void ResourceService::register_methods() {
             return broker_.respond_error(req, ENODEV, "resources come from the config, not from discovery");
         broker_.respond(Message::response_to(req, mine_.to_json()));
     });
-    broker_.register_method("resource.list", false, at_rank0(&ResourceService::on_list));
-    broker_.register_method("resource.status", false, at_rank0(&ResourceService::on_status));
-    broker_.register_method("resource.R", false, at_rank0(&ResourceService::on_r));
-    broker_.register_method("resource.drain", true, [this](const Message& req) {
-        if (broker_.bootstrap().rank != 0)
-            return broker_.forward_to(0, req);
-        on_drain(req, true);
-    });
-    broker_.register_method("resource.undrain", true, [this](const Message& req) {
-        if (broker_.bootstrap().rank != 0)
-            return broker_.forward_to(0, req);
-        on_drain(req, false);
-    });
+    broker_.register_method("resource.list", false, at_rank0([this](const Message& r) { on_list(r); }));
+    broker_.register_method("resource.status", false, at_rank0([this](const Message& r) { on_status(r); }));
+    broker_.register_method("resource.R", false, at_rank0([this](const Message& r) { on_r(r); }));
+    broker_.register_method("resource.drain", true, at_rank0([this](const Message& r) { on_drain(r, true); }));
+    broker_.register_method("resource.undrain", true, at_rank0([this](const Message& r) { on_drain(r, false); }));
 }
 
 void ResourceService::on_list(const Message& req) {
@@ -311,10 +306,10 @@ void ResourceService::on_list(const Message& req) {
             down.ranks.insert(r);
         }
     }
-    broker_.respond(Message::response_to(
-        req, {{"free", summary(free.nnodes, free.ncores, free.ngpus, free.hosts, free.ranks)},
-              {"allocated", summary(0, 0, 0, HostList{}, IdSet{})},
-              {"down", summary(down.nnodes, down.ncores, down.ngpus, down.hosts, down.ranks)}}));
+    broker_.respond(
+        Message::response_to(req, {{"free", summary(free.nnodes, free.ncores, free.ngpus, free.hosts, free.ranks)},
+                                   {"allocated", summary(0, 0, 0, HostList{}, IdSet{})},
+                                   {"down", summary(down.nnodes, down.ncores, down.ngpus, down.hosts, down.ranks)}}));
 }
 
 void ResourceService::on_status(const Message& req) {
@@ -367,16 +362,17 @@ void ResourceService::on_drain(const Message& req, bool drain) {
     if (!drain) {
         for (uint32_t r : ranks->ids())
             if (!drained_.count(r))
-                return broker_.respond_error(req, EINVAL, fmt::format("rank {} ({}) is not drained", r,
-                                                                      nodes_.count(r) ? nodes_[r].hostname
-                                                                                      : broker_.bootstrap().host_of(r)));
+                return broker_.respond_error(
+                    req, EINVAL,
+                    fmt::format("rank {} ({}) is not drained", r,
+                                nodes_.count(r) ? nodes_[r].hostname : broker_.bootstrap().host_of(r)));
     }
     double when = now_seconds();
     for (uint32_t r : ranks->ids()) {
         std::string host = nodes_.count(r) ? nodes_[r].hostname : broker_.bootstrap().host_of(r);
-        auto done = drain ? db_->query("INSERT OR REPLACE INTO drain VALUES (?, ?, ?, ?)",
-                                       {int64_t{r}, host, reason, when})
-                          : db_->query("DELETE FROM drain WHERE rank = ?", {int64_t{r}});
+        auto done =
+            drain ? db_->query("INSERT OR REPLACE INTO drain VALUES (?, ?, ?, ?)", {int64_t{r}, host, reason, when})
+                  : db_->query("DELETE FROM drain WHERE rank = ?", {int64_t{r}});
         if (!done)
             return broker_.respond_error(req, done.error().code, done.error().message);
         if (drain)

@@ -52,7 +52,7 @@ class ResourceService {
     void on_r(const Message& req);
 
     Broker& broker_;
-    bool declared_ = false;  // nodes come from config, not from discovery
+    bool declared_ = false;                      // nodes come from config, not from discovery
     std::map<uint32_t, NodeDescription> nodes_;  // rank 0 only
     ResourceGraph graph_;
     IdSet excluded_;

@@ -54,8 +54,9 @@ TEST_CASE("jobspec errors name the path of the offending key", "[jobspec]") {
         const char* error;
     };
     const std::string head = "version: 1\nresources:\n  - type: slot\n    label: s\n    count: 1\n    with:\n";
-    const std::string tail = "tasks:\n  - command: [app]\n    slot: s\n    count: {per_slot: 1}\n"
-                             "attributes: {system: {duration: 60}}\n";
+    const std::string tail =
+        "tasks:\n  - command: [app]\n    slot: s\n    count: {per_slot: 1}\n"
+        "attributes: {system: {duration: 60}}\n";
     for (const auto& c : std::vector<Case>{
              {"      - {type: core, count: 0}\n", JobspecRules::canonical,
               "resources[0].with[0].count: must be at least 1"},

@@ -63,7 +63,8 @@ TEST_CASE("cgroup v1 fallback, also on hybrid hosts", "[cgroup]") {
 }
 
 TEST_CASE("limits keep the lowest cores and cut memory from the last socket", "[discovery]") {
-    NodeDescription n{.rank = 0, .hostname = "h", .sockets = {{IdSet::range(0, 7), {}, 8}, {IdSet::range(8, 15), {}, 8}}};
+    NodeDescription n{
+        .rank = 0, .hostname = "h", .sockets = {{IdSet::range(0, 7), {}, 8}, {IdSet::range(8, 15), {}, 8}}};
     apply_limits(n, CgroupLimits{.max_cores = 10u, .max_memory = 12u});
     CHECK(n.sockets[0].cores.format() == "0-7");
     CHECK(n.sockets[1].cores.format() == "8-9");
@@ -81,7 +82,8 @@ TEST_CASE("discovery reads sockets, cores and memory from a synthetic topology",
     CHECK(n->gpus().empty());
     CHECK(n->rank == 2);
     // Limits are for this machine only: a synthetic node keeps all it has.
-    auto limited = discover_node(0, "sim", {.synthetic = "pack:1 core:8 pu:1", .limits = CgroupLimits{.max_cores = 2u}});
+    auto limited =
+        discover_node(0, "sim", {.synthetic = "pack:1 core:8 pu:1", .limits = CgroupLimits{.max_cores = 2u}});
     CHECK(limited->cores().count() == 8);
 }
 

@@ -78,10 +78,10 @@ TEST_CASE("node descriptions round-trip and reject bad fields", "[node]") {
     auto again = NodeDescription::from_json(n.to_json());
     REQUIRE(again.ok());
     CHECK(*again == n);
-    for (const char* bad : {R"({})", R"({"rank":-1,"hostname":"a","sockets":[]})",
-                            R"({"rank":0,"hostname":"","sockets":[]})", R"({"rank":0,"hostname":"a"})",
-                            R"({"rank":0,"hostname":"a","sockets":[{"cores":"x","gpus":"","memory":0}]})",
-                            R"({"rank":0,"hostname":"a","sockets":[{"cores":"0","gpus":"","memory":-5}]})"}) {
+    for (const char* bad :
+         {R"({})", R"({"rank":-1,"hostname":"a","sockets":[]})", R"({"rank":0,"hostname":"","sockets":[]})",
+          R"({"rank":0,"hostname":"a"})", R"({"rank":0,"hostname":"a","sockets":[{"cores":"x","gpus":"","memory":0}]})",
+          R"({"rank":0,"hostname":"a","sockets":[{"cores":"0","gpus":"","memory":-5}]})"}) {
         INFO(bad);
         CHECK(!NodeDescription::from_json(nlohmann::json::parse(bad)).ok());
     }
@@ -131,10 +131,11 @@ TEST_CASE("JGF round-trips a graph", "[graph][jgf]") {
     CHECK(again->edge_count() == g->edge_count());
     CHECK(again->to_jgf() == g->to_jgf());
     CHECK(again->name(*again->node_of_rank(1)) == "n6");
-    for (const char* bad : {"[]", R"({"graph":{}})", R"({"graph":{"nodes":[{"id":"0"}]}})",
-                            R"({"graph":{"nodes":[{"id":"0","metadata":{"type":"a","id":"x"}}]}})",
-                            R"({"graph":{"nodes":[{"id":"0","metadata":{"type":"a"}},{"id":"0","metadata":{"type":"a"}}]}})",
-                            R"({"graph":{"nodes":[{"id":"0","metadata":{"type":"a"}}],"edges":[{"source":"0","target":"9"}]}})"}) {
+    for (const char* bad :
+         {"[]", R"({"graph":{}})", R"({"graph":{"nodes":[{"id":"0"}]}})",
+          R"({"graph":{"nodes":[{"id":"0","metadata":{"type":"a","id":"x"}}]}})",
+          R"({"graph":{"nodes":[{"id":"0","metadata":{"type":"a"}},{"id":"0","metadata":{"type":"a"}}]}})",
+          R"({"graph":{"nodes":[{"id":"0","metadata":{"type":"a"}}],"edges":[{"source":"0","target":"9"}]}})"}) {
         INFO(bad);
         CHECK(!ResourceGraph::from_jgf(nlohmann::json::parse(bad)).ok());
     }
