@@ -30,12 +30,13 @@ IdSet Rv1::rank_set() const {
 nlohmann::json Rv1::to_json() const {
     // Group ranks by identical children, keeping first-appearance order.
     std::vector<std::pair<RankChildren, IdSet>> groups;
-    for (const auto& [rank, children] : ranks) {
+    for (const auto& entry : ranks) {
+        const RankChildren& children = entry.second;
         auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == children; });
         if (it == groups.end())
-            groups.push_back({children, IdSet{rank}});
+            groups.push_back({children, IdSet{entry.first}});
         else
-            it->second.insert(rank);
+            it->second.insert(entry.first);
     }
     nlohmann::json lite = nlohmann::json::array();
     for (const auto& [children, set] : groups) {
