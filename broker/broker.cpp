@@ -172,7 +172,14 @@ void Broker::deliver_local(const Message& msg) {
         return;
     }
     auto handler = it->second.handler;  // the handler may register methods
-    handler(msg);
+    try {
+        handler(msg);
+    } catch (const std::exception& e) {
+        // A handler bug or a payload it did not expect must not take the
+        // broker (and every job on it) down: answer and log instead.
+        log::error("router", "{} from uid {} failed: {}", msg.topic, msg.userid, e.what());
+        respond_error(msg, EPROTO, fmt::format("{}: cannot handle this request: {}", msg.topic, e.what()));
+    }
 }
 
 void Broker::forward(uint32_t peer, Message msg) {

@@ -55,6 +55,10 @@ int main(int argc, char** argv) {
     } catch (const cli::Failure& f) {
         std::fprintf(stderr, "%s: %s\n", command_path(app).c_str(), f.message.c_str());
         return f.exit_code;
+    } catch (const std::exception& e) {
+        // A reply of a shape this CLI does not expect: still one line.
+        std::fprintf(stderr, "%s: unexpected reply from the instance: %s\n", command_path(app).c_str(), e.what());
+        return 1;
     }
     return exit_code;
 }

@@ -2,6 +2,7 @@
 // (doc/spec/resources.md section 6).
 #include <fmt/format.h>
 
+#include "core/json_field.hpp"
 #include "resource/graph.hpp"
 
 namespace banyan {
@@ -89,17 +90,33 @@ Result<ResourceGraph> ResourceGraph::from_jgf(const nlohmann::json& document) {
         auto [base, number] = split_name(name.empty() ? type : name);
         Vertex v = out.add_vertex(std::nullopt, type, m.value("basename", base), m.value("id", number.value_or(0)),
                                   m.value("rank", -1), m.value("size", int64_t{1}), m.value("unit", ""), name);
-        (*out.g_)[v].exclusive = m.value("exclusive", false);
+        auto exclusive = json_field(m, "exclusive", false, where + ".metadata");
+        if (!exclusive)
+            return exclusive.error();
+        (*out.g_)[v].exclusive = *exclusive;
         by_id[n["id"].get<std::string>()] = v;
-        paths.push_back(m.contains("paths") && m["paths"].is_object() ? m["paths"].value("containment", "") : "");
+        auto containment = json_field(m.value("paths", nlohmann::json::object()), "containment", std::string(),
+                                      where + ".metadata.paths");
+        if (!containment)
+            return containment.error();
+        paths.push_back(*containment);
     }
     i = 0;
-    for (const auto& e : graph.value("edges", nlohmann::json::array())) {
+    auto edges = json_field(graph, "edges", nlohmann::json::array(), "graph");
+    if (!edges)
+        return edges.error();
+    for (const auto& e : *edges) {
         std::string where = fmt::format("graph.edges[{}]", i++);
         if (!e.is_object() || !e.contains("source") || !e.contains("target"))
             return bad(where + ": expected {\"source\", \"target\"}");
-        const auto meta = e.value("metadata", nlohmann::json::object());
-        if (meta.value("subsystem", "containment") != "containment" || meta.value("relation", "contains") != "contains")
+        auto meta = json_field(e, "metadata", nlohmann::json::object(), where);
+        if (!meta)
+            return meta.error();
+        auto subsystem = json_field(*meta, "subsystem", std::string("containment"), where + ".metadata");
+        auto relation = json_field(*meta, "relation", std::string("contains"), where + ".metadata");
+        if (!subsystem || !relation)
+            return (!subsystem ? subsystem : relation).error();
+        if (*subsystem != "containment" || *relation != "contains")
             continue;  // other subsystems, and the reverse "in" edges
         auto src = by_id.find(e["source"].is_string() ? e["source"].get<std::string>() : e["source"].dump());
         auto dst = by_id.find(e["target"].is_string() ? e["target"].get<std::string>() : e["target"].dump());

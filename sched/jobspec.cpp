@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/idset.hpp"
+#include "core/json_field.hpp"
 
 namespace banyan {
 namespace {
@@ -335,8 +336,13 @@ Result<uint64_t> v1_count(const json& r, const std::string& path, int64_t at_lea
     return r["count"].get<uint64_t>();
 }
 
+// A resource's type, or "" when it has none that is a string.
+std::string type_of(const json& r) {
+    return json_field(r, "type", std::string()).value_or("");
+}
+
 Result<JobspecResource> v1_slot(const json& s, const std::string& path) {
-    if (!s.is_object() || s.value("type", "") != "slot")
+    if (type_of(s) != "slot")
         return bad(path + ".type", "must be slot");
     auto count = v1_count(s, path, 1);
     if (!count)
@@ -352,7 +358,7 @@ Result<JobspecResource> v1_slot(const json& s, const std::string& path) {
     for (size_t i = 0; i < s["with"].size(); i++) {
         const json& c = s["with"][i];
         std::string cpath = fmt::format("{}.with[{}]", path, i);
-        std::string type = c.is_object() ? c.value("type", "") : "";
+        std::string type = type_of(c);
         if (type != "core" && type != "gpu")
             return bad(cpath + ".type",
                        fmt::format("'{}' is not allowed here in a version 1 jobspec (expected core or gpu)", type));
@@ -381,7 +387,7 @@ Result<Jobspec> version1(const json& doc) {
     if (!doc.contains("resources") || !doc["resources"].is_array() || doc["resources"].size() != 1)
         return bad("resources", "must hold exactly one resource: node or slot");
     const json& top = doc["resources"][0];
-    std::string top_type = top.is_object() ? top.value("type", "") : "";
+    std::string top_type = type_of(top);
     if (top_type == "node") {
         auto count = v1_count(top, "resources[0]", 1);
         if (!count)

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "broker/broker.hpp"
+#include "core/json_field.hpp"
 #include "core/log.hpp"
 
 namespace banyan {
@@ -71,12 +72,14 @@ void register_event_methods(Broker& b) {
         if (!body || !body->contains("topic") || !(*body)["topic"].is_string())
             return b.respond_error(req, EPROTO, "event.publish: expected {\"topic\": STRING, \"payload\": OBJECT}");
         std::string topic = (*body)["topic"].get<std::string>();
-        nlohmann::json payload = body->value("payload", nlohmann::json::object());
+        auto payload = json_field(*body, "payload", nlohmann::json::object());
+        auto private_event = json_field(*body, "private", false);
+        if (!payload || !private_event)
+            return b.respond_error(req, EPROTO,
+                                   "event.publish: " + (!payload ? payload.error() : private_event.error()).message);
         if (topic.empty() || topic.size() > kMaxTopic || topic.find(' ') != std::string::npos)
             return b.respond_error(req, EINVAL, fmt::format("event.publish: bad topic '{}'", topic));
-        if (!payload.is_object())
-            return b.respond_error(req, EPROTO, "event.publish: payload must be an object");
-        b.publish_event(topic, payload, body->value("private", false), req.userid);
+        b.publish_event(topic, *payload, *private_event, req.userid);
         b.respond(Message::response_to(req, nlohmann::json::object()));
     });
     auto subscription = [&b](const Message& req, bool subscribe) {

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/json_field.hpp"
 #include "core/log.hpp"
 
 namespace banyan {
@@ -241,7 +242,7 @@ void Overlay::on_hello(uint32_t rank, const Message& msg) {
         return refuse(EPROTO, fmt::format("version {} differs from {}", (*body)["version"].dump(), kVersion));
     Child& child = children_[rank];
     std::string uuid = (*body)["uuid"].get<std::string>();
-    std::string host = body->value("hostname", "?");
+    std::string host = json_field(*body, "hostname", std::string("?")).value_or("?");
     if (child.state == PeerState::online || child.state == PeerState::torpid) {
         if (child.uuid != uuid) {
             log::warning("overlay", "rank {} ({}) restarted", rank, host);
@@ -462,7 +463,7 @@ void Overlay::on_hello_response(const Message& msg) {
         return;
     }
     auto body = msg.json();
-    uint32_t sequence = body ? body->value("sequence", 0u) : 0u;
+    uint32_t sequence = body ? json_field(*body, "sequence", 0u).value_or(0u) : 0u;
     parent_ready_ = true;
     backoff_ = Duration::zero();
     log::info("overlay", "joined parent rank {} at {}", *boot_.parent(), boot_.parent_uri);

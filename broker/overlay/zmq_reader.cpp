@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/log.hpp"
+
 namespace banyan {
 namespace {
 // Messages handled per wake-up before yielding to other sources on the loop.
@@ -48,7 +50,11 @@ void ZmqReader::drain() {
             frames.emplace_back(static_cast<const char*>(part.data()), part.size());
             more = part.more();
         }
-        on_message_(std::move(frames));
+        try {
+            on_message_(std::move(frames));
+        } catch (const std::exception& e) {
+            log::error("overlay", "dropped a message that could not be handled: {}", e.what());
+        }
         auto a = alive.lock();
         if (!a || !*a)
             return;  // the callback destroyed this reader

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/client.hpp"
+#include "core/json_field.hpp"
 #include "core/log.hpp"
 #include "resource/cgroup.hpp"
 #include "resource/discovery.hpp"
@@ -358,7 +359,10 @@ void ResourceService::on_drain(const Message& req, bool drain) {
     auto ranks = resolve_targets((*body)["targets"].get<std::string>());
     if (!ranks)
         return broker_.respond_error(req, ranks.error().code, ranks.error().message);
-    std::string reason = body->value("reason", "");
+    auto reason_field = json_field(*body, "reason", std::string(), req.topic);
+    if (!reason_field)
+        return broker_.respond_error(req, EPROTO, reason_field.error().message);
+    std::string reason = *reason_field;
     if (!drain) {
         for (uint32_t r : ranks->ids())
             if (!drained_.count(r))

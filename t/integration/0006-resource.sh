@@ -61,3 +61,8 @@ check_output "resource.path reads the cluster from an R file" "^ +free +3 +24 +3
 echo '{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "5-1"}}]}}' >"$T_DIR/bad.json"
 check_fails "a bad R file stops the broker with the key that is wrong" "R_lite\[0\].children.core: idset '5-1'" \
     banyan start --test-size=1 --wait-timeout=5 -S "resource.path=$T_DIR/bad.json" true
+check_output "a drain whose reason is not a string is refused, and the broker lives on" \
+    "^error 71: resource.drain.reason: expected a string$" \
+    banyan start --test-size=1 sh -c 'banyan-test-client rpc resource.drain "{\"targets\":\"0\",\"reason\":5}"; banyan ping 0 >/dev/null'
+check_output "a publish with a bad private flag is refused" "^error 71: event.publish: private: expected true or false$" \
+    banyan start --test-size=1 banyan-test-client rpc event.publish '{"topic":"a.b","private":"yes"}'

@@ -109,3 +109,13 @@ TEST_CASE("YAML scalars keep their types; quoted ones stay strings", "[jobspec]"
     REQUIRE(!bad.ok());
     CHECK(bad.error().message.find("line 1, column") != std::string::npos);
 }
+
+TEST_CASE("a field of the wrong type is an error, never an exception", "[jobspec][malformed]") {
+    // Found by fuzz_jobspec: an empty `type:` (null) once threw from json::value().
+    for (auto rules : {JobspecRules::canonical, JobspecRules::v1}) {
+        auto r =
+            Jobspec::parse("version: 1\nresources:\n  - type:\n    label: default\n    with:\n      - type:\n", rules);
+        REQUIRE(!r.ok());
+        CHECK(r.error().message.find("resources[0]") == 0);
+    }
+}

@@ -1,0 +1,49 @@
+// json_field: the one way to read an optional field of untrusted JSON.
+// nlohmann's value(key, default) throws when the field has another type;
+// this returns the fallback when the field is absent and an Error naming
+// PATH.KEY and the type expected when it is present with another type.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/result.hpp"
+
+namespace banyan {
+
+template <class T>
+Result<T> json_field(const nlohmann::json& object, std::string_view key, T fallback, std::string_view path = "") {
+    if (!object.is_object() || !object.contains(key))
+        return fallback;
+    const nlohmann::json& v = object[std::string(key)];
+    auto wrong = [&](std::string_view expected) {
+        return make_error(EPROTO, fmt::format("{}{}{}: expected {}", path, path.empty() ? "" : ".", key, expected));
+    };
+    if constexpr (std::is_same_v<T, bool>) {
+        if (!v.is_boolean())
+            return wrong("true or false");
+    } else if constexpr (std::is_same_v<T, std::string>) {
+        if (!v.is_string())
+            return wrong("a string");
+    } else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>) {
+        if (!v.is_number_unsigned() || v.get<uint64_t>() > std::numeric_limits<T>::max())
+            return wrong("a non-negative integer");
+    } else if constexpr (std::is_integral_v<T>) {
+        if (!v.is_number_integer())
+            return wrong("an integer");
+    } else if constexpr (std::is_floating_point_v<T>) {
+        if (!v.is_number())
+            return wrong("a number");
+    } else if constexpr (std::is_same_v<T, nlohmann::json>) {
+        if (v.type() != fallback.type() && !fallback.is_null())
+            return wrong(fallback.is_object() ? "an object" : fallback.is_array() ? "an array" : "another type");
+    }
+    return v.get<T>();
+}
+
+}  // namespace banyan
