@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -16,8 +17,30 @@ struct Error {
     std::string message;
 };
 
-inline Error make_error(int code, std::string message) {
-    return Error{code, std::move(message)};
+// Errors are one line even when they quote user input: control characters
+// (a newline in a YAML key, say) are escaped as \n, \t or \xNN.
+inline std::string one_line(std::string_view text) {
+    static const char* hex = "0123456789abcdef";
+    std::string out;
+    out.reserve(text.size());
+    for (unsigned char c : text) {
+        if (c >= 0x20 && c != 0x7f) {
+            out += static_cast<char>(c);
+        } else if (c == '\n') {
+            out += "\\n";
+        } else if (c == '\t') {
+            out += "\\t";
+        } else {
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 0xf];
+        }
+    }
+    return out;
+}
+
+inline Error make_error(int code, std::string_view message) {
+    return Error{code, one_line(message)};
 }
 
 template <class T>

@@ -219,3 +219,9 @@ TEST_CASE("stream decoder rejects bad framing", "[message][malformed]") {
     REQUIRE(r.ok());
     CHECK(!r->has_value());
 }
+
+TEST_CASE("error messages are one line whatever they quote", "[result]") {
+    Error e = make_error(EINVAL, "bad key 'a\nb\tc\x01' here");
+    CHECK(e.message == "bad key 'a\\nb\\tc\\x01' here");
+    CHECK(one_line("plain") == "plain");
+}
