@@ -39,8 +39,13 @@ json scalar_to_json(const YAML::Node& node) {
             return text;
         }
     }
-    if (std::regex_match(text, floating))
-        return std::stod(text);
+    if (std::regex_match(text, floating)) {
+        try {
+            return std::stod(text);
+        } catch (const std::out_of_range&) {
+            return text;  // beyond a double: left as text, so checks reject it by name
+        }
+    }
     return text;
 }
 
@@ -92,14 +97,26 @@ Result<JobspecCount> parse_count_string(const std::string& text, const std::stri
         return bad(path, fmt::format("'{}' is not a count (expected N, N+, N-M, N-M:OPERAND:OPERATOR or a set "
                                      "like 4,9,16)",
                                      text));
+    // Each number is bounded, so a 30-digit count is an error, not an exception.
+    auto number = [&](const std::ssub_match& part) { return parse_decimal(part.str(), uint64_t{1} << 62, path); };
     JobspecCount c;
-    c.min = std::stoull(m[1]);
+    auto min = number(m[1]);
+    if (!min)
+        return min.error();
+    c.min = *min;
     if (m[2] == "+") {
         c.max = UINT64_MAX;
     } else if (m[3].matched) {
-        c.max = std::stoull(m[3]);
-        if (m[5].matched)
-            c.operand = std::stoull(m[5]);
+        auto max = number(m[3]);
+        if (!max)
+            return max.error();
+        c.max = *max;
+        if (m[5].matched) {
+            auto operand = number(m[5]);
+            if (!operand)
+                return operand.error();
+            c.operand = *operand;
+        }
         if (m[7].matched)
             c.op = m[7].str()[0];
     }

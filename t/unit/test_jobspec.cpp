@@ -119,3 +119,22 @@ TEST_CASE("a field of the wrong type is an error, never an exception", "[jobspec
         CHECK(r.error().message.find("resources[0]") == 0);
     }
 }
+
+TEST_CASE("huge numbers in counts and durations are errors, never exceptions", "[jobspec][malformed]") {
+    // Found by fuzz_jobspec: std::stoull threw on a 20-digit count.
+    const std::string head = "version: 9999\nresources:\n  - type: node\n    count: ";
+    const std::string tail =
+        "\ntasks:\n  - command: [app]\n    slot: s\n    count: {per_slot: 1}\n"
+        "attributes: {system: {duration: 1e999}}\n";
+    for (const char* count :
+         {"\"99999999999999999999999+\"", "\"1-99999999999999999999999\"", "\"2-4:99999999999999999999\""}) {
+        INFO(count);
+        auto r = Jobspec::parse(head + count + tail);
+        REQUIRE(!r.ok());
+        CHECK(r.error().message.find("resources[0].count") == 0);
+    }
+    auto r =
+        Jobspec::parse(head + "1\n    with: [{type: slot, label: s, count: 1, with: [{type: core, count: 1}]}]" + tail);
+    REQUIRE(!r.ok());
+    CHECK(r.error().message.find("attributes.system.duration") == 0);
+}
