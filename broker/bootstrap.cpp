@@ -11,26 +11,6 @@ namespace {
 
 constexpr uint32_t kMaxSize = 1u << 20;
 
-std::string substitute(std::string_view tmpl, const std::string& host, int64_t port, uint32_t rank) {
-    std::string out;
-    for (size_t i = 0; i < tmpl.size(); i++) {
-        if (tmpl[i] == '%' && i + 1 < tmpl.size()) {
-            char c = tmpl[++i];
-            if (c == 'h')
-                out += host;
-            else if (c == 'p')
-                out += std::to_string(port);
-            else if (c == 'r')
-                out += std::to_string(rank);
-            else
-                out += std::string("%") + c;
-        } else {
-            out += tmpl[i];
-        }
-    }
-    return out;
-}
-
 Result<void> check_known_keys(const Config& config) {
     const std::vector<std::pair<std::string_view, std::vector<std::string_view>>> tables = {
         {"bootstrap", {"hosts", "size", "port", "bind", "connect", "curve_cert"}},
@@ -65,6 +45,26 @@ Result<uint32_t> find_rank(const BrokerOptions& options, const Bootstrap& b) {
 }
 
 }  // namespace
+
+std::string fill_template(std::string_view tmpl, const std::string& host, uint32_t rank, std::optional<int64_t> port) {
+    std::string out;
+    for (size_t i = 0; i < tmpl.size(); i++) {
+        if (tmpl[i] == '%' && i + 1 < tmpl.size()) {
+            char c = tmpl[++i];
+            if (c == 'h')
+                out += host;
+            else if (c == 'p' && port)
+                out += std::to_string(*port);
+            else if (c == 'r')
+                out += std::to_string(rank);
+            else
+                out += std::string("%") + c;
+        } else {
+            out += tmpl[i];
+        }
+    }
+    return out;
+}
 
 std::string Bootstrap::host_of(uint32_t r) const {
     return r < hosts.size() ? hosts[r] : hostname;
@@ -144,9 +144,9 @@ Result<Bootstrap> make_bootstrap(const BrokerOptions& options) {
     }
 
     if (!b.children().empty())
-        b.bind_uri = substitute(*bind, b.host_of(b.rank), *port, b.rank);
+        b.bind_uri = fill_template(*bind, b.host_of(b.rank), b.rank, *port);
     if (auto parent = b.parent())
-        b.parent_uri = substitute(*connect, b.host_of(*parent), *port, *parent);
+        b.parent_uri = fill_template(*connect, b.host_of(*parent), *parent, *port);
 
     if (config.has("bootstrap.curve_cert")) {
         auto path = config.get_string("bootstrap.curve_cert");

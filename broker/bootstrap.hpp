@@ -55,4 +55,9 @@ struct Bootstrap {
 // Error names the config file and key, or the host that is not listed.
 Result<Bootstrap> make_bootstrap(const BrokerOptions& options);
 
+// Fills a config template: %h the host, %r the rank, %p the port (left as
+// is when `port` is not given); any other %X stays as written.
+std::string fill_template(std::string_view tmpl, const std::string& host, uint32_t rank,
+                          std::optional<int64_t> port = std::nullopt);
+
 }  // namespace banyan

@@ -1,9 +1,9 @@
 #include "core/config.hpp"
 
+#include "core/text_file.hpp"
+
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -56,12 +56,10 @@ Result<double> parse_duration(std::string_view text) {
 }
 
 Result<Config> Config::load(const std::string& path) {
-    std::ifstream in(path);
-    if (!in)
-        return make_error(errno ? errno : ENOENT, fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
-    std::stringstream text;
-    text << in.rdbuf();
-    return parse(text.str(), path);
+    auto text = read_text_file(path);
+    if (!text)
+        return text.error();
+    return parse(*text, path);
 }
 
 Result<Config> Config::parse(std::string_view text, std::string source) {

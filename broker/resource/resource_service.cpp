@@ -1,14 +1,13 @@
 #include "broker/resource/resource_service.hpp"
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "core/client.hpp"
 #include "core/json_field.hpp"
 #include "core/log.hpp"
+#include "core/text_file.hpp"
 #include "resource/cgroup.hpp"
 #include "resource/discovery.hpp"
 #include "resource/rv1.hpp"
@@ -21,22 +20,12 @@ double now_seconds() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::string substitute(std::string text, const std::string& host, uint32_t rank) {
-    for (size_t at; (at = text.find("%h")) != std::string::npos;)
-        text.replace(at, 2, host);
-    for (size_t at; (at = text.find("%r")) != std::string::npos;)
-        text.replace(at, 2, std::to_string(rank));
-    return text;
-}
-
 // An R v1 file becomes one socket per rank (R v1 knows no sockets).
 Result<std::vector<NodeDescription>> nodes_from_r(const std::string& path) {
-    std::ifstream in(path);
-    if (!in)
-        return make_error(ENOENT, fmt::format("resource.path {}: cannot read", path));
-    std::stringstream text;
-    text << in.rdbuf();
-    auto r = Rv1::parse(text.str());
+    auto text = read_text_file(path);
+    if (!text)
+        return make_error(text.error().code, "resource.path " + text.error().message);
+    auto r = Rv1::parse(*text);
     if (!r)
         return make_error(EINVAL, fmt::format("resource.path {}: {}", path, r.error().message));
     std::vector<NodeDescription> nodes;
@@ -85,7 +74,7 @@ Result<std::unique_ptr<ResourceService>> ResourceService::start(Broker& broker) 
         auto xml = config.get_string("resource.hwloc_xml", "");
         if (!xml)
             return xml.error();
-        DiscoveryOptions options{.xml_path = xml->empty() ? "" : substitute(*xml, boot.hostname, boot.rank),
+        DiscoveryOptions options{.xml_path = xml->empty() ? "" : fill_template(*xml, boot.hostname, boot.rank),
                                  .limits = read_own_cgroup_limits()};
         auto node = discover_node(boot.rank, boot.hostname, options);
         if (!node)
@@ -244,6 +233,11 @@ Result<IdSet> ResourceService::resolve_targets(const std::string& text) const {
     return ranks;
 }
 
+std::string ResourceService::hostname_of(uint32_t rank) const {
+    auto it = nodes_.find(rank);
+    return it != nodes_.end() ? it->second.hostname : broker_.bootstrap().host_of(rank);
+}
+
 std::string ResourceService::state_of(uint32_t rank, const SubtreeStates& overlay) const {
     if (excluded_.contains(rank))
         return "exclude";
@@ -335,10 +329,7 @@ void ResourceService::on_status(const Message& req) {
     nlohmann::json states = nlohmann::json::array();
     for (const auto& [key, group] : groups) {
         HostList hosts;
-        group.first.for_each([&](uint32_t r) {
-            auto it = nodes_.find(r);
-            hosts.append(it != nodes_.end() ? it->second.hostname : broker_.bootstrap().host_of(r));
-        });
+        group.first.for_each([&](uint32_t r) { hosts.append(hostname_of(r)); });
         nlohmann::json s = {{"state", key.first},
                             {"ranks", group.first.format()},
                             {"nnodes", group.first.count()},
@@ -366,14 +357,12 @@ void ResourceService::on_drain(const Message& req, bool drain) {
     if (!drain) {
         for (uint32_t r : ranks->ids())
             if (!drained_.count(r))
-                return broker_.respond_error(
-                    req, EINVAL,
-                    fmt::format("rank {} ({}) is not drained", r,
-                                nodes_.count(r) ? nodes_[r].hostname : broker_.bootstrap().host_of(r)));
+                return broker_.respond_error(req, EINVAL,
+                                             fmt::format("rank {} ({}) is not drained", r, hostname_of(r)));
     }
     double when = now_seconds();
     for (uint32_t r : ranks->ids()) {
-        std::string host = nodes_.count(r) ? nodes_[r].hostname : broker_.bootstrap().host_of(r);
+        std::string host = hostname_of(r);
         auto done =
             drain ? db_->query("INSERT OR REPLACE INTO drain VALUES (?, ?, ?, ?)", {int64_t{r}, host, reason, when})
                   : db_->query("DELETE FROM drain WHERE rank = ?", {int64_t{r}});

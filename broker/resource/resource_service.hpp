@@ -44,6 +44,8 @@ class ResourceService {
     Result<void> add_node(NodeDescription node);
     Result<IdSet> resolve_targets(const std::string& text) const;
     std::string state_of(uint32_t rank, const SubtreeStates& overlay) const;
+    // The node's host name once described, else the configured one.
+    std::string hostname_of(uint32_t rank) const;
 
     void on_described(uint32_t rank, const Message& response);
     void on_list(const Message& req);
