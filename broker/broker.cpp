@@ -147,6 +147,14 @@ void Broker::forward_to(uint32_t rank, const Message& req) {
     route_request(std::move(msg));
 }
 
+Broker::Handler Broker::at_rank0(Handler handle) {
+    return [this, handle = std::move(handle)](const Message& req) {
+        if (boot_.rank != 0)
+            return forward_to(0, req);
+        handle(req);
+    };
+}
+
 void Broker::rpc(Message request, std::function<void(const Message&)> on_response) {
     request.routed = true;
     request.route.clear();

@@ -40,6 +40,9 @@ class Broker {
     void route_request(Message msg);
     // Sends `req` on to `rank` (its route already leads back to the caller).
     void forward_to(uint32_t rank, const Message& req);
+    // A handler that runs `handle` at rank 0 and, on any other rank, passes
+    // the request on to rank 0 (for services that only rank 0 answers).
+    Handler at_rank0(Handler handle);
     // A request of the broker's own; `on_response` gets the final response
     // (an EHOSTUNREACH error if a peer on the way is lost).
     void rpc(Message request, std::function<void(const Message&)> on_response);

@@ -46,28 +46,22 @@ void register_broker_methods(Broker& b) {
             body["parent"] = *parent;
         b.respond(Message::response_to(req, body));
     });
-    b.register_method("broker.ready", false, [&b](const Message& req) {
-        if (b.bootstrap().rank != 0)
-            return b.forward_to(0, req);
+    b.register_method("broker.ready", false, b.at_rank0([&b](const Message& req) {
         b.when_running([&b, req] {
             b.respond(Message::response_to(req, {{"size", b.bootstrap().size}, {"online", b.online_count()}}));
         });
-    });
+    }));
     b.register_method("broker.dmesg", true, [&b](const Message& req) {
         b.respond(Message::response_to(req, {{"lines", log::recent()}}));
     });
-    b.register_method("broker.shutdown", true, [&b](const Message& req) {
-        if (b.bootstrap().rank != 0)
-            return b.forward_to(0, req);
+    b.register_method("broker.shutdown", true, b.at_rank0([&b](const Message& req) {
         b.respond(Message::response_to(req, nlohmann::json::object()));
         b.begin_shutdown(fmt::format("requested by uid {}", req.userid));
-    });
+    }));
 }
 
 void register_event_methods(Broker& b) {
-    b.register_method("event.publish", false, [&b](const Message& req) {
-        if (b.bootstrap().rank != 0)
-            return b.forward_to(0, req);
+    b.register_method("event.publish", false, b.at_rank0([&b](const Message& req) {
         auto body = req.json();
         if (!body || !body->contains("topic") || !(*body)["topic"].is_string())
             return b.respond_error(req, EPROTO, "event.publish: expected {\"topic\": STRING, \"payload\": OBJECT}");
@@ -81,7 +75,7 @@ void register_event_methods(Broker& b) {
             return b.respond_error(req, EINVAL, fmt::format("event.publish: bad topic '{}'", topic));
         b.publish_event(topic, *payload, *private_event, req.userid);
         b.respond(Message::response_to(req, nlohmann::json::object()));
-    });
+    }));
     auto subscription = [&b](const Message& req, bool subscribe) {
         auto body = req.json();
         if (!body || !body->contains("topic") || !(*body)["topic"].is_string())

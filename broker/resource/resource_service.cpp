@@ -252,24 +252,17 @@ std::string ResourceService::state_of(uint32_t rank, const SubtreeStates& overla
 }
 
 void ResourceService::register_methods() {
-    // Methods answered by rank 0; other ranks pass the request on.
-    auto at_rank0 = [this](std::function<void(const Message&)> handle) {
-        return [this, handle](const Message& req) {
-            if (broker_.bootstrap().rank != 0)
-                return broker_.forward_to(0, req);
-            handle(req);
-        };
-    };
     broker_.register_method("resource.describe", true, [this](const Message& req) {
         if (declared_)
             return broker_.respond_error(req, ENODEV, "resources come from the config, not from discovery");
         broker_.respond(Message::response_to(req, mine_.to_json()));
     });
-    broker_.register_method("resource.list", false, at_rank0([this](const Message& r) { on_list(r); }));
-    broker_.register_method("resource.status", false, at_rank0([this](const Message& r) { on_status(r); }));
-    broker_.register_method("resource.R", false, at_rank0([this](const Message& r) { on_r(r); }));
-    broker_.register_method("resource.drain", true, at_rank0([this](const Message& r) { on_drain(r, true); }));
-    broker_.register_method("resource.undrain", true, at_rank0([this](const Message& r) { on_drain(r, false); }));
+    broker_.register_method("resource.list", false, broker_.at_rank0([this](const Message& r) { on_list(r); }));
+    broker_.register_method("resource.status", false, broker_.at_rank0([this](const Message& r) { on_status(r); }));
+    broker_.register_method("resource.R", false, broker_.at_rank0([this](const Message& r) { on_r(r); }));
+    broker_.register_method("resource.drain", true, broker_.at_rank0([this](const Message& r) { on_drain(r, true); }));
+    broker_.register_method("resource.undrain", true,
+                            broker_.at_rank0([this](const Message& r) { on_drain(r, false); }));
 }
 
 void ResourceService::on_list(const Message& req) {
