@@ -103,7 +103,7 @@ void Broker::on_peer_message(Message&& msg, uint32_t from) {
     auto peer = pending_.find(from);
     if (peer != pending_.end() && is_final(msg))
         peer->second.erase(pending_key(msg));
-    respond(msg);
+    respond(std::move(msg));
 }
 
 void Broker::route_request(Message msg) {
@@ -198,9 +198,10 @@ void Broker::forward(uint32_t peer, Message msg) {
         return;
     }
     if (wants_response(msg)) {
-        Message copy = msg;
-        copy.payload.reset();
-        pending_[peer][pending_key(msg)] = Pending{std::move(copy)};
+        // Sent: keep the request, less its payload, to answer it if the peer is lost.
+        std::string key = pending_key(msg);
+        msg.payload.reset();
+        pending_[peer][key] = Pending{std::move(msg)};
     }
 }
 
@@ -216,8 +217,7 @@ void Broker::on_peer_reset(uint32_t rank, std::string_view why) {
 
 // --- responses ---------------------------------------------------------------
 
-void Broker::respond(const Message& response) {
-    Message msg = response;
+void Broker::respond(Message msg) {
     std::string hop = msg.pop_route();
     if (hop.empty()) {
         // The broker's own request (Broker::rpc).

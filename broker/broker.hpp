@@ -46,7 +46,8 @@ class Broker {
     // A request of the broker's own; `on_response` gets the final response
     // (an EHOSTUNREACH error if a peer on the way is lost).
     void rpc(Message request, std::function<void(const Message&)> on_response);
-    void respond(const Message& response);
+    // Takes the response by value: a temporary moves in, payload and all.
+    void respond(Message response);
     void respond_error(const Message& request, int errnum, std::string_view errstr);
 
     // Rank 0: gives the event the next sequence number and sends it everywhere.
