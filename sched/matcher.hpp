@@ -1,0 +1,114 @@
+// Matcher: places jobspecs on the resource pool (doc/spec/sched.md
+// sections 4-5). A depth-first walk from the root visits only subtrees
+// whose aggregates can still hold the request, in the order the policy
+// prefers, and claims vertices until every count is met. Each match is
+// for a time window [start, start + duration); the planner in every
+// aggregate lets a job that does not fit now be reserved at the earliest
+// time it does.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/result.hpp"
+#include "resource/graph.hpp"
+#include "resource/rv1.hpp"
+#include "sched/jobspec.hpp"
+#include "sched/match_policy.hpp"
+#include "sched/resource_pool.hpp"
+
+namespace banyan {
+
+enum class MatchOp {
+    allocate,                      // now or not at all
+    allocate_orelse_reserve,       // now, or reserved at the earliest time it fits
+    allocate_with_satisfiability,  // now; on failure, say whether it could ever fit
+    satisfiability,                // could it ever fit (the pool empty, down resources left out)
+};
+Result<MatchOp> match_op_from_name(std::string_view name);
+
+struct MatchResult {
+    bool matched = false;
+    bool reserved = false;       // matched for a later start
+    bool unsatisfiable = false;  // can never fit (checked on failure, and by satisfiability)
+    int64_t start = 0;
+    int64_t end = 0;
+    std::vector<Claim> claims;  // what the job holds; for satisfiability, what would fit
+    uint64_t visits = 0;        // vertices looked at
+    std::string reason;         // why it did not match, one line
+};
+
+class Matcher {
+  public:
+    Matcher(const ResourceGraph& graph, MatchPolicy policy);
+
+    const ResourcePool& pool() const { return pool_; }
+    ResourcePool& pool() { return pool_; }
+    const MatchPolicy& policy() const { return policy_; }
+
+    // Matches `jobspec` for job `jobid` at time `now` (seconds); a match is
+    // recorded under jobid until cancel(). Error EEXIST: jobid already holds
+    // resources.
+    Result<MatchResult> match(const Jobspec& jobspec, MatchOp op, int64_t now, uint64_t jobid);
+    // Gives back what job `jobid` holds or has reserved. Error ENOENT.
+    Result<void> cancel(uint64_t jobid);
+
+    struct Job {
+        std::vector<Claim> claims;
+        int64_t start = 0;
+        int64_t end = 0;
+        bool reserved = false;
+    };
+    const Job* job(uint64_t jobid) const;
+    const std::map<uint64_t, Job>& jobs() const { return jobs_; }
+    // Moves a reservation that has come due to an allocation at `now`
+    // (the queue calls it when a reserved job starts). Error ENOENT.
+    Result<void> start_reserved(uint64_t jobid, int64_t now);
+
+    // R v1 of the shown claims: cores and gpus by rank, node names.
+    Rv1 to_rv1(std::span<const Claim> claims, int64_t start, int64_t end) const;
+
+  private:
+    struct Request;
+    struct Checkpoint {
+        size_t claims;
+        size_t exclusives;
+    };
+
+    Result<std::vector<Request>> compile(const Jobspec& jobspec) const;
+    bool try_at(const std::vector<Request>& requests, int64_t start, int64_t end, bool ignore_use);
+    bool match_request(uint32_t v, const Request& r, bool exclusive);
+    int64_t collect(uint32_t v, const Request& r, int64_t want, bool exclusive);
+    bool claim_unit(uint32_t u, const Request& r, bool exclusive);
+    bool enter_node_exclusively(uint32_t u);
+    bool may_hold(uint32_t v, std::span<const std::pair<TypeId, int64_t>> needs) const;
+    void hold_exclusive_subtrees();
+    template <class Visit>
+    void for_each_child(uint32_t v, TypeId t, int64_t want, Visit&& visit);
+    void push_claim(const Claim& c);
+    Checkpoint checkpoint() const { return {claims_.size(), exclusives_.size()}; }
+    void rollback(Checkpoint cp);
+
+    ResourcePool pool_;
+    MatchPolicy policy_;
+    std::optional<TypeId> node_type_;
+    std::map<uint64_t, Job> jobs_;
+
+    // State of the match in progress.
+    int64_t start_ = 0, end_ = 0, now_ = 0;
+    bool ignore_use_ = false;
+    uint32_t epoch_ = 0;
+    std::vector<uint32_t> marked_;  // epoch: the vertex has a claim in this match
+    std::vector<uint32_t> taken_;   // epoch: claimed as a unit; no other request may use it
+    std::vector<uint32_t> claim_of_;
+    std::vector<Claim> claims_;
+    std::vector<std::pair<uint32_t, bool>> exclusives_;  // vertex, show what it holds
+    uint64_t visits_ = 0;
+};
+
+}  // namespace banyan

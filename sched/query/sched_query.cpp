@@ -1,0 +1,375 @@
+// banyan-sched-query: the matcher offline, a drop-in for Fluxion's
+// resource-query (doc/man/banyan-sched-query.md). Loads a graph, reads
+// commands from stdin, prints matches in resource-query's formats.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "core/text_file.hpp"
+#include "resource/discovery.hpp"
+#include "resource/grug.hpp"
+#include "resource/synthetic.hpp"
+#include "sched/query/query_format.hpp"
+
+using namespace banyan;
+
+namespace {
+
+// "node:1024,socket:2,core:32" (the count of nodes first) as the
+// synthetic-cluster form "node[0-1023]: socket:2,core:32".
+std::string expand_compact_synthetic(const std::string& spec) {
+    if (spec.rfind("node:", 0) != 0)
+        return spec;
+    size_t comma = spec.find(',');
+    std::string count = spec.substr(5, comma == std::string::npos ? std::string::npos : comma - 5);
+    std::string rest = comma == std::string::npos ? "" : spec.substr(comma + 1);
+    long n = std::strtol(count.c_str(), nullptr, 10);
+    if (n <= 0)
+        return spec;
+    return fmt::format("node[0-{}]: {}", n - 1, rest);
+}
+
+Result<std::vector<NodeDescription>> nodes_of_rv1(const Rv1& r) {
+    std::vector<NodeDescription> nodes;
+    size_t i = 0;
+    for (const auto& [rank, children] : r.ranks) {
+        NodeDescription n;
+        n.rank = rank;
+        n.hostname = i < r.nodelist.size() ? r.nodelist[i] : fmt::format("node{}", rank);
+        n.sockets.push_back({children.cores, children.gpus, 0});
+        nodes.push_back(std::move(n));
+        ++i;
+    }
+    return nodes;
+}
+
+Result<ResourceGraph> load_graph(const std::string& path, const std::string& format) {
+    if (format == "synthetic") {
+        auto nodes = parse_synthetic_cluster(expand_compact_synthetic(path));
+        if (!nodes)
+            return nodes.error();
+        return ResourceGraph::from_nodes(*nodes);
+    }
+    if (format == "hwloc") {
+        auto node = discover_node(0, "node0", DiscoveryOptions{.xml_path = path});
+        if (!node)
+            return node.error();
+        return ResourceGraph::from_nodes({*node});
+    }
+    auto text = read_text_file(path);
+    if (!text)
+        return text.error();
+    if (format == "grug")
+        return read_grug(*text);
+    auto doc = nlohmann::json::parse(*text, nullptr, false);
+    if (doc.is_discarded())
+        return make_error(EINVAL, fmt::format("{}: not JSON", path));
+    if (format == "jgf")
+        return ResourceGraph::from_jgf(doc);
+    if (format == "rv1exec") {
+        auto r = Rv1::from_json(doc.contains("execution") || doc.contains("version") ? doc : doc.value("R", doc));
+        if (!r)
+            return r.error();
+        auto nodes = nodes_of_rv1(*r);
+        if (!nodes)
+            return nodes.error();
+        return ResourceGraph::from_nodes(*nodes);
+    }
+    return make_error(EINVAL,
+                      fmt::format("unknown load format '{}' (known: grug, jgf, hwloc, rv1exec, synthetic)", format));
+}
+
+class Session {
+  public:
+    Session(Matcher& matcher, QueryFormat format, bool elapse, std::ofstream* test_out)
+        : matcher_(matcher), format_(format), elapse_(elapse), test_out_(test_out) {}
+
+    // False on quit.
+    bool run(const std::string& line);
+
+  private:
+    void out(const std::string& text) {
+        std::fputs(text.c_str(), stdout);
+        if (test_out_)
+            *test_out_ << text;
+    }
+    void error(const std::string& text) {
+        std::fprintf(stderr, "%s\n", text.c_str());
+        if (test_out_)
+            *test_out_ << text << "\n";
+    }
+    void match(const std::string& op_name, const std::string& path, const char* who);
+    void cancel(const std::string& id);
+    void info(const std::string& id);
+    void find(const std::vector<std::string>& words);
+    void set_status(const std::string& path, const std::string& status);
+    void stat();
+    std::optional<uint32_t> vertex_at(const std::string& path) const;
+
+    Matcher& matcher_;
+    QueryFormat format_;
+    bool elapse_;
+    std::ofstream* test_out_;
+    uint64_t next_jobid_ = 1;
+    std::map<uint64_t, double> match_seconds_;
+    size_t matched_ = 0;
+};
+
+bool Session::run(const std::string& raw) {
+    std::string line = raw.substr(0, raw.find('#'));
+    std::istringstream in(line);
+    std::vector<std::string> words;
+    for (std::string w; in >> w;)
+        words.push_back(w);
+    if (words.empty())
+        return true;
+    const std::string& cmd = words[0];
+    if (cmd == "quit" || cmd == "q")
+        return false;
+    if (cmd == "match" && words.size() == 3)
+        match(words[1], words[2], "match");
+    else if (cmd == "multi-match" && words.size() >= 3)
+        for (size_t i = 2; i < words.size(); ++i)
+            match(words[1], words[i], "multi-match");
+    else if (cmd == "cancel" && words.size() == 2)
+        cancel(words[1]);
+    else if (cmd == "info" && words.size() == 2)
+        info(words[1]);
+    else if (cmd == "find" && words.size() >= 2)
+        find(words);
+    else if (cmd == "set-status" && words.size() == 3)
+        set_status(words[1], words[2]);
+    else if (cmd == "stat" && words.size() == 1)
+        stat();
+    else
+        error(fmt::format("ERROR: bad command '{}' (commands: match OP JOBSPEC, multi-match OP JOBSPEC..., cancel "
+                          "JOBID, info JOBID, find EXPR, set-status PATH up|down|drained, stat, quit)",
+                          line.substr(line.find_first_not_of(" \t"))));
+    return true;
+}
+
+void Session::match(const std::string& op_name, const std::string& path, const char* who) {
+    auto op = match_op_from_name(op_name);
+    if (!op)
+        return error(fmt::format("{}: ERROR: {}", who, op.error().message));
+    auto text = read_text_file(path);
+    if (!text)
+        return error(fmt::format("{}: ERROR: {}", who, text.error().message));
+    auto jobspec = Jobspec::parse(*text);
+    if (!jobspec)
+        return error(fmt::format("{}: ERROR: jobspec error for {}: {}: {}", who, next_jobid_, path,
+                                 jobspec.error().message));
+    bool satisfiability = *op == MatchOp::satisfiability;
+    uint64_t jobid = satisfiability ? 0 : next_jobid_++;
+    auto t0 = std::chrono::steady_clock::now();
+    auto res = matcher_.match(*jobspec, *op, 0, jobid);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!res)
+        return error(fmt::format("{}: ERROR: {}", who, res.error().message));
+    std::string frame = "INFO: =============================\n";
+    std::string text_out;
+    if (satisfiability) {
+        text_out = frame + (res->matched ? "INFO: Satisfiable request\n" : "INFO: Unsatisfiable request\n");
+    } else if (res->matched) {
+        ++matched_;
+        match_seconds_[jobid] = seconds;
+        text_out = format_claims(matcher_, res->claims, res->start, res->end, format_);
+        text_out += frame + fmt::format("INFO: JOBID={}\n", jobid);
+        text_out += fmt::format("INFO: RESOURCES={}\n", res->reserved ? "RESERVED" : "ALLOCATED");
+        text_out += res->reserved ? fmt::format("INFO: SCHEDULED AT={}\n", res->start) : "INFO: SCHEDULED AT=Now\n";
+    } else {
+        text_out = frame + "INFO: No matching resources found\n";
+        if (res->unsatisfiable)
+            text_out += "INFO: Unsatisfiable request\n";
+        text_out += fmt::format("INFO: JOBID={}\n", jobid);
+    }
+    if (elapse_)
+        text_out += fmt::format("INFO: ELAPSE={:.6f}\nINFO: VISITS={}\n", seconds, res->visits);
+    out(text_out + frame);
+}
+
+void Session::cancel(const std::string& id) {
+    uint64_t jobid = std::strtoull(id.c_str(), nullptr, 10);
+    if (auto r = matcher_.cancel(jobid); !r)
+        error(fmt::format("cancel: ERROR: {}", r.error().message));
+}
+
+void Session::info(const std::string& id) {
+    uint64_t jobid = std::strtoull(id.c_str(), nullptr, 10);
+    const Matcher::Job* job = matcher_.job(jobid);
+    if (!job)
+        return error(fmt::format("info: ERROR: job {} holds no resources", id));
+    out(fmt::format("INFO: {}, {}, {}, {:.6f}\n", jobid, job->reserved ? "RESERVED" : "ALLOCATED", job->start,
+                    match_seconds_.count(jobid) ? match_seconds_[jobid] : 0.0));
+}
+
+void Session::stat() {
+    const ResourcePool& pool = matcher_.pool();
+    double total = 0, least = 0, most = 0;
+    for (const auto& [jobid, s] : match_seconds_) {
+        least = total == 0 ? s : std::min(least, s);
+        most = std::max(most, s);
+        total += s;
+    }
+    out(fmt::format("INFO: Num. of Vertices: {}\nINFO: Num. of Edges: {}\nINFO: Num. of Jobs Matched: {}\n"
+                    "INFO: Min. Match Time: {:.6f}\nINFO: Max. Match Time: {:.6f}\nINFO: Avg. Match Time: {:.6f}\n",
+                    pool.size(), pool.size() - pool.roots().size(), matched_, least, most,
+                    matched_ ? total / static_cast<double>(match_seconds_.size()) : 0.0));
+}
+
+std::optional<uint32_t> Session::vertex_at(const std::string& path) const {
+    const ResourcePool& pool = matcher_.pool();
+    std::vector<std::string> parts;
+    std::istringstream in(path);
+    for (std::string p; std::getline(in, p, '/');)
+        if (!p.empty())
+            parts.push_back(p);
+    std::span<const uint32_t> level = pool.roots();
+    std::optional<uint32_t> found;
+    for (const auto& part : parts) {
+        found.reset();
+        for (uint32_t v : level)
+            if (pool.name(v) == part)
+                found = v;
+        if (!found)
+            return std::nullopt;
+        level = pool.children(*found);
+    }
+    return found;
+}
+
+void Session::set_status(const std::string& path, const std::string& status) {
+    auto v = vertex_at(path);
+    if (!v)
+        return error(fmt::format("set-status: ERROR: no vertex at {}", path));
+    VertexStatus s;
+    if (status == "up")
+        s = VertexStatus::up;
+    else if (status == "down")
+        s = VertexStatus::down;
+    else if (status == "drained")
+        s = VertexStatus::drained;
+    else
+        return error(fmt::format("set-status: ERROR: status '{}' (known: up, down, drained)", status));
+    for (uint32_t d = *v; d < matcher_.pool().subtree_end(*v); ++d)
+        matcher_.pool().set_status(d, s);
+}
+
+// find status=up|down|drained, sched-now=allocated|free,
+// sched-future=reserved|free, type=T; joined by "and" / "or", left to right.
+void Session::find(const std::vector<std::string>& words) {
+    const ResourcePool& pool = matcher_.pool();
+    std::vector<bool> allocated(pool.size(), false), reserved(pool.size(), false);
+    for (const auto& [jobid, job] : matcher_.jobs())
+        for (const Claim& c : job.claims)
+            if (c.consumes)
+                (job.reserved ? reserved : allocated)[c.vertex] = true;
+    auto test = [&](const std::string& term, uint32_t v) -> std::optional<bool> {
+        size_t eq = term.find('=');
+        if (eq == std::string::npos)
+            return std::nullopt;
+        std::string key = term.substr(0, eq), value = term.substr(eq + 1);
+        if (key == "status" && (value == "up" || value == "down" || value == "drained"))
+            return (value == "up" && pool.status(v) == VertexStatus::up) ||
+                   (value == "down" && pool.status(v) == VertexStatus::down) ||
+                   (value == "drained" && pool.status(v) == VertexStatus::drained);
+        if (key == "sched-now" && (value == "allocated" || value == "free"))
+            return allocated[v] == (value == "allocated");
+        if (key == "sched-future" && (value == "reserved" || value == "free"))
+            return reserved[v] == (value == "reserved");
+        if (key == "type")
+            return pool.type_name(pool.type(v)) == value;
+        return std::nullopt;
+    };
+    std::vector<Claim> claims;
+    std::vector<bool> added(pool.size(), false);
+    for (uint32_t v = 0; v < pool.size(); ++v) {
+        std::optional<bool> result;
+        std::string join = "and";
+        for (size_t i = 1; i < words.size(); ++i) {
+            if (words[i] == "and" || words[i] == "or") {
+                join = words[i];
+                continue;
+            }
+            auto t = test(words[i], v);
+            if (!t)
+                return error(fmt::format("find: ERROR: bad criterion '{}' (status=up|down|drained, "
+                                         "sched-now=allocated|free, sched-future=reserved|free, type=T)",
+                                         words[i]));
+            result = !result ? *t : join == "and" ? (*result && *t) : (*result || *t);
+        }
+        if (!result.value_or(false))
+            continue;
+        // The vertex and its ancestors, so the listing reads as a tree.
+        for (uint32_t a = v; a != kNoVertex && !added[a]; a = pool.parent(a)) {
+            added[a] = true;
+            claims.push_back({a, a == v && pool.is_leaf(a) ? pool.vertex_size(a) : 1, allocated[a], false, true});
+        }
+    }
+    out(format_claims(matcher_, claims, 0, 0, format_) + "INFO: =============================\n" +
+        fmt::format("INFO: EXPRESSION=\"{}\"\n", fmt::join(words.begin() + 1, words.end(), " ")) +
+        "INFO: =============================\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app("banyan-sched-query: match jobspecs on a resource graph, commands from stdin",
+                 "banyan-sched-query");
+    std::string load_file, load_format = "grug", subsystems = "CA", policy_name = "first", format_name = "simple",
+                test_output;
+    bool elapse = false, no_prompt = false;
+    app.add_option("-L,--load-file", load_file, "resource graph (a file; the spec itself for -f synthetic)")
+        ->required();
+    app.add_option("-f,--load-format", load_format, "grug (default), jgf, hwloc, rv1exec or synthetic");
+    app.add_option("-S,--match-subsystems", subsystems, "subsystems to match: CA (containment)");
+    app.add_option("-P,--match-policy", policy_name, "first (default), low, high, lonode, hinode, lonodex, "
+                                                     "hinodex, locality");
+    app.add_option("-F,--match-format", format_name, "simple (default), pretty_simple, jgf, rv1, rv1_nosched");
+    app.add_option("-t,--test-output", test_output, "also write the match output to this file");
+    app.add_flag("-e,--elapse-time", elapse, "print the time and vertex visits of each match");
+    app.add_flag("-d,--disable-prompt", no_prompt, "no prompt");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    auto die = [](const std::string& message) {
+        std::fprintf(stderr, "banyan-sched-query: %s\n", message.c_str());
+        return 1;
+    };
+    if (subsystems != "CA" && subsystems != "C")
+        return die(fmt::format("-S {}: only the containment subsystem (CA) is modelled", subsystems));
+    auto policy = MatchPolicy::from_name(policy_name);
+    if (!policy)
+        return die("-P " + policy.error().message);
+    auto format = query_format_from_name(format_name);
+    if (!format)
+        return die("-F " + format.error().message);
+    auto graph = load_graph(load_file, load_format);
+    if (!graph)
+        return die(fmt::format("-L {}: {}", load_file, graph.error().message));
+    Matcher matcher(*graph, *policy);
+    graph = make_error(0, "");  // the pool holds its own copy
+    std::ofstream test_out;
+    if (!test_output.empty()) {
+        test_out.open(test_output);
+        if (!test_out)
+            return die(fmt::format("-t {}: cannot write", test_output));
+    }
+    Session session(matcher, *format, elapse, test_output.empty() ? nullptr : &test_out);
+    for (std::string line;;) {
+        if (!no_prompt) {
+            std::fputs("banyan-sched-query> ", stdout);
+            std::fflush(stdout);
+        }
+        if (!std::getline(std::cin, line) || !session.run(line))
+            break;
+    }
+    return 0;
+}
