@@ -1,0 +1,263 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/text_file.hpp"
+#include "resource/grug.hpp"
+#include "sched/matcher.hpp"
+
+using namespace banyan;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kGrugs = fs::path(BANYAN_CONFORMANCE_DIR) / "fluxion" / "grugs";
+
+Matcher load(const std::string& grug, const std::string& policy) {
+    auto text = read_text_file((kGrugs / (grug + ".graphml")).string());
+    REQUIRE(text.ok());
+    auto graph = read_grug(*text);
+    REQUIRE(graph.ok());
+    auto p = MatchPolicy::from_name(policy);
+    REQUIRE(p.ok());
+    return Matcher(*graph, *p);
+}
+
+Jobspec spec(const std::string& resources, int duration = 3600) {
+    std::string text = fmt::format(
+        "version: 9999\nresources:\n{}\nattributes:\n  system:\n    duration: {}\n"
+        "tasks:\n  - command: [app]\n    slot: default\n    count:\n      per_slot: 1\n",
+        resources, duration);
+    auto js = Jobspec::parse(text);
+    INFO(text << (js ? "" : js.error().message));
+    REQUIRE(js.ok());
+    return *js;
+}
+
+// "node1/core35" for each shown vertex of `type`, in graph order.
+std::string picked(const Matcher& m, const MatchResult& r, const std::string& type = "core") {
+    const ResourcePool& pool = m.pool();
+    std::vector<uint32_t> vs;
+    for (const Claim& c : r.claims)
+        if (c.shown && pool.type_name(pool.type(c.vertex)) == type)
+            vs.push_back(c.vertex);
+    std::sort(vs.begin(), vs.end());
+    std::vector<std::string> out;
+    for (uint32_t v : vs) {
+        uint32_t node = v;
+        while (node != kNoVertex && pool.type_name(pool.type(node)) != "node")
+            node = pool.parent(node);
+        out.push_back(node == kNoVertex || node == v ? pool.name(v) : pool.name(node) + "/" + pool.name(v));
+    }
+    return fmt::format("{}", fmt::join(out, " "));
+}
+
+MatchResult must_match(Matcher& m, const Jobspec& js, uint64_t jobid, MatchOp op = MatchOp::allocate) {
+    auto r = m.match(js, op, 0, jobid);
+    REQUIRE(r.ok());
+    return *r;
+}
+
+const char* kSlotSocketCore =
+    "  - type: slot\n    count: 1\n    label: default\n    with:\n"
+    "      - type: socket\n        count: 1\n        with:\n          - type: core\n            count: 1";
+
+}  // namespace
+
+TEST_CASE("matcher: high takes the highest ids; a slot holds its socket whole", "[matcher]") {
+    Matcher m = load("tiny", "high");
+    Jobspec js = spec(kSlotSocketCore);
+    CHECK(picked(m, must_match(m, js, 1)) == "node1/core35");
+    CHECK(picked(m, must_match(m, js, 2)) == "node1/core17");
+    CHECK(picked(m, must_match(m, js, 3)) == "node0/core35");
+    CHECK(picked(m, must_match(m, js, 4)) == "node0/core17");
+    // All four sockets are held by a slot each: nothing more fits.
+    MatchResult fifth = must_match(m, js, 5);
+    CHECK_FALSE(fifth.matched);
+    CHECK_FALSE(fifth.unsatisfiable);
+}
+
+TEST_CASE("matcher: low and first take the lowest ids", "[matcher]") {
+    for (const char* policy : {"low", "first", "lonode"}) {
+        Matcher m = load("tiny", policy);
+        Jobspec js = spec(kSlotSocketCore);
+        INFO(policy);
+        CHECK(picked(m, must_match(m, js, 1)) == "node0/core0");
+        CHECK(picked(m, must_match(m, js, 2)) == "node0/core18");
+        CHECK(picked(m, must_match(m, js, 3)) == "node1/core0");
+    }
+}
+
+TEST_CASE("matcher: node-exclusive policies give whole nodes", "[matcher]") {
+    Matcher m = load("tiny", "lonodex");
+    Jobspec js = spec(kSlotSocketCore);
+    MatchResult a = must_match(m, js, 1);
+    REQUIRE(a.matched);
+    Rv1 r = m.to_rv1(a.claims, a.start, a.end);
+    REQUIRE(r.ranks.size() == 1);
+    CHECK(r.ranks.begin()->first == 0);
+    CHECK(r.ranks.begin()->second.cores.count() == 36);
+    CHECK(r.ranks.begin()->second.gpus.count() == 2);
+    CHECK(picked(m, must_match(m, js, 2)).find("node1/core0") == 0);
+    CHECK_FALSE(must_match(m, js, 3).matched);
+    // hinodex starts from the top.
+    Matcher h = load("tiny", "hinodex");
+    CHECK(picked(h, must_match(h, js, 1)).find("node1/core0 ") == 0);
+}
+
+TEST_CASE("matcher: exclusive node asked for in the jobspec lists every core", "[matcher]") {
+    Matcher m = load("tiny", "first");
+    Jobspec js = spec("  - type: node\n    count: 1\n    exclusive: true\n    with:\n"
+                      "      - type: slot\n        count: 1\n        label: default\n        with:\n"
+                      "          - type: core\n            count: 2");
+    MatchResult a = must_match(m, js, 1);
+    CHECK(m.to_rv1(a.claims, 0, 0).ranks.at(0).cores.count() == 36);
+    MatchResult b = must_match(m, js, 2);
+    CHECK(m.to_rv1(b.claims, 0, 0).ranks.count(1) == 1);
+    CHECK_FALSE(must_match(m, js, 3).matched);
+}
+
+TEST_CASE("matcher: reservations start when the earlier jobs end", "[matcher]") {
+    Matcher m = load("tiny", "high");
+    Jobspec js = spec("  - type: slot\n    count: 1\n    label: default\n    with:\n"
+                      "      - type: socket\n        count: 1\n        with:\n"
+                      "          - type: core\n            count: 18");
+    std::vector<int64_t> starts;
+    for (uint64_t id = 1; id <= 10; ++id) {
+        MatchResult r = must_match(m, js, id, MatchOp::allocate_orelse_reserve);
+        REQUIRE(r.matched);
+        CHECK(r.reserved == (id > 4));
+        starts.push_back(r.start);
+    }
+    CHECK(starts == std::vector<int64_t>{0, 0, 0, 0, 3600, 3600, 3600, 3600, 7200, 7200});
+    // Cancelling a running job lets a reservation-free match fit now.
+    REQUIRE(m.cancel(2).ok());
+    MatchResult now = must_match(m, js, 11);
+    CHECK(now.matched);
+    CHECK(picked(m, now).find("node1/core0 ") == 0);  // the socket job 2 held
+    CHECK(m.cancel(2).error().code == ENOENT);
+}
+
+TEST_CASE("matcher: satisfiability ignores what is in use, not what is down", "[matcher]") {
+    Matcher m = load("tiny", "first");
+    Jobspec too_big = spec("  - type: slot\n    count: 1\n    label: default\n    with:\n"
+                           "      - type: socket\n        count: 1\n        with:\n"
+                           "          - type: core\n            count: 19");
+    MatchResult r = must_match(m, too_big, 1, MatchOp::allocate_with_satisfiability);
+    CHECK_FALSE(r.matched);
+    CHECK(r.unsatisfiable);
+    Jobspec two_nodes = spec("  - type: node\n    count: 2\n    with:\n      - type: slot\n        count: 1\n"
+                             "        label: default\n        with:\n          - type: core\n            count: 1");
+    REQUIRE(must_match(m, two_nodes, 2).matched);
+    MatchResult busy = must_match(m, spec(kSlotSocketCore), 3, MatchOp::satisfiability);
+    CHECK(busy.matched);
+    // With node1 down, two nodes can never be had.
+    uint32_t node1 = *m.pool().node_of_rank(1);
+    for (uint32_t v = node1; v < m.pool().subtree_end(node1); ++v)
+        m.pool().set_status(v, VertexStatus::down);
+    CHECK(must_match(m, two_nodes, 4, MatchOp::satisfiability).unsatisfiable);
+    CHECK(must_match(m, spec("  - type: node\n    count: 1\n    with:\n      - type: core\n        count: 1"), 5,
+                     MatchOp::satisfiability)
+              .matched);
+}
+
+TEST_CASE("matcher: memory pools are taken in whole units across pools", "[matcher]") {
+    Matcher m = load("tiny", "low");
+    MatchResult r = must_match(m, spec("  - type: slot\n    count: 1\n    label: default\n    with:\n"
+                                       "      - type: memory\n        count: 5"),
+                               1);
+    REQUIRE(r.matched);
+    std::vector<std::pair<std::string, int64_t>> taken;
+    for (const Claim& c : r.claims)
+        if (c.shown && m.pool().type_name(m.pool().type(c.vertex)) == "memory")
+            taken.emplace_back(m.pool().name(c.vertex), c.amount);
+    CHECK(taken == std::vector<std::pair<std::string, int64_t>>{{"memory0", 2}, {"memory1", 2}, {"memory2", 1}});
+}
+
+TEST_CASE("matcher: count ranges take the most that fits within max", "[matcher]") {
+    Matcher m = load("tiny", "low");
+    Jobspec range = spec("  - type: node\n    count:\n      min: 1\n      max: 4\n      operator: '+'\n"
+                         "      operand: 1\n    with:\n      - type: core\n        count: 1");
+    CHECK(picked(m, must_match(m, range, 1), "node") == "node0 node1");
+    REQUIRE(m.cancel(1).ok());
+    Jobspec three = spec("  - type: node\n    count:\n      min: 3\n      max: 4\n      operator: '+'\n      operand: 1\n    with:\n"
+                         "      - type: core\n        count: 1");
+    MatchResult r = must_match(m, three, 2, MatchOp::allocate_with_satisfiability);
+    CHECK_FALSE(r.matched);
+    CHECK(r.unsatisfiable);
+}
+
+TEST_CASE("matcher: a jobspec may leave out cluster and rack", "[matcher]") {
+    Matcher m = load("small", "high");
+    MatchResult r = must_match(m, spec("  - type: core\n    count: 3"), 1);
+    REQUIRE(r.matched);
+    CHECK(picked(m, r) == "node7/core33 node7/core34 node7/core35");
+    // The walked-through vertices are shared.
+    for (const Claim& c : r.claims)
+        if (m.pool().type_name(m.pool().type(c.vertex)) != "core")
+            CHECK_FALSE(c.exclusive);
+}
+
+TEST_CASE("matcher: locality packs into the tightest subtree that fits", "[matcher]") {
+    Matcher m = load("tiny", "locality");
+    Jobspec ten = spec("  - type: slot\n    count: 1\n    label: default\n    with:\n      - type: core\n"
+                       "        count: 10");
+    MatchResult a = must_match(m, ten, 1);
+    REQUIRE(a.matched);
+    // node0 now has 8 free on one socket and 18 on the other: 8 cores go to
+    // the 8 left, not to the empty socket or the empty node.
+    MatchResult b = must_match(m, spec("  - type: slot\n    count: 1\n    label: default\n    with:\n"
+                                       "      - type: core\n        count: 8"),
+                               2);
+    REQUIRE(b.matched);
+    std::string first_core = picked(m, a).substr(0, picked(m, a).find(' '));
+    std::string node = first_core.substr(0, first_core.find('/'));
+    CHECK(picked(m, b).find(node + "/") == 0);
+    CHECK(picked(m, b).find(' ') != std::string::npos);
+}
+
+TEST_CASE("matcher: medium has 72 nodes; 73 is unsatisfiable", "[matcher]") {
+    Matcher m = load("medium", "first");
+    auto nodes = [](int n) {
+        return spec(fmt::format("  - type: node\n    count: {}\n    with:\n      - type: slot\n        count: 1\n"
+                                "        label: default\n        with:\n          - type: core\n            count: 1",
+                                n));
+    };
+    CHECK(must_match(m, nodes(72), 1).matched);
+    MatchResult r = must_match(m, nodes(73), 2, MatchOp::allocate_orelse_reserve);
+    CHECK_FALSE(r.matched);
+    CHECK(r.unsatisfiable);
+}
+
+TEST_CASE("matcher: resv_test reserves a job behind a full machine", "[matcher]") {
+    Matcher m = load("resv_test", "first");
+    Jobspec one_node = spec("  - type: node\n    count: 1\n    exclusive: true\n    with:\n"
+                            "      - type: core\n        count: 1",
+                            3600);
+    for (uint64_t id = 1; id <= 108; ++id)
+        REQUIRE(must_match(m, one_node, id).matched);
+    CHECK_FALSE(must_match(m, one_node, 109).matched);
+    Jobspec ten = spec("  - type: node\n    count: 10\n    with:\n      - type: core\n        count: 1", 600);
+    MatchResult r = must_match(m, ten, 110, MatchOp::allocate_orelse_reserve);
+    REQUIRE(r.matched);
+    CHECK(r.reserved);
+    CHECK(r.start == 3600);
+    CHECK(r.end == 4200);
+    // Freeing a node does not help a 10-node job; freeing ten does, now.
+    for (uint64_t id = 1; id <= 10; ++id)
+        REQUIRE(m.cancel(id).ok());
+    MatchResult now = must_match(m, ten, 111);
+    CHECK(now.matched);
+    CHECK(now.start == 0);
+}
+
+TEST_CASE("matcher: a type the graph lacks is unsatisfiable, with the reason", "[matcher]") {
+    Matcher m = load("tiny", "first");
+    MatchResult r = must_match(m, spec("  - type: quantum\n    count: 1"), 1);
+    CHECK(r.unsatisfiable);
+    CHECK(r.reason.find("quantum") != std::string::npos);
+    CHECK(m.match(spec(kSlotSocketCore), MatchOp::allocate, 0, 2).ok());
+    CHECK(m.match(spec(kSlotSocketCore), MatchOp::allocate, 0, 2).error().code == EEXIST);
+}
