@@ -1,0 +1,86 @@
+#!/bin/bash
+# banyan-sched-query as a user of Fluxion's resource-query drives it: the
+# simple format line by line, reservations, cancel, info, find, the other
+# formats, and one clear line for each kind of bad input.
+. "$(dirname "$0")/lib.sh"
+
+src=${BANYAN_SOURCE_DIR:-$(dirname "$0")/../..}
+conf=$src/../shared/conformance/fluxion
+[ -d "$conf" ] || conf=$src/shared/conformance/fluxion
+js=$conf/jobspecs/basics
+q() { banyan-sched-query -L "$conf/grugs/tiny.graphml" -S CA -d "$@"; }
+# The vertex lines printed for job $1 in file $2.
+job_lines() { awk -v id="INFO: JOBID=$1" '/^      /{if(r){b="";r=0} b=b $0 "\n"; next} $0==id{printf "%s", b} {r=1}' "$2"; }
+
+# Four 1-core slots with high ids first, then one that cannot fit: the
+# expected file was checked by hand against tiny.graphml (2 nodes, 2
+# sockets of 18 cores each; a slot holds its socket).
+printf 'match allocate %s\n' "$js/test001.yaml" "$js/test001.yaml" "$js/test001.yaml" "$js/test001.yaml" \
+    "$js/test001.yaml" >"$T_DIR/cmds"
+echo quit >>"$T_DIR/cmds"
+check "high: four sockets, then no match" q -P high -t "$T_DIR/high.out" <"$T_DIR/cmds"
+check "the -t file is the expected allocation" diff -u "$src/t/data/sched/tiny-high.out" "$T_DIR/high.out"
+
+# Reservations: 18-core sockets, ten times; four now, four at 3600, two at 7200.
+for i in $(seq 10); do echo "match allocate_orelse_reserve $js/test006.yaml"; done >"$T_DIR/resv"
+q -P high <"$T_DIR/resv" >"$T_DIR/resv.out"
+check "four now, four at 3600, two at 7200" test \
+    "$(grep -c 'AT=Now' "$T_DIR/resv.out") $(grep -c 'AT=3600' "$T_DIR/resv.out") $(grep -c 'AT=7200' "$T_DIR/resv.out")" \
+    = "4 4 2"
+
+# Cancel, info, and a job id that advances on failures too.
+cat >"$T_DIR/cancel" <<CMDS
+match allocate $js/test006.yaml
+match allocate $js/test006.yaml
+match allocate $js/test006.yaml
+match allocate $js/test006.yaml
+match allocate $js/test006.yaml
+cancel 2
+info 1
+match allocate $js/test006.yaml
+CMDS
+q <"$T_DIR/cancel" >"$T_DIR/cancel.out" 2>&1
+job_lines 6 "$T_DIR/cancel.out" | tr -d '\n' >"$T_DIR/job6"
+check_output "job 6 got the socket job 2 gave back" "core35.*socket1\[1:x\].*node0\[1:s\]" cat "$T_DIR/job6"
+check "job 5 found nothing" grep -B1 -q "JOBID=5" <(grep -A1 "No matching" "$T_DIR/cancel.out")
+check_output "info names the job, its state and start" "^INFO: 1, ALLOCATED, 0, " cat "$T_DIR/cancel.out"
+
+# Formats.
+echo "match allocate $js/test001.yaml" >"$T_DIR/one"
+check_output "pretty_simple starts at the root" "^      ---tiny0\[1:shared\]" \
+    bash -c "banyan-sched-query -L '$conf/grugs/tiny.graphml' -d -F pretty_simple <'$T_DIR/one' | head -1"
+check_output "rv1 is R with the node and the core" \
+    '"R_lite":\[\{"children":\{"core":"0"\},"rank":"0"\}\]' \
+    bash -c "banyan-sched-query -L '$conf/grugs/tiny.graphml' -d -F rv1_nosched <'$T_DIR/one' | head -1"
+check_output "jgf has the vertices' paths" '"containment":"/tiny0/rack0/node0/socket0/core0"' \
+    bash -c "banyan-sched-query -L '$conf/grugs/tiny.graphml' -d -F jgf <'$T_DIR/one' | head -1"
+check_output "-e prints the time and the visits" "^INFO: VISITS=[0-9]+" q -e <"$T_DIR/one"
+check_output "find lists what is allocated" "core0\[1:x\]" \
+    bash -c "(cat '$T_DIR/one'; echo 'find sched-now=allocated') | banyan-sched-query -L '$conf/grugs/tiny.graphml' -d"
+
+# Other graph formats load.
+cat >"$T_DIR/node.yaml" <<YAML
+version: 1
+resources: [{type: node, count: 1, with: [{type: slot, count: 1, label: task, with: [{type: core, count: 2}]}]}]
+tasks: [{command: [app], slot: task, count: {per_slot: 1}}]
+attributes: {system: {duration: 60}}
+YAML
+check_output "a JGF loads" "JOBID=1" banyan-sched-query -L "$conf/jgfs/tiny.json" -f jgf -d <"$T_DIR/one"
+check_output "a synthetic cluster loads" "node0\[1:s\]" \
+    banyan-sched-query -L "node:4,socket:2,core:4" -f synthetic -d <<<"match allocate $T_DIR/node.yaml"
+
+# Bad input: one line each, never a crash.
+check_fails "an unknown policy is named" "unknown match policy 'fastest'" q -P fastest </dev/null
+check_fails "a missing graph file is named" "-L /nonexistent: .*cannot read" \
+    banyan-sched-query -L /nonexistent -d </dev/null
+check_fails "a graph that is not GraphML is refused" "-L .*" banyan-sched-query -L "$T_DIR/cmds" -d </dev/null
+check_output "a missing jobspec is named" "match: ERROR: .*nosuch.yaml" \
+    q <<<"match allocate $T_DIR/nosuch.yaml"
+check_output "an unknown match op is named" "unknown match operation 'grab'" q <<<"match grab $js/test001.yaml"
+echo "version: 9999" >"$T_DIR/bad.yaml"
+check_output "an invalid jobspec gives its reason" "jobspec error for 1: .*resources" \
+    q <<<"match allocate $T_DIR/bad.yaml"
+check_output "a bad command says what the commands are" "ERROR: bad command 'frobnicate'" q <<<"frobnicate"
+check_output "cancel of an unknown job" "cancel: ERROR: job 9 holds no resources" q <<<"cancel 9"
+check_output "an unknown type is unsatisfiable" "Unsatisfiable request" \
+    q <<<"match allocate_with_satisfiability $conf/jobspecs/satisfiability/test009.yaml"
