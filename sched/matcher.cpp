@@ -18,7 +18,8 @@ struct Matcher::Request {
     bool exclusive = false;  // `exclusive: true` in the jobspec
     JobspecCount count;
     std::vector<Request> with;
-    Needs unit_needs;  // what one unit needs in the subtree that holds it
+    TypeId scan_type = 0;  // children without this type free now are skipped
+    Needs unit_needs;      // what one unit needs in the subtree that holds it
     Needs needs;       // what all of it needs, at its smallest count
 };
 
@@ -131,6 +132,7 @@ Result<std::vector<Matcher::Request>> Matcher::compile(const Jobspec& jobspec) c
         }
         int64_t least = static_cast<int64_t>(std::min<uint64_t>(min_of(jr.count), kHuge));
         if (r.leaf) {
+            r.scan_type = r.type;
             r.unit_needs = {{r.type, 1}};
             r.needs = {{r.type, least}};
             return r;
@@ -138,6 +140,14 @@ Result<std::vector<Matcher::Request>> Matcher::compile(const Jobspec& jobspec) c
         r.unit_needs = inner;
         if (!r.slot)
             add_need(r.unit_needs, r.type, 1);
+        // Every claim uses leaves, but only exclusive ones use a node: scan
+        // by a leaf type the unit needs, so that full nodes are skipped.
+        r.scan_type = r.type;
+        for (auto [t, n] : r.unit_needs)
+            if (pool_.is_leaf_type(t)) {
+                r.scan_type = t;
+                break;
+            }
         for (auto [t, n] : r.unit_needs)
             r.needs.emplace_back(t, saturating_multiply(n, least));
         return r;
@@ -305,7 +315,7 @@ bool Matcher::match_request(uint32_t v, const Request& r, bool exclusive) {
 
 int64_t Matcher::collect(uint32_t v, const Request& r, int64_t want, bool exclusive) {
     int64_t found = 0;
-    for_each_child(v, r.type, want, [&](uint32_t u) {
+    for_each_child(v, r.scan_type, want, [&](uint32_t u) {
         ++visits_;
         if (!pool_.up(u) || taken_[u] == epoch_)
             return true;

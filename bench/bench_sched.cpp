@@ -1,0 +1,156 @@
+// bench-sched: matcher figures (bench/RESULTS.md, issue 5). Each call runs
+// one scenario in a fresh process, so peak RSS is that scenario's.
+//   bench-sched load NODES SHAPE                 graph + pool build time, RSS
+//   bench-sched fill NODES SHAPE POLICY KIND     match KIND jobs until full
+//                                                (KIND: core = 1-core slot,
+//                                                node = one whole node)
+//   bench-sched nodes16 NODES SHAPE COUNT        COUNT 16-node jobs after
+//                                                1,000 1-node jobs
+//   bench-sched reserve NODES SHAPE COUNT        COUNT allocate_orelse_reserve
+//                                                of 4-node jobs on a full graph
+// SHAPE is a synthetic node shape, e.g. "socket:2,core:18,gpu:1".
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "resource/synthetic.hpp"
+#include "sched/matcher.hpp"
+
+using namespace banyan;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+long peak_rss_mb() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_maxrss / 1024;
+}
+
+double since_us(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+
+struct Loaded {
+    std::unique_ptr<Matcher> matcher;
+    double ms = 0;
+};
+
+Loaded load(int nodes, const std::string& shape, const std::string& policy) {
+    auto t0 = Clock::now();
+    auto descriptions = parse_synthetic_cluster(fmt::format("node[0-{}]: {}", nodes - 1, shape));
+    if (!descriptions) {
+        std::fprintf(stderr, "bench-sched: %s\n", descriptions.error().message.c_str());
+        std::exit(2);
+    }
+    Loaded out;
+    {
+        auto graph = ResourceGraph::from_nodes(*descriptions);
+        descriptions->clear();
+        out.matcher = std::make_unique<Matcher>(*graph, *MatchPolicy::from_name(policy));
+    }
+    out.ms = since_us(t0) / 1000;
+    return out;
+}
+
+Jobspec jobspec(const std::string& resources, int duration = 3600) {
+    auto js = Jobspec::parse(fmt::format("{{version: 9999, resources: [{}], attributes: {{system: {{duration: {}}}}}, "
+                                         "tasks: [{{command: [app], slot: s, count: {{per_slot: 1}}}}]}}",
+                                         resources, duration));
+    if (!js) {
+        std::fprintf(stderr, "bench-sched: %s\n", js.error().message.c_str());
+        std::exit(2);
+    }
+    return *js;
+}
+
+void report(const std::string& name, std::vector<double>& us, double load_ms) {
+    std::sort(us.begin(), us.end());
+    double total = 0;
+    for (double u : us)
+        total += u;
+    auto at = [&](double q) { return us.empty() ? 0 : us[std::min(us.size() - 1, static_cast<size_t>(q * us.size()))]; };
+    std::printf("%s: %zu matches, median %.1f us, p99 %.1f us, max %.1f us, total %.2f s; load %.0f ms; "
+                "peak RSS %ld MB\n",
+                name.c_str(), us.size(), at(0.5), at(0.99), us.empty() ? 0 : us.back(), total / 1e6, load_ms,
+                peak_rss_mb());
+}
+
+// Matches until one fails; returns the time of each successful match.
+std::vector<double> fill(Matcher& m, const Jobspec& js, uint64_t& jobid, size_t limit = SIZE_MAX) {
+    std::vector<double> us;
+    while (us.size() < limit) {
+        auto t = Clock::now();
+        auto r = m.match(js, MatchOp::allocate, 0, jobid++);
+        double took = since_us(t);
+        if (!r || !r->matched)
+            break;
+        us.push_back(took);
+    }
+    return us;
+}
+
+const char* kCoreJob = "{type: slot, count: 1, label: s, with: [{type: core, count: 1}]}";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> a(argv + 1, argv + argc);
+    uint64_t jobid = 1;
+    if (a.size() == 3 && a[0] == "load") {
+        Loaded l = load(std::stoi(a[1]), a[2], "first");
+        std::printf("load %s nodes of %s: %u vertices, %.0f ms, peak RSS %ld MB\n", a[1].c_str(), a[2].c_str(),
+                    l.matcher->pool().size(), l.ms, peak_rss_mb());
+        return 0;
+    }
+    if (a.size() == 5 && a[0] == "fill") {
+        Loaded l = load(std::stoi(a[1]), a[2], a[3]);
+        const ResourcePool& pool = l.matcher->pool();
+        int64_t cores = pool.total(pool.roots()[0], *pool.find_type("core")) / std::stoi(a[1]);
+        std::string js = a[4] == "core" ? kCoreJob
+                                        : fmt::format("{{type: node, count: 1, with: [{{type: slot, count: 1, "
+                                                      "label: s, with: [{{type: core, count: {}}}]}}]}}",
+                                                      cores);
+        auto us = fill(*l.matcher, jobspec(js), jobid);
+        report(fmt::format("fill {} x {} with {}-jobs, {}", a[1], a[2], a[4], a[3]), us, l.ms);
+        return 0;
+    }
+    if (a.size() == 4 && a[0] == "nodes16") {
+        Loaded l = load(std::stoi(a[1]), a[2], "first");
+        fill(*l.matcher, jobspec(kCoreJob), jobid, 1000);
+        Jobspec sixteen = jobspec("{type: node, count: 16, with: [{type: slot, count: 1, label: s, with: "
+                                  "[{type: core, count: 4}]}]}");
+        auto us = fill(*l.matcher, sixteen, jobid, std::stoul(a[3]));
+        report(fmt::format("16-node jobs on {} x {} after 1,000 jobs", a[1], a[2]), us, l.ms);
+        return 0;
+    }
+    if (a.size() == 4 && a[0] == "reserve") {
+        Loaded l = load(std::stoi(a[1]), a[2], "first");
+        // Fill with whole-node jobs of varied lengths, then reserve.
+        for (int i = 0;; ++i) {
+            Jobspec js = jobspec("{type: node, count: 1, exclusive: true, with: [{type: core, count: 1}]}",
+                                 600 + 60 * (i % 50));
+            auto r = l.matcher->match(js, MatchOp::allocate, 0, jobid++);
+            if (!r || !r->matched)
+                break;
+        }
+        std::vector<double> us;
+        size_t reserved = 0;
+        for (size_t i = 0; i < std::stoul(a[3]); ++i) {
+            Jobspec js = jobspec("{type: node, count: 4, exclusive: true, with: [{type: core, count: 1}]}",
+                                 300 + 30 * static_cast<int>(i % 20));
+            auto t = Clock::now();
+            auto r = l.matcher->match(js, MatchOp::allocate_orelse_reserve, 0, jobid++);
+            us.push_back(since_us(t));
+            reserved += r && r->reserved;
+        }
+        report(fmt::format("allocate_orelse_reserve on {} x {} ({} reserved)", a[1], a[2], reserved), us, l.ms);
+        return 0;
+    }
+    std::fprintf(stderr, "usage: bench-sched load|fill|nodes16|reserve ... (see the source's head)\n");
+    return 2;
+}
