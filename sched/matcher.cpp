@@ -236,14 +236,52 @@ Result<void> Matcher::start_reserved(uint64_t jobid, int64_t now) {
     return {};
 }
 
-bool Matcher::try_at(const std::vector<Request>& requests, int64_t start, int64_t end, bool ignore_use) {
-    if (++epoch_ == 0) {
-        std::fill(marked_.begin(), marked_.end(), 0);
-        std::fill(taken_.begin(), taken_.end(), 0);
-        epoch_ = 1;
+Result<void> Matcher::allocate_exact(uint64_t jobid, const Rv1& r, int64_t start, int64_t end) {
+    if (jobs_.count(jobid))
+        return make_error(EEXIST, fmt::format("job {} already holds resources", jobid));
+    next_epoch();
+    auto core = pool_.find_type("core"), gpu = pool_.find_type("gpu");
+    for (const auto& [rank, children] : r.ranks) {
+        auto node = pool_.node_of_rank(static_cast<int32_t>(rank));
+        if (!node)
+            return make_error(ENOENT, fmt::format("rank {} is not in the resource graph", rank));
+        IdSet cores_found, gpus_found;
+        for (uint32_t v = *node; v < pool_.subtree_end(*node); ++v) {
+            TypeId t = pool_.type(v);
+            uint32_t id = static_cast<uint32_t>(pool_.id(v));
+            bool wanted = (core && t == *core && children.cores.contains(id)) ||
+                          (gpu && t == *gpu && children.gpus.contains(id));
+            if (!wanted)
+                continue;
+            if (pool_.avail(v, t, start, end) < 1)
+                return make_error(EBUSY, fmt::format("rank {} {}{} is already in use", rank, pool_.type_name(t), id));
+            (t == *core ? cores_found : gpus_found).insert(id);
+            push_claim({v, 1, true, true, true});
+            for (uint32_t a = pool_.parent(v); a != kNoVertex && marked_[a] != epoch_; a = pool_.parent(a))
+                push_claim({a, 1, false, false, true});
+        }
+        if (!(cores_found == children.cores) || !(gpus_found == children.gpus))
+            return make_error(ENOENT, fmt::format("rank {} lacks some of cores {} gpus {}", rank,
+                                                  children.cores.format(), children.gpus.format()));
     }
-    claims_.clear();
-    exclusives_.clear();
+    pool_.apply(claims_, start, end, true, 1);
+    jobs_[jobid] = Job{claims_, start, end, false};
+    return {};
+}
+
+Result<void> Matcher::extend(uint64_t jobid, int64_t end) {
+    auto it = jobs_.find(jobid);
+    if (it == jobs_.end() || it->second.reserved)
+        return make_error(ENOENT, fmt::format("job {} holds no allocation", jobid));
+    Job& j = it->second;
+    pool_.apply(j.claims, j.start, j.end, true, -1);
+    j.end = end;
+    pool_.apply(j.claims, j.start, j.end, true, 1);
+    return {};
+}
+
+bool Matcher::try_at(const std::vector<Request>& requests, int64_t start, int64_t end, bool ignore_use) {
+    next_epoch();
     start_ = start;
     end_ = end;
     ignore_use_ = ignore_use;
@@ -444,6 +482,16 @@ void Matcher::for_each_child(uint32_t v, TypeId t, int64_t want, Visit&& visit) 
             if (!visit(u))
                 return;
     }
+}
+
+void Matcher::next_epoch() {
+    if (++epoch_ == 0) {
+        std::fill(marked_.begin(), marked_.end(), 0);
+        std::fill(taken_.begin(), taken_.end(), 0);
+        epoch_ = 1;
+    }
+    claims_.clear();
+    exclusives_.clear();
 }
 
 void Matcher::push_claim(const Claim& c) {

@@ -70,6 +70,15 @@ class Matcher {
     // (the queue calls it when a reserved job starts). Error ENOENT.
     Result<void> start_reserved(uint64_t jobid, int64_t now);
 
+    // Records job `jobid` as holding exactly the cores and gpus of `r` over
+    // [start, end), as when a scheduler restarts beside running jobs.
+    // Error: ENOENT a rank or id the graph lacks; EBUSY something already in
+    // use; EEXIST jobid already holds resources.
+    Result<void> allocate_exact(uint64_t jobid, const Rv1& r, int64_t start, int64_t end);
+    // Moves the end of a running job's allocation (a job past its expected
+    // end still holds what it holds). Error ENOENT.
+    Result<void> extend(uint64_t jobid, int64_t end);
+
     // R v1 of the shown claims: cores and gpus by rank, node names.
     Rv1 to_rv1(std::span<const Claim> claims, int64_t start, int64_t end) const;
 
@@ -90,6 +99,7 @@ class Matcher {
     void hold_exclusive_subtrees();
     template <class Visit>
     void for_each_child(uint32_t v, TypeId t, int64_t want, Visit&& visit);
+    void next_epoch();
     void push_claim(const Claim& c);
     Checkpoint checkpoint() const { return {claims_.size(), exclusives_.size()}; }
     void rollback(Checkpoint cp);

@@ -1,0 +1,121 @@
+#include "sched/sched_queue.hpp"
+
+#include <fmt/format.h>
+
+namespace banyan {
+
+Result<QueuePolicy> queue_policy_from_name(std::string_view name) {
+    if (name == "fcfs")
+        return QueuePolicy::fcfs;
+    if (name == "easy")
+        return QueuePolicy::easy;
+    if (name == "conservative")
+        return QueuePolicy::conservative;
+    return make_error(EINVAL, fmt::format("unknown queue policy '{}' (known: fcfs, easy, conservative)", name));
+}
+
+Result<void> SchedQueue::submit(uint64_t id, Jobspec jobspec, int64_t priority, double t_submit, int64_t now) {
+    if (pending_.count(id) || running_.count(id))
+        return make_error(EEXIST, fmt::format("job {} is already known to the scheduler", id));
+    // An impossible job is refused now rather than left waiting forever.
+    auto sat = matcher_.match(jobspec, MatchOp::satisfiability, now, id);
+    if (!sat)
+        return sat.error();
+    if (!sat->matched)
+        return make_error(ENOSPC, sat->reason);
+    PendingJob job{id, std::move(jobspec), priority, t_submit, "priority", std::nullopt};
+    order_.emplace(Order{priority, t_submit, id}, id);
+    pending_.emplace(id, std::move(job));
+    return {};
+}
+
+Result<void> SchedQueue::cancel(uint64_t id) {
+    auto it = pending_.find(id);
+    if (it == pending_.end())
+        return make_error(ENOENT, fmt::format("job {} is not pending", id));
+    order_.erase(Order{it->second.priority, it->second.t_submit, id});
+    pending_.erase(it);
+    return {};
+}
+
+Result<void> SchedQueue::free(uint64_t id) {
+    if (!running_.erase(id))
+        return make_error(ENOENT, fmt::format("job {} holds no resources", id));
+    return matcher_.cancel(id);
+}
+
+Result<void> SchedQueue::prioritize(uint64_t id, int64_t priority) {
+    auto it = pending_.find(id);
+    if (it == pending_.end())
+        return make_error(ENOENT, fmt::format("job {} is not pending", id));
+    order_.erase(Order{it->second.priority, it->second.t_submit, id});
+    it->second.priority = priority;
+    order_.emplace(Order{priority, it->second.t_submit, id}, id);
+    return {};
+}
+
+Result<void> SchedQueue::restore(uint64_t id, const Rv1& r, int64_t start, int64_t end) {
+    if (auto done = matcher_.allocate_exact(id, r, start, end); !done)
+        return done;
+    running_[id] = end < kForever;
+    return {};
+}
+
+void SchedQueue::drop_reservations() {
+    for (uint64_t id : reserved_)
+        (void)matcher_.cancel(id);
+    reserved_.clear();
+}
+
+std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
+    drop_reservations();
+    // A job still running at its expected end keeps its resources: no
+    // reservation may be planned on them as if they were free.
+    for (const auto& [id, limited] : running_) {
+        const Matcher::Job* j = matcher_.job(id);
+        if (limited && j && j->end <= now)
+            (void)matcher_.extend(id, now + config_.overrun_grace);
+    }
+    std::vector<Started> started;
+    size_t reservations = config_.policy == QueuePolicy::fcfs   ? 0
+                          : config_.policy == QueuePolicy::easy ? 1
+                                                                : config_.reservation_depth;
+    bool blocked = false;
+    size_t looked = 0;
+    for (auto it = order_.begin(); it != order_.end() && looked < config_.queue_depth; ++looked) {
+        PendingJob& job = pending_.at(it->second);
+        job.t_estimate.reset();
+        if (blocked && config_.policy == QueuePolicy::fcfs) {
+            job.reason = "priority";
+            ++it;
+            continue;
+        }
+        MatchOp op = reservations > 0 ? MatchOp::allocate_orelse_reserve : MatchOp::allocate;
+        auto r = matcher_.match(job.jobspec, op, now, job.id);
+        if (r && r->matched && !r->reserved) {
+            started.push_back({job.id, matcher_.to_rv1(r->claims, r->start, r->end)});
+            running_[job.id] = r->end < kForever;
+            pending_.erase(job.id);
+            it = order_.erase(it);
+            continue;
+        }
+        if (r && r->matched) {
+            reserved_.push_back(job.id);
+            --reservations;
+            job.t_estimate = r->start;
+        }
+        job.reason = r && r->unsatisfiable ? "unsatisfiable with the resources up now" : "insufficient resources";
+        blocked = true;
+        ++it;
+    }
+    return started;
+}
+
+std::vector<const PendingJob*> SchedQueue::pending() const {
+    std::vector<const PendingJob*> out;
+    for (const auto& [order, id] : order_)
+        out.push_back(&pending_.at(id));
+    return out;
+}
+
+}  // namespace banyan

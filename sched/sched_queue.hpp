@@ -1,0 +1,94 @@
+// SchedQueue: the pending jobs and the queue policy that decides which of
+// them the matcher tries, and how (doc/spec/sched.md section 6). Jobs are
+// ordered by priority (highest first), then submit time, then id.
+//   fcfs          the first job that does not fit stops the pass
+//   easy          it gets a reservation; later jobs run only where they do
+//                 not delay it (backfill)
+//   conservative  every blocked job, up to reservation_depth, gets one
+// Reservations live in the matcher's planners for one pass, so a backfilled
+// job is one whose window misses every reserved resource.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sched/matcher.hpp"
+
+namespace banyan {
+
+enum class QueuePolicy { fcfs, easy, conservative };
+Result<QueuePolicy> queue_policy_from_name(std::string_view name);
+
+struct QueueConfig {
+    QueuePolicy policy = QueuePolicy::fcfs;
+    size_t queue_depth = 1000;       // pending jobs looked at per pass
+    size_t reservation_depth = 64;   // conservative: most reservations per pass
+    int64_t overrun_grace = 60;      // a job past its end holds its resources this much longer, again and again
+};
+
+struct PendingJob {
+    uint64_t id = 0;
+    Jobspec jobspec;
+    int64_t priority = 0;
+    double t_submit = 0;
+    std::string reason;                 // why it is not running: "priority", "insufficient resources", ...
+    std::optional<int64_t> t_estimate;  // reserved start
+};
+
+class SchedQueue {
+  public:
+    SchedQueue(Matcher& matcher, QueueConfig config) : matcher_(matcher), config_(config) {}
+
+    // Queues a job. Error: EEXIST id known; ENOSPC it can never fit the
+    // graph (the reason names why).
+    Result<void> submit(uint64_t id, Jobspec jobspec, int64_t priority, double t_submit, int64_t now);
+    // Takes a pending job out. Error ENOENT.
+    Result<void> cancel(uint64_t id);
+    // Gives back a running job's resources. Error ENOENT.
+    Result<void> free(uint64_t id);
+    // Changes a pending job's priority. Error ENOENT.
+    Result<void> prioritize(uint64_t id, int64_t priority);
+    // Records a job that already runs on `r` (after a restart). Errors as
+    // Matcher::allocate_exact.
+    Result<void> restore(uint64_t id, const Rv1& r, int64_t start, int64_t end);
+
+    struct Started {
+        uint64_t id;
+        Rv1 R;
+    };
+    // One scheduling pass at `now`: the jobs that start, in order.
+    std::vector<Started> schedule(int64_t now);
+
+    // Pending jobs in queue order, with their annotations.
+    std::vector<const PendingJob*> pending() const;
+    bool is_pending(uint64_t id) const { return pending_.count(id) > 0; }
+    size_t running() const { return running_.size(); }
+    const QueueConfig& config() const { return config_; }
+
+  private:
+    struct Order {
+        int64_t priority;
+        double t_submit;
+        uint64_t id;
+        bool operator<(const Order& o) const {
+            if (priority != o.priority)
+                return priority > o.priority;
+            if (t_submit != o.t_submit)
+                return t_submit < o.t_submit;
+            return id < o.id;
+        }
+    };
+    void drop_reservations();
+
+    Matcher& matcher_;
+    QueueConfig config_;
+    std::map<uint64_t, PendingJob> pending_;
+    std::map<Order, uint64_t> order_;
+    std::map<uint64_t, bool> running_;  // id -> has a time limit
+    std::vector<uint64_t> reserved_;
+};
+
+}  // namespace banyan
