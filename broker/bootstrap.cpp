@@ -18,6 +18,7 @@ Result<void> check_known_keys(const Config& config) {
          {"fanout", "heartbeat_period", "torpid_timeout", "lost_timeout", "hello_timeout", "connect_max_backoff"}},
         {"broker", {"quorum", "shutdown_timeout"}},
         {"resource", {"path", "synthetic", "hwloc_xml", "exclude"}},
+        {"sched", {"queue-policy", "match-policy", "queue-depth", "reservation-depth"}},
     };
     for (const auto& [table, keys] : tables)
         if (auto r = config.check_keys(table, keys); !r)

@@ -14,6 +14,7 @@
 #include "broker/broker.hpp"
 #include "broker/builtin/builtin_services.hpp"
 #include "broker/resource/resource_service.hpp"
+#include "broker/sched/sched_service.hpp"
 #include "core/log.hpp"
 #include "core/reactor.hpp"
 
@@ -101,6 +102,9 @@ int main(int argc, char** argv) {
     auto resources = ResourceService::start(broker);
     if (!resources)
         return fail(resources.error().message);
+    auto scheduler = SchedService::start(broker);
+    if (!scheduler)
+        return fail(scheduler.error().message);
     if (auto r = broker.start(); !r)
         return fail(r.error().message);
 

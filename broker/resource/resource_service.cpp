@@ -260,6 +260,9 @@ void ResourceService::register_methods() {
     broker_.register_method("resource.list", false, broker_.at_rank0([this](const Message& r) { on_list(r); }));
     broker_.register_method("resource.status", false, broker_.at_rank0([this](const Message& r) { on_status(r); }));
     broker_.register_method("resource.R", false, broker_.at_rank0([this](const Message& r) { on_r(r); }));
+    broker_.register_method("resource.jgf", false, broker_.at_rank0([this](const Message& r) {
+        broker_.respond(Message::response_to(r, graph_.to_jgf()));
+    }));
     broker_.register_method("resource.drain", true, broker_.at_rank0([this](const Message& r) { on_drain(r, true); }));
     broker_.register_method("resource.undrain", true,
                             broker_.at_rank0([this](const Message& r) { on_drain(r, false); }));

@@ -1,0 +1,221 @@
+#include "broker/sched/sched_service.hpp"
+
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "core/json_field.hpp"
+#include "core/log.hpp"
+
+namespace banyan {
+
+namespace {
+
+int64_t wall_now() { return static_cast<int64_t>(std::time(nullptr)); }
+
+// {"id": N} from a request, with the error naming what is wrong.
+Result<uint64_t> job_id(const nlohmann::json& payload, std::string_view topic) {
+    if (!payload.contains("id"))
+        return make_error(EPROTO, fmt::format("{}: expected {{\"id\": JOBID, ...}}", topic));
+    return json_field<uint64_t>(payload, "id", 0, topic);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SchedService>> SchedService::start(Broker& broker) {
+    std::unique_ptr<SchedService> svc(new SchedService(broker));
+    const Config& config = broker.bootstrap().config;
+    auto named = [&](std::string_view key, auto parse, std::string fallback) -> Result<std::decay_t<decltype(*parse(""))>> {
+        auto text = config.get_string(key, fallback);
+        if (!text)
+            return text.error();
+        auto value = parse(*text);
+        if (!value)
+            return make_error(EINVAL, fmt::format("{}: {}: {}", config.source(), key, value.error().message));
+        return *value;
+    };
+    auto qp = named("sched.queue-policy", queue_policy_from_name, "fcfs");
+    if (!qp)
+        return qp.error();
+    auto mp = named("sched.match-policy", MatchPolicy::from_name, "first");
+    if (!mp)
+        return mp.error();
+    auto depth = config.get_int("sched.queue-depth", 1, 1'000'000, 1000);
+    if (!depth)
+        return depth.error();
+    auto rdepth = config.get_int("sched.reservation-depth", 1, 100'000, 64);
+    if (!rdepth)
+        return rdepth.error();
+    svc->match_policy_ = *mp;
+    svc->queue_config_ = {*qp, static_cast<size_t>(*depth), static_cast<size_t>(*rdepth), 60};
+    if (broker.bootstrap().rank == 0) {
+        svc->register_methods();
+        broker.when_running([s = svc.get()] { s->load_graph(); });
+    }
+    return svc;
+}
+
+void SchedService::register_methods() {
+    auto method = [&](const char* topic, void (SchedService::*fn)(const Message&)) {
+        broker_.register_method(topic, true,
+                                broker_.at_rank0(with_graph([this, fn](const Message& r) { (this->*fn)(r); })));
+    };
+    method("sched.alloc", &SchedService::on_alloc);
+    method("sched.free", &SchedService::on_free);
+    method("sched.cancel", &SchedService::on_cancel);
+    method("sched.prioritize", &SchedService::on_prioritize);
+    method("sched.hello", &SchedService::on_hello);
+    broker_.register_method("sched.queue", false,
+                            broker_.at_rank0(with_graph([this](const Message& r) { on_queue(r); })));
+}
+
+Broker::Handler SchedService::with_graph(Broker::Handler handle) {
+    return [this, handle](const Message& req) {
+        if (queue_)
+            handle(req);
+        else
+            early_.emplace_back(handle, req);
+    };
+}
+
+void SchedService::load_graph() {
+    broker_.rpc(Message::request("resource.jgf", nlohmann::json::object(), 0), [this](const Message& resp) {
+        auto body = resp.json();
+        auto graph = resp.errnum ? Result<ResourceGraph>(make_error(static_cast<int>(resp.errnum), resp.error_text()))
+                     : !body     ? Result<ResourceGraph>(body.error())
+                                 : ResourceGraph::from_jgf(*body);
+        if (!graph) {
+            log::error("sched", "cannot load the resource graph: {}", graph.error().message);
+            return;
+        }
+        matcher_ = std::make_unique<Matcher>(*graph, match_policy_);
+        queue_ = std::make_unique<SchedQueue>(*matcher_, queue_config_);
+        log::info("sched", "{} vertices; queue policy {}, match policy {}", matcher_->pool().size(),
+                  queue_config_.policy == QueuePolicy::fcfs   ? "fcfs"
+                  : queue_config_.policy == QueuePolicy::easy ? "easy"
+                                                              : "conservative",
+                  match_policy_.name);
+        for (auto& [handle, req] : std::exchange(early_, {}))
+            handle(req);
+    });
+}
+
+void SchedService::on_alloc(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    const nlohmann::json& p = *body;
+    auto id = job_id(p, req.topic);
+    if (!id)
+        return broker_.respond_error(req, id.error().code, id.error().message);
+    auto priority = json_field<int64_t>(p, "priority", 16, req.topic);
+    auto t_submit = json_field<double>(p, "t_submit", static_cast<double>(wall_now()), req.topic);
+    if (!priority || !t_submit)
+        return broker_.respond_error(req, EPROTO, (!priority ? priority.error() : t_submit.error()).message);
+    if (!p.contains("jobspec"))
+        return broker_.respond_error(req, EPROTO, fmt::format("{}: expected a jobspec", req.topic));
+    auto jobspec = Jobspec::from_json(p["jobspec"]);
+    if (!jobspec)
+        return broker_.respond_error(req, EINVAL, "jobspec: " + jobspec.error().message);
+    if (auto r = queue_->submit(*id, std::move(*jobspec), *priority, *t_submit, wall_now()); !r)
+        return broker_.respond_error(req, r.error().code, r.error().message);
+    waiting_.emplace(*id, req);
+    schedule_soon();
+}
+
+void SchedService::on_free(const Message& req) {
+    auto body = req.json();
+    auto id = body ? job_id(*body, req.topic) : Result<uint64_t>(body.error());
+    if (!id)
+        return broker_.respond_error(req, id.error().code, id.error().message);
+    if (auto r = queue_->free(*id); !r)
+        return broker_.respond_error(req, r.error().code, r.error().message);
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    schedule_soon();
+}
+
+void SchedService::on_cancel(const Message& req) {
+    auto body = req.json();
+    auto id = body ? job_id(*body, req.topic) : Result<uint64_t>(body.error());
+    if (!id)
+        return broker_.respond_error(req, id.error().code, id.error().message);
+    if (auto r = queue_->cancel(*id); !r)
+        return broker_.respond_error(req, r.error().code, r.error().message);
+    if (auto it = waiting_.find(*id); it != waiting_.end()) {
+        broker_.respond_error(it->second, ECANCELED, fmt::format("job {} was canceled while pending", *id));
+        waiting_.erase(it);
+    }
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    schedule_soon();
+}
+
+void SchedService::on_prioritize(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    auto id = job_id(*body, req.topic);
+    auto priority = json_field<int64_t>(*body, "priority", 16, req.topic);
+    if (!id || !priority)
+        return broker_.respond_error(req, EPROTO, (!id ? id.error() : priority.error()).message);
+    if (auto r = queue_->prioritize(*id, *priority); !r)
+        return broker_.respond_error(req, r.error().code, r.error().message);
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    schedule_soon();
+}
+
+// {"jobs": [{"id": N, "R": {...}}]}: jobs that hold resources already.
+void SchedService::on_hello(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    const nlohmann::json& p = *body;
+    if (!p.contains("jobs") || !p["jobs"].is_array())
+        return broker_.respond_error(req, EPROTO, fmt::format("{}: expected {{\"jobs\": [...]}}", req.topic));
+    std::vector<std::string> refused;
+    for (const auto& j : p["jobs"]) {
+        auto id = job_id(j, "jobs[]");
+        auto r = id && j.contains("R") ? Rv1::from_json(j["R"]) : Result<Rv1>(make_error(EPROTO, "jobs[]: no R"));
+        if (!id || !r) {
+            refused.push_back((!id ? id.error() : r.error()).message);
+            continue;
+        }
+        int64_t start = static_cast<int64_t>(r->starttime);
+        int64_t end = r->expiration > 0 ? static_cast<int64_t>(r->expiration) : kForever;
+        if (auto done = queue_->restore(*id, *r, start, end); !done)
+            refused.push_back(fmt::format("job {}: {}", *id, done.error().message));
+    }
+    broker_.respond(Message::response_to(req, {{"refused", refused}}));
+    schedule_soon();
+}
+
+void SchedService::on_queue(const Message& req) {
+    nlohmann::json jobs = nlohmann::json::array();
+    for (const PendingJob* j : queue_->pending()) {
+        nlohmann::json entry{{"id", j->id}, {"priority", j->priority}, {"reason", j->reason}};
+        if (j->t_estimate)
+            entry["t_estimate"] = *j->t_estimate;
+        jobs.push_back(std::move(entry));
+    }
+    broker_.respond(Message::response_to(req, {{"jobs", jobs}, {"running", queue_->running()}}));
+}
+
+void SchedService::schedule_soon() {
+    if (!pass_timer_.active())
+        pass_timer_.start(Duration::zero(), [this] { run_pass(); });
+}
+
+void SchedService::run_pass() {
+    for (auto& started : queue_->schedule(wall_now())) {
+        auto it = waiting_.find(started.id);
+        if (it == waiting_.end())
+            continue;
+        broker_.respond(Message::response_to(it->second, {{"id", started.id}, {"R", started.R.to_json()}}));
+        waiting_.erase(it);
+    }
+    // Reservations come due and jobs overrun with time alone: look again
+    // while anything waits.
+    if (!queue_->pending().empty())
+        pass_timer_.start(std::chrono::seconds(1), [this] { run_pass(); });
+}
+
+}  // namespace banyan

@@ -1,0 +1,54 @@
+// SchedService: the scheduler at rank 0 (doc/spec/sched.md section 7). The
+// job manager asks it to place jobs (sched.alloc, answered when the job
+// starts), gives resources back (sched.free), takes pending jobs out
+// (sched.cancel), changes priorities (sched.prioritize) and, after either
+// side restarts, says which jobs hold what (sched.hello). sched.queue lists
+// the pending jobs with their reason and estimated start. The graph comes
+// from the resource service (resource.jgf) once the instance runs.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "broker/broker.hpp"
+#include "core/reactor.hpp"
+#include "sched/sched_queue.hpp"
+
+namespace banyan {
+
+class SchedService {
+  public:
+    // Reads [sched] (queue-policy, match-policy, queue-depth,
+    // reservation-depth) and, at rank 0, registers the methods. Error: a
+    // bad [sched] value, named.
+    static Result<std::unique_ptr<SchedService>> start(Broker& broker);
+
+  private:
+    explicit SchedService(Broker& broker) : broker_(broker), pass_timer_(broker.reactor()) {}
+    void register_methods();
+    void load_graph();
+    // Runs `handle` now if the graph is loaded, else once it is.
+    Broker::Handler with_graph(Broker::Handler handle);
+    void on_alloc(const Message& req);
+    void on_free(const Message& req);
+    void on_cancel(const Message& req);
+    void on_prioritize(const Message& req);
+    void on_hello(const Message& req);
+    void on_queue(const Message& req);
+    // Coalesces the requests of one reactor turn into one pass.
+    void schedule_soon();
+    void run_pass();
+
+    Broker& broker_;
+    MatchPolicy match_policy_;
+    QueueConfig queue_config_;
+    std::unique_ptr<Matcher> matcher_;
+    std::unique_ptr<SchedQueue> queue_;
+    std::map<uint64_t, Message> waiting_;  // alloc requests, answered when the job starts
+    std::vector<std::pair<Broker::Handler, Message>> early_;  // requests before the graph
+    Timer pass_timer_;
+};
+
+}  // namespace banyan
