@@ -1,5 +1,7 @@
 #include "sched/sched_queue.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace banyan {
@@ -35,6 +37,10 @@ Result<void> SchedQueue::cancel(uint64_t id) {
         return make_error(ENOENT, fmt::format("job {} is not pending", id));
     order_.erase(Order{it->second.priority, it->second.t_submit, id});
     pending_.erase(it);
+    if (auto r = std::find(reserved_.begin(), reserved_.end(), id); r != reserved_.end()) {
+        (void)matcher_.cancel(id);
+        reserved_.erase(r);
+    }
     return {};
 }
 
@@ -55,6 +61,8 @@ Result<void> SchedQueue::prioritize(uint64_t id, int64_t priority) {
 }
 
 Result<void> SchedQueue::restore(uint64_t id, const Rv1& r, int64_t start, int64_t end) {
+    // Reservations are plans for one pass; a running job comes first.
+    drop_reservations();
     if (auto done = matcher_.allocate_exact(id, r, start, end); !done)
         return done;
     running_[id] = end < kForever;
