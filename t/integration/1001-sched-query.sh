@@ -84,3 +84,15 @@ check_output "a bad command says what the commands are" "ERROR: bad command 'fro
 check_output "cancel of an unknown job" "cancel: ERROR: job 9 holds no resources" q <<<"cancel 9"
 check_output "an unknown type is unsatisfiable" "Unsatisfiable request" \
     q <<<"match allocate_with_satisfiability $conf/jobspecs/satisfiability/test009.yaml"
+
+# Every Fluxion test jobspec, on every conformance GRUG: each gets an
+# answer (a match, no match, or one error line) and the tool never dies.
+find "$conf/jobspecs" -name '*.yaml' | sort | sed 's/^/match allocate_with_satisfiability /' >"$T_DIR/all"
+n=$(wc -l <"$T_DIR/all")
+for g in "$conf"/grugs/*.graphml; do
+    banyan-sched-query -L "$g" -d <"$T_DIR/all" >"$T_DIR/all.out" 2>&1
+    rc=$?
+    answers=$(grep -c -E '^INFO: JOBID=|ERROR' "$T_DIR/all.out")
+    check "$(basename "$g"): all $n Fluxion jobspecs answered (rc $rc, $answers answers)" \
+        test "$rc" = 0 -a "$answers" = "$n"
+done
