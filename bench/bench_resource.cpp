@@ -2,8 +2,6 @@
 //   bench-resource graph NODES     build the graph of NODES nodes of
 //                                  socket:2,core:32,gpu:4; print time and peak RSS
 //   bench-resource list COUNT      time COUNT resource.list RPCs ($BANYAN_URI)
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "core/client.hpp"
+#include "bench/bench_util.hpp"
 #include "resource/graph.hpp"
 #include "resource/synthetic.hpp"
 
@@ -18,12 +17,6 @@ using namespace banyan;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-long peak_rss_mb() {
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    return usage.ru_maxrss / 1024;
-}
 
 int graph(int n) {
     std::string spec = "node[0-" + std::to_string(n - 1) + "]: socket:2,core:32,gpu:4,memory:256G";

@@ -9,8 +9,6 @@
 //   bench-sched reserve NODES SHAPE COUNT        COUNT allocate_orelse_reserve
 //                                                of 4-node jobs on a full graph
 // SHAPE is a synthetic node shape, e.g. "socket:2,core:18,gpu:1".
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/bench_util.hpp"
 #include "resource/synthetic.hpp"
 #include "sched/matcher.hpp"
 
@@ -26,12 +25,6 @@ using namespace banyan;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-long peak_rss_mb() {
-    rusage usage{};
-    getrusage(RUSAGE_SELF, &usage);
-    return usage.ru_maxrss / 1024;
-}
 
 double since_us(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
 

@@ -65,7 +65,7 @@ Result<void> SchedQueue::restore(uint64_t id, const Rv1& r, int64_t start, int64
     drop_reservations();
     if (auto done = matcher_.allocate_exact(id, r, start, end); !done)
         return done;
-    running_[id] = end < kForever;
+    running_.insert(id);
     return {};
 }
 
@@ -79,9 +79,9 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
     drop_reservations();
     // A job still running at its expected end keeps its resources: no
     // reservation may be planned on them as if they were free.
-    for (const auto& [id, limited] : running_) {
+    for (uint64_t id : running_) {
         const Matcher::Job* j = matcher_.job(id);
-        if (limited && j && j->end <= now)
+        if (j && j->end <= now)
             (void)matcher_.extend(id, now + config_.overrun_grace);
     }
     std::vector<Started> started;
@@ -102,7 +102,7 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
         auto r = matcher_.match(job.jobspec, op, now, job.id);
         if (r && r->matched && !r->reserved) {
             started.push_back({job.id, matcher_.to_rv1(r->claims, r->start, r->end)});
-            running_[job.id] = r->end < kForever;
+            running_.insert(job.id);
             pending_.erase(job.id);
             it = order_.erase(it);
             continue;

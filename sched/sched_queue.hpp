@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -87,7 +88,7 @@ class SchedQueue {
     QueueConfig config_;
     std::map<uint64_t, PendingJob> pending_;
     std::map<Order, uint64_t> order_;
-    std::map<uint64_t, bool> running_;  // id -> has a time limit
+    std::set<uint64_t> running_;
     std::vector<uint64_t> reserved_;
 };
 

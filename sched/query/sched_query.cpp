@@ -34,7 +34,7 @@ std::string expand_compact_synthetic(const std::string& spec) {
     return fmt::format("node[0-{}]: {}", n - 1, rest);
 }
 
-Result<std::vector<NodeDescription>> nodes_of_rv1(const Rv1& r) {
+std::vector<NodeDescription> nodes_of_rv1(const Rv1& r) {
     std::vector<NodeDescription> nodes;
     size_t i = 0;
     for (const auto& [rank, children] : r.ranks) {
@@ -75,10 +75,7 @@ Result<ResourceGraph> load_graph(const std::string& path, const std::string& for
         auto r = Rv1::from_json(doc.contains("execution") || doc.contains("version") ? doc : doc.value("R", doc));
         if (!r)
             return r.error();
-        auto nodes = nodes_of_rv1(*r);
-        if (!nodes)
-            return nodes.error();
-        return ResourceGraph::from_nodes(*nodes);
+        return ResourceGraph::from_nodes(nodes_of_rv1(*r));
     }
     return make_error(EINVAL,
                       fmt::format("unknown load format '{}' (known: grug, jgf, hwloc, rv1exec, synthetic)", format));
@@ -351,18 +348,21 @@ int main(int argc, char** argv) {
     auto format = query_format_from_name(format_name);
     if (!format)
         return die("-F " + format.error().message);
-    auto graph = load_graph(load_file, load_format);
-    if (!graph)
-        return die(fmt::format("-L {}: {}", load_file, graph.error().message));
-    Matcher matcher(*graph, *policy);
-    graph = make_error(0, "");  // the pool holds its own copy
+    std::unique_ptr<Matcher> matcher;
+    {
+        // The pool holds its own copy: the graph goes at the end of the block.
+        auto graph = load_graph(load_file, load_format);
+        if (!graph)
+            return die(fmt::format("-L {}: {}", load_file, graph.error().message));
+        matcher = std::make_unique<Matcher>(*graph, *policy);
+    }
     std::ofstream test_out;
     if (!test_output.empty()) {
         test_out.open(test_output);
         if (!test_out)
             return die(fmt::format("-t {}: cannot write", test_output));
     }
-    Session session(matcher, *format, elapse, test_output.empty() ? nullptr : &test_out);
+    Session session(*matcher, *format, elapse, test_output.empty() ? nullptr : &test_out);
     for (std::string line;;) {
         if (!no_prompt) {
             std::fputs("banyan-sched-query> ", stdout);
