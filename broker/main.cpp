@@ -13,6 +13,8 @@
 #include "broker/bootstrap.hpp"
 #include "broker/broker.hpp"
 #include "broker/builtin/builtin_services.hpp"
+#include "broker/exec/exec_service.hpp"
+#include "broker/job_manager/job_manager.hpp"
 #include "broker/resource/resource_service.hpp"
 #include "broker/sched/sched_service.hpp"
 #include "core/log.hpp"
@@ -105,6 +107,10 @@ int main(int argc, char** argv) {
     auto scheduler = SchedService::start(broker);
     if (!scheduler)
         return fail(scheduler.error().message);
+    auto exec = ExecService::start(broker);
+    auto job_manager = JobManager::start(broker);
+    if (!job_manager)
+        return fail(job_manager.error().message);
     if (auto r = broker.start(); !r)
         return fail(r.error().message);
 

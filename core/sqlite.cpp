@@ -4,13 +4,7 @@
 #include <sqlite3.h>
 
 namespace banyan {
-namespace {
-
-struct StatementDeleter {
-    void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
-};
-
-}  // namespace
+void Database::StatementDeleter::operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
 
 Result<Database> Database::open(const std::string& path) {
     Database d;
@@ -24,19 +18,23 @@ Result<Database> Database::open(const std::string& path) {
     return d;
 }
 
-Database::Database(Database&& other) noexcept : db_(std::exchange(other.db_, nullptr)), path_(other.path_) {}
+Database::Database(Database&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)), path_(other.path_), statements_(std::move(other.statements_)) {}
 
 Database& Database::operator=(Database&& other) noexcept {
     if (this != &other) {
+        statements_.clear();
         if (db_)
             sqlite3_close(db_);
         db_ = std::exchange(other.db_, nullptr);
         path_ = other.path_;
+        statements_ = std::move(other.statements_);
     }
     return *this;
 }
 
 Database::~Database() {
+    statements_.clear();  // statements are finalized before the handle closes
     if (db_)
         sqlite3_close(db_);
 }
@@ -55,11 +53,24 @@ Result<void> Database::exec(std::string_view sql) {
     return {};
 }
 
-Result<std::vector<SqlRow>> Database::query(std::string_view sql, const std::vector<SqlValue>& params) {
+Result<sqlite3_stmt*> Database::prepared(std::string_view sql) {
+    auto it = statements_.find(std::string(sql));
+    if (it != statements_.end())
+        return it->second.get();
     sqlite3_stmt* raw = nullptr;
     if (sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &raw, nullptr) != SQLITE_OK)
         return error("prepare");
-    std::unique_ptr<sqlite3_stmt, StatementDeleter> stmt(raw);
+    return statements_.emplace(std::string(sql), Statement(raw)).first->second.get();
+}
+
+Result<std::vector<SqlRow>> Database::query(std::string_view sql, const std::vector<SqlValue>& params) {
+    auto stmt = prepared(sql);
+    if (!stmt)
+        return stmt.error();
+    sqlite3_stmt* raw = *stmt;
+    // Reset on every way out, so the statement never holds a read lock.
+    std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_reset)> reset(raw, &sqlite3_reset);
+    sqlite3_clear_bindings(raw);
     for (size_t i = 0; i < params.size(); i++) {
         int index = static_cast<int>(i + 1);
         const SqlValue& p = params[i];
@@ -68,7 +79,8 @@ Result<std::vector<SqlRow>> Database::query(std::string_view sql, const std::vec
         else if (std::holds_alternative<double>(p))
             sqlite3_bind_double(raw, index, std::get<double>(p));
         else if (std::holds_alternative<std::string>(p))
-            sqlite3_bind_text(raw, index, std::get<std::string>(p).c_str(), -1, SQLITE_TRANSIENT);
+            sqlite3_bind_text(raw, index, std::get<std::string>(p).data(),
+                              static_cast<int>(std::get<std::string>(p).size()), SQLITE_TRANSIENT);
         else
             sqlite3_bind_null(raw, index);
     }
@@ -92,7 +104,9 @@ Result<std::vector<SqlRow>> Database::query(std::string_view sql, const std::vec
                     row.emplace_back(nullptr);
                     break;
                 default:
-                    row.emplace_back(std::string(reinterpret_cast<const char*>(sqlite3_column_text(raw, c))));
+                    // With its length: output may hold NUL bytes.
+                    row.emplace_back(std::string(reinterpret_cast<const char*>(sqlite3_column_text(raw, c)),
+                                                 static_cast<size_t>(sqlite3_column_bytes(raw, c))));
             }
         }
         rows.push_back(std::move(row));

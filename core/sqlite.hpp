@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -30,16 +31,24 @@ class Database {
 
     // Runs SQL with no parameters and no result rows (schema, pragmas).
     Result<void> exec(std::string_view sql);
-    // Runs one statement with positional parameters; returns its rows.
+    // Runs one statement with positional parameters; returns its rows. The
+    // statement is prepared once per distinct SQL text and kept.
     Result<std::vector<SqlRow>> query(std::string_view sql, const std::vector<SqlValue>& params = {});
     const std::string& path() const { return path_; }
 
   private:
+    struct StatementDeleter {
+        void operator()(sqlite3_stmt* s) const;
+    };
+    using Statement = std::unique_ptr<sqlite3_stmt, StatementDeleter>;
+
     Database() = default;
     Error error(std::string_view what) const;
+    Result<sqlite3_stmt*> prepared(std::string_view sql);
 
     sqlite3* db_ = nullptr;
     std::string path_;
+    std::unordered_map<std::string, Statement> statements_;
 };
 
 }  // namespace banyan

@@ -1,0 +1,210 @@
+#include "broker/job_manager/job.hpp"
+
+#include <array>
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "core/json_field.hpp"
+#include "resource/rv1.hpp"
+
+namespace banyan {
+namespace {
+
+constexpr std::array<std::string_view, 6> kStateNames = {"depend", "priority", "sched",
+                                                          "run",    "cleanup",  "inactive"};
+
+// Tasks the jobspec asks for: a total, or per_slot times the slots.
+uint32_t count_tasks(const nlohmann::json& jobspec) {
+    const auto& tasks = jobspec.value("tasks", nlohmann::json::array());
+    if (tasks.empty() || !tasks[0].contains("count"))
+        return 1;
+    const auto& count = tasks[0]["count"];
+    if (count.contains("total") && count["total"].is_number_unsigned())
+        return count["total"].get<uint32_t>();
+    uint64_t per_slot = count.value("per_slot", uint64_t{1});
+    // Slots: the product of counts down the resource tree to the slot.
+    uint64_t slots = 1;
+    const nlohmann::json* level = &jobspec["resources"];
+    while (level->is_array() && !level->empty()) {
+        const auto& r = (*level)[0];
+        const auto& c = r.value("count", nlohmann::json(1));
+        slots *= c.is_number_unsigned() ? c.get<uint64_t>() : c.value("min", uint64_t{1});
+        if (r.value("type", "") == "slot")
+            break;
+        level = r.contains("with") ? &r["with"] : nullptr;
+        if (!level)
+            break;
+    }
+    return static_cast<uint32_t>(per_slot * slots);
+}
+
+uint32_t count_nodes(const nlohmann::json& jobspec) {
+    const auto& res = jobspec.value("resources", nlohmann::json::array());
+    if (res.empty() || res[0].value("type", "") != "node")
+        return 0;
+    const auto& c = res[0].value("count", nlohmann::json(1));
+    return c.is_number_unsigned() ? c.get<uint32_t>() : c.value("min", 1u);
+}
+
+}  // namespace
+
+std::string_view state_name(JobState state) { return kStateNames[static_cast<size_t>(state)]; }
+
+Result<JobState> state_from_name(std::string_view name) {
+    for (size_t i = 0; i < kStateNames.size(); i++)
+        if (kStateNames[i] == name)
+            return static_cast<JobState>(i);
+    return make_error(EINVAL, fmt::format("{}: not a job state (expected depend, priority, sched, run, "
+                                          "cleanup or inactive)",
+                                          name));
+}
+
+nlohmann::json JobEvent::to_json() const {
+    return {{"timestamp", timestamp}, {"name", name}, {"context", context}};
+}
+
+Result<JobEvent> JobEvent::from_json(const nlohmann::json& j) {
+    auto timestamp = json_field<double>(j, "timestamp", 0, "event");
+    auto name = json_field<std::string>(j, "name", "", "event");
+    auto context = json_field<nlohmann::json>(j, "context", nlohmann::json::object(), "event");
+    if (!timestamp || !name || !context)
+        return (!timestamp ? timestamp.error() : !name ? name.error() : context.error());
+    return JobEvent{*timestamp, *name, *context};
+}
+
+Result<void> Job::read_jobspec(const nlohmann::json& spec) {
+    const auto& system = spec.value("attributes", nlohmann::json::object()).value("system", nlohmann::json::object());
+    ntasks = count_tasks(spec);
+    nnodes = count_nodes(spec);
+    if (system.contains("duration") && system["duration"].is_number())
+        duration = system["duration"].get<double>();
+    const auto& job_attrs = system.value("job", nlohmann::json::object());
+    if (job_attrs.contains("name") && job_attrs["name"].is_string())
+        name = job_attrs["name"].get<std::string>();
+    else if (!spec.value("tasks", nlohmann::json::array()).empty() &&
+             !spec["tasks"][0].value("command", nlohmann::json::array()).empty() &&
+             spec["tasks"][0]["command"][0].is_string()) {
+        std::string arg0 = spec["tasks"][0]["command"][0].get<std::string>();
+        name = arg0.substr(arg0.rfind('/') == std::string::npos ? 0 : arg0.rfind('/') + 1);
+    }
+    if (!system.contains("dependencies"))
+        return {};
+    const auto& deps = system["dependencies"];
+    if (!deps.is_array())
+        return make_error(EINVAL, "attributes.system.dependencies: expected an array of {scheme, value}");
+    for (size_t i = 0; i < deps.size(); i++) {
+        std::string where = fmt::format("attributes.system.dependencies[{}]", i);
+        auto scheme = json_field<std::string>(deps[i], "scheme", "", where);
+        auto value = json_field<std::string>(deps[i], "value", "", where);
+        if (!scheme || !value)
+            return !scheme ? scheme.error() : value.error();
+        if (*scheme != "afterstart" && *scheme != "afterany" && *scheme != "afterok" && *scheme != "afternotok")
+            return make_error(EINVAL, fmt::format("{}.scheme: {}: expected afterstart, afterany, afterok or afternotok",
+                                                  where, *scheme));
+        auto target = parse_jobid(*value);
+        if (!target)
+            return make_error(EINVAL, fmt::format("{}.value: {}", where, target.error().message));
+        dependencies.push_back({*scheme, *target});
+    }
+    return {};
+}
+
+std::string_view Job::result() const {
+    if (state != JobState::inactive)
+        return "";
+    if (exception_type == "cancel")
+        return "canceled";
+    if (exception_type == "timeout")
+        return "timeout";
+    if (!exception_type.empty() || !status || *status != 0)
+        return "failed";
+    return "completed";
+}
+
+nlohmann::json Job::summary() const {
+    nlohmann::json s{{"id", id},         {"userid", userid},     {"name", name},         {"state", state_name(state)},
+                     {"urgency", urgency}, {"priority", priority}, {"ntasks", ntasks},     {"nnodes", nnodes},
+                     {"nodelist", nodelist}, {"t_submit", t_submit}};
+    if (t_run > 0)
+        s["t_run"] = t_run;
+    if (t_cleanup > 0)
+        s["t_cleanup"] = t_cleanup;
+    if (t_inactive > 0)
+        s["t_inactive"] = t_inactive;
+    if (state == JobState::inactive)
+        s["result"] = result();
+    if (status)
+        s["status"] = *status;
+    if (!exception_type.empty())
+        s["exception"] = {{"type", exception_type}, {"note", exception_note}};
+    if (!dependencies.empty() && state == JobState::depend) {
+        nlohmann::json deps = nlohmann::json::array();
+        for (const auto& d : dependencies)
+            deps.push_back(fmt::format("{}:{}", d.scheme, format_jobid(d.target)));
+        s["dependencies"] = deps;
+    }
+    return s;
+}
+
+void apply_event(Job& job, const JobEvent& ev) {
+    job.next_event_seq++;
+    const auto& c = ev.context;
+    const std::string& name = ev.name;
+    if (name == "submit") {
+        job.userid = c.value("userid", job.userid);
+        job.urgency = c.value("urgency", job.urgency);
+        job.t_submit = ev.timestamp;
+    } else if (name == "depend" && job.state == JobState::depend) {
+        job.state = JobState::priority;
+    } else if (name == "priority") {
+        job.priority = c.value("priority", int64_t{0});
+        if (job.state == JobState::priority)
+            job.state = JobState::sched;
+    } else if (name == "urgency") {
+        job.urgency = c.value("urgency", job.urgency);
+    } else if (name == "alloc" && job.state == JobState::sched) {
+        job.state = JobState::run;
+        job.t_run = ev.timestamp;
+        if (auto r = Rv1::from_json(c.value("R", nlohmann::json()))) {
+            job.ranks.clear();
+            for (const auto& [rank, children] : r->ranks)
+                job.ranks.push_back(rank);
+            job.nodelist = r->nodelist.size() > 0 ? r->nodelist.format() : r->rank_set().format();
+            job.nnodes = static_cast<uint32_t>(job.ranks.size());
+        }
+    } else if (name == "start") {
+        job.started = true;
+    } else if (name == "finish" && (job.state == JobState::run || job.state == JobState::cleanup)) {
+        // In CLEANUP: the tasks of a canceled job ended after the exception.
+        job.status = c.value("status", 1);
+        if (job.state == JobState::run) {
+            job.state = JobState::cleanup;
+            job.t_cleanup = ev.timestamp;
+        }
+    } else if (name == "exception") {
+        if (c.value("severity", 0) == 0 && job.state != JobState::inactive) {
+            if (job.exception_type.empty()) {
+                job.exception_type = c.value("type", "unknown");
+                job.exception_note = c.value("note", "");
+            }
+            if (job.state != JobState::cleanup) {
+                job.state = JobState::cleanup;
+                job.t_cleanup = ev.timestamp;
+            }
+        }
+    } else if (name == "free") {
+        job.freed = true;
+    } else if (name == "clean" && job.state == JobState::cleanup) {
+        job.state = JobState::inactive;
+        job.t_inactive = ev.timestamp;
+    }
+}
+
+int64_t priority_from_urgency(int urgency) {
+    if (urgency >= kMaxUrgency)
+        return kExpeditePriority;
+    return urgency;
+}
+
+}  // namespace banyan

@@ -1,0 +1,90 @@
+// Job: the job manager's in-memory record of one job, derived from its
+// jobspec and eventlog (doc/spec/jobs.md). apply_event() is the one place
+// that turns events into state, used both live and when replaying the
+// database on start.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/jobid.hpp"
+#include "core/result.hpp"
+
+namespace banyan {
+
+enum class JobState { depend, priority, sched, run, cleanup, inactive };
+
+std::string_view state_name(JobState state);  // "depend", ...
+Result<JobState> state_from_name(std::string_view name);
+
+struct JobEvent {
+    double timestamp = 0;
+    std::string name;
+    nlohmann::json context = nlohmann::json::object();
+
+    nlohmann::json to_json() const;
+    static Result<JobEvent> from_json(const nlohmann::json& j);
+};
+
+struct Dependency {
+    std::string scheme;  // afterstart, afterany, afterok, afternotok
+    JobId target = 0;
+};
+
+constexpr int kDefaultUrgency = 16;
+constexpr int kMaxUrgency = 31;
+constexpr int kMaxGuestUrgency = 16;
+constexpr int64_t kExpeditePriority = 4294967295;
+
+struct Job {
+    JobId id = 0;
+    uint32_t userid = 0;
+    double t_submit = 0;
+    std::string jobspec;  // as submitted (JSON text); dropped once inactive
+
+    // From the jobspec.
+    std::string name;
+    uint32_t ntasks = 1;
+    uint32_t nnodes = 0;  // 0: not asked for; the R decides
+    double duration = 0;  // time limit in seconds; 0: none
+    std::vector<Dependency> dependencies;
+
+    // From the eventlog.
+    JobState state = JobState::depend;
+    int urgency = kDefaultUrgency;
+    int64_t priority = -1;  // -1: not yet given
+    std::vector<uint32_t> ranks;  // of R, once allocated (R itself is in the alloc event)
+    std::string nodelist;
+    bool started = false;
+    bool freed = false;
+    std::optional<int> status;  // exit code, once finished
+    std::string exception_type;  // the first severity-0 exception
+    std::string exception_note;
+    double t_run = 0;
+    double t_cleanup = 0;
+    double t_inactive = 0;
+    uint32_t next_event_seq = 0;
+    uint32_t next_output_seq = 0;
+
+    // Reads name, task and node counts, duration and dependencies from the
+    // jobspec (already valid). Error names a bad dependency.
+    Result<void> read_jobspec(const nlohmann::json& jobspec);
+    // completed, failed, canceled or timeout (inactive jobs); "" otherwise.
+    std::string_view result() const;
+    // The summary of doc/spec/jobs.md §7.
+    nlohmann::json summary() const;
+};
+
+// Applies one event to the job's state (doc/spec/jobs.md §3). Unknown
+// events are kept in the eventlog and change nothing.
+void apply_event(Job& job, const JobEvent& event);
+
+// Priority from urgency (doc/spec/jobs.md §4).
+int64_t priority_from_urgency(int urgency);
+
+}  // namespace banyan

@@ -1,0 +1,400 @@
+#include "broker/job_manager/job_manager.hpp"
+
+#include <csignal>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "core/log.hpp"
+#include "resource/rv1.hpp"
+
+namespace banyan {
+namespace {
+
+constexpr auto kKillGrace = std::chrono::seconds(5);
+constexpr auto kPurgePeriod = std::chrono::seconds(60);
+
+double wall_now() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+std::chrono::milliseconds seconds_from_now(double when) {
+    return std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, when - wall_now()) * 1000));
+}
+
+// How many of `ntasks` tasks each rank of R runs: by cores when they divide
+// evenly into tasks, else spread evenly over the ranks.
+std::vector<std::pair<uint32_t, uint32_t>> tasks_per_rank(const Rv1& r, uint32_t ntasks) {
+    std::vector<std::pair<uint32_t, uint32_t>> out;  // rank, count
+    size_t total_cores = 0;
+    for (const auto& [rank, children] : r.ranks)
+        total_cores += children.cores.count();
+    bool by_cores = ntasks > 0 && total_cores >= ntasks && total_cores % ntasks == 0;
+    size_t cores_per_task = by_cores ? total_cores / ntasks : 1;
+    for (const auto& [rank, children] : r.ranks)
+        by_cores = by_cores && children.cores.count() % cores_per_task == 0;
+    size_t i = 0, n = r.ranks.size();
+    for (const auto& [rank, children] : r.ranks) {
+        size_t count = by_cores ? children.cores.count() / cores_per_task : ntasks / n + (i < ntasks % n ? 1 : 0);
+        out.emplace_back(rank, static_cast<uint32_t>(count));
+        i++;
+    }
+    return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
+    std::unique_ptr<JobManager> jm(new JobManager(broker));
+    if (broker.bootstrap().rank != 0)
+        return jm;
+    const Config& config = broker.bootstrap().config;
+    auto age = config.get_int("job-manager.inactive-age", 0, int64_t{1} << 40, 7 * 86400);
+    if (!age)
+        return age.error();
+    auto limit = config.get_int("job-manager.inactive-limit", 0, int64_t{1} << 32, 10000);
+    if (!limit)
+        return limit.error();
+    jm->inactive_age_ = static_cast<double>(*age);
+    jm->inactive_limit_ = static_cast<size_t>(*limit);
+    auto db = JobDb::open(broker.reactor(), broker.bootstrap().statedir);
+    if (!db)
+        return db.error();
+    jm->db_ = std::move(*db);
+    if (auto r = jm->restore(); !r)
+        return r.error();
+    jm->db_->on_commit([p = jm.get()] { p->wake_watchers(); });
+    jm->register_methods();
+    broker.when_running([p = jm.get()] { p->resume_after_restart(); });
+    jm->purge_timer_.start_repeating(kPurgePeriod, [p = jm.get()] { p->purge(wall_now()); });
+    return jm;
+}
+
+JobManager::JobManager(Broker& broker)
+    : broker_(broker), purge_timer_(broker.reactor()), purge_soon_(broker.reactor()) {}
+
+JobManager::~JobManager() = default;
+
+// Rebuilds every job from its jobspec and eventlog.
+Result<void> JobManager::restore() {
+    auto last = db_->max_id();
+    if (!last)
+        return last.error();
+    ids_ = JobIdGenerator(*last);
+    auto stored = db_->load_all();
+    if (!stored)
+        return stored.error();
+    for (auto& s : *stored) {
+        Job& job = jobs_[s.id];
+        job.id = s.id;
+        job.userid = s.userid;
+        job.t_submit = s.t_submit;
+        auto spec = nlohmann::json::parse(s.jobspec, nullptr, false);
+        if (!spec.is_discarded())
+            (void)job.read_jobspec(spec);
+        for (const auto& ev : s.events)
+            apply_event(job, ev);
+        if (job.state == JobState::inactive) {
+            inactive_.emplace_back(job.t_inactive, job.id);
+            continue;
+        }
+        job.jobspec = std::move(s.jobspec);
+        for (const auto& d : job.dependencies)
+            if (job.state == JobState::depend)
+                dependents_.emplace(d.target, job.id);
+    }
+    std::sort(inactive_.begin(), inactive_.end());
+    if (!jobs_.empty())
+        log::info("job-manager", "restored {} jobs ({} inactive)", jobs_.size(), inactive_.size());
+    return {};
+}
+
+// Once the instance runs (the scheduler has its graph), every active job
+// goes on from where the database left it.
+void JobManager::resume_after_restart() {
+    instance_running_ = true;
+    std::vector<JobId> active;
+    for (const auto& [id, job] : jobs_)
+        if (job.state != JobState::inactive)
+            active.push_back(id);
+    for (JobId id : active) {
+        auto it = jobs_.find(id);
+        if (it == jobs_.end())
+            continue;
+        Job& job = it->second;
+        if (job.state == JobState::run) {
+            // Tasks of the broker that died are gone with it; others may
+            // still run on other ranks: end them, then report.
+            signal_ranks(job, SIGKILL);
+            raise(job, "restart", "rank 0 restarted while the job ran; its tasks could not be re-attached", 0);
+        } else {
+            advance(job);
+        }
+    }
+    purge(wall_now());
+}
+
+void JobManager::post(Job& job, std::string name, nlohmann::json context) {
+    JobEvent ev{wall_now(), std::move(name), std::move(context)};
+    db_->add_event(job.id, job.next_event_seq, ev);
+    JobState from = job.state;
+    apply_event(job, ev);
+    if (ev.name == "start")
+        dependencies_changed(job);
+    if (job.state != from)
+        on_state_change(job, from);
+}
+
+void JobManager::on_state_change(Job& job, JobState from) {
+    if (job.state == JobState::cleanup) {
+        if (from == JobState::sched && alloc_pending_.erase(job.id))
+            broker_.rpc(Message::request("sched.cancel", {{"id", job.id}}, 0), [](const Message&) {});
+        if (from == JobState::run && executing_.count(job.id)) {
+            signal_ranks(job, SIGTERM);
+            auto& ex = executing_[job.id];
+            ex.hard_kill = std::make_unique<Timer>(broker_.reactor());
+            ex.hard_kill->start(kKillGrace, [this, id = job.id] {
+                if (auto it = jobs_.find(id); it != jobs_.end())
+                    signal_ranks(it->second, SIGKILL);
+            });
+        }
+    }
+    if (job.state == JobState::inactive) {
+        became_inactive(job);
+        return;
+    }
+    advance(job);
+}
+
+// Takes the next step a job in its state can take by itself.
+void JobManager::advance(Job& job) {
+    if (!instance_running_)
+        return;
+    switch (job.state) {
+        case JobState::depend:
+            return check_dependencies(job);
+        case JobState::priority:
+            return post(job, "priority", {{"priority", priority_from_urgency(job.urgency)}});
+        case JobState::sched:
+            return request_alloc(job);
+        case JobState::run:
+            return;  // exec answers move it on
+        case JobState::cleanup:
+            return release(job);
+        case JobState::inactive:
+            return;
+    }
+}
+
+void JobManager::check_dependencies(Job& job) {
+    for (const auto& d : job.dependencies) {
+        auto it = jobs_.find(d.target);
+        if (it == jobs_.end())
+            return raise(job, "dependency",
+                         fmt::format("{}:{}: that job is no longer known", d.scheme, format_jobid(d.target)), 0);
+        const Job& t = it->second;
+        bool ended = t.state == JobState::inactive;
+        bool completed = t.result() == "completed";
+        bool met = d.scheme == "afterstart" ? t.started
+                   : d.scheme == "afterany" ? ended
+                   : d.scheme == "afterok"  ? ended && completed
+                                            : ended && !completed;
+        bool never = !met && ended;
+        if (never)
+            return raise(job, "dependency",
+                         fmt::format("{}:{} can never be met: that job ended {}{}", d.scheme, format_jobid(d.target),
+                                     t.result(), t.started ? "" : " without starting"),
+                         0);
+        if (!met)
+            return;
+    }
+    post(job, "depend");
+}
+
+void JobManager::dependencies_changed(const Job& target) {
+    auto [first, last] = dependents_.equal_range(target.id);
+    std::vector<JobId> waiting;
+    for (auto it = first; it != last; ++it)
+        waiting.push_back(it->second);
+    if (target.state == JobState::inactive)
+        dependents_.erase(first, last);
+    for (JobId id : waiting)
+        if (auto it = jobs_.find(id); it != jobs_.end() && it->second.state == JobState::depend)
+            check_dependencies(it->second);
+}
+
+void JobManager::raise(Job& job, std::string type, std::string note, uint32_t userid) {
+    if (job.state == JobState::inactive)
+        return;
+    post(job, "exception", {{"type", std::move(type)}, {"severity", 0}, {"note", std::move(note)}, {"userid", userid}});
+}
+
+void JobManager::set_urgency(Job& job, int urgency, uint32_t userid) {
+    int64_t old_priority = job.priority;
+    post(job, "urgency", {{"userid", userid}, {"urgency", urgency}});
+    if (job.state != JobState::sched)
+        return;  // the priority event comes when it gets there
+    int64_t priority = priority_from_urgency(urgency);
+    post(job, "priority", {{"priority", priority}});
+    if (priority == 0 && alloc_pending_.erase(job.id))
+        broker_.rpc(Message::request("sched.cancel", {{"id", job.id}}, 0), [](const Message&) {});
+    else if (old_priority == 0 || !alloc_pending_.count(job.id))
+        request_alloc(job);
+    else
+        broker_.rpc(Message::request("sched.prioritize", {{"id", job.id}, {"priority", priority}}, 0),
+                    [](const Message&) {});
+}
+
+void JobManager::request_alloc(Job& job) {
+    if (job.priority == 0 || alloc_pending_.count(job.id))
+        return;  // held, or asked already
+    uint64_t token = next_alloc_token_++;
+    alloc_pending_[job.id] = token;
+    auto spec = nlohmann::json::parse(job.jobspec, nullptr, false);
+    nlohmann::json body{{"id", job.id}, {"priority", job.priority}, {"t_submit", job.t_submit}, {"jobspec", spec}};
+    broker_.rpc(Message::request("sched.alloc", body, 0),
+                [this, id = job.id, token](const Message& resp) { on_alloc_response(id, token, resp); });
+}
+
+void JobManager::on_alloc_response(JobId id, uint64_t token, const Message& resp) {
+    auto pending = alloc_pending_.find(id);
+    bool current = pending != alloc_pending_.end() && pending->second == token;
+    auto it = jobs_.find(id);
+    auto body = resp.errnum ? Result<nlohmann::json>(make_error(static_cast<int>(resp.errnum), resp.error_text()))
+                            : resp.json();
+    if (!current || it == jobs_.end() || it->second.state != JobState::sched) {
+        // Canceled or held meanwhile: resources granted anyway go back.
+        if (body)
+            broker_.rpc(Message::request("sched.free", {{"id", id}}, 0), [](const Message&) {});
+        return;
+    }
+    alloc_pending_.erase(pending);
+    Job& job = it->second;
+    if (!body)
+        return raise(job, "alloc", body.error().message, 0);
+    if (!body->contains("R"))
+        return raise(job, "alloc", "the scheduler answered without R", 0);
+    held_by_sched_.insert(id);
+    nlohmann::json R = (*body)["R"];
+    post(job, "alloc", {{"R", R}});
+    if (job.state == JobState::run)
+        launch(job, R);
+}
+
+void JobManager::launch(Job& job, const nlohmann::json& R) {
+    auto r = Rv1::from_json(R);
+    if (!r || r->ranks.empty())
+        return raise(job, "exec", "the allocation has no ranks", 0);
+    auto spec = nlohmann::json::parse(job.jobspec, nullptr, false);
+    Execution& ex = executing_[job.id];
+    uint32_t first = 0;
+    for (auto [rank, count] : tasks_per_rank(*r, job.ntasks)) {
+        nlohmann::json body{{"id", job.id},
+                            {"userid", job.userid},
+                            {"jobspec", spec},
+                            {"R", R},
+                            {"tasks", {first, count}},
+                            {"size", job.ntasks}};
+        first += count;
+        ex.ranks_left++;
+        broker_.rpc(Message::request("exec.run", body, rank),
+                    [this, id = job.id](const Message& resp) { on_exec_response(id, resp); });
+    }
+    double end = r->expiration > 0 ? r->expiration : job.duration > 0 ? wall_now() + job.duration : 0;
+    if (end > 0) {
+        ex.time_limit = std::make_unique<Timer>(broker_.reactor());
+        ex.time_limit->start(seconds_from_now(end), [this, id = job.id] {
+            if (auto it = jobs_.find(id); it != jobs_.end() && it->second.state == JobState::run)
+                raise(it->second, "timeout", "the job reached its time limit", 0);
+        });
+    }
+    post(job, "start");
+}
+
+void JobManager::on_exec_response(JobId id, const Message& resp) {
+    auto ex_it = executing_.find(id);
+    auto it = jobs_.find(id);
+    if (ex_it == executing_.end() || it == jobs_.end())
+        return;
+    Execution& ex = ex_it->second;
+    Job& job = it->second;
+    auto body = resp.errnum ? Result<nlohmann::json>(make_error(static_cast<int>(resp.errnum), resp.error_text()))
+                            : resp.json();
+    if (!body) {
+        ex.failed = true;
+        raise(job, body.error().code == EHOSTUNREACH ? "node-failure" : "exec", body.error().message, 0);
+    } else {
+        ex.max_status = std::max(ex.max_status, body->value("status", 0));
+    }
+    if (--ex.ranks_left > 0)
+        return;
+    bool failed = ex.failed;
+    int status = ex.max_status;
+    executing_.erase(ex_it);
+    if (!failed)
+        post(job, "finish", {{"status", status}});
+    if (job.state == JobState::cleanup)
+        release(job);
+}
+
+void JobManager::signal_ranks(const Job& job, int signo) {
+    for (uint32_t rank : job.ranks)
+        broker_.rpc(Message::request("exec.kill", {{"id", job.id}, {"signal", signo}}, rank), [](const Message&) {});
+}
+
+// CLEANUP: once no task runs, resources go back and the job is done.
+void JobManager::release(Job& job) {
+    if (job.state != JobState::cleanup || executing_.count(job.id))
+        return;
+    if (held_by_sched_.count(job.id)) {
+        held_by_sched_.erase(job.id);
+        broker_.rpc(Message::request("sched.free", {{"id", job.id}}, 0), [this, id = job.id](const Message& resp) {
+            if (resp.errnum)
+                log::error("job-manager", "sched.free {}: {}", format_jobid(id), resp.error_text());
+            if (auto it = jobs_.find(id); it != jobs_.end() && it->second.state == JobState::cleanup) {
+                post(it->second, "free");
+                post(it->second, "clean");
+            }
+        });
+        return;
+    }
+    if (!job.ranks.empty() && !job.freed)
+        post(job, "free", {{"note", "the scheduler that gave these resources is gone (restart)"}});
+    post(job, "clean");
+}
+
+void JobManager::became_inactive(Job& job) {
+    job.jobspec.clear();
+    job.jobspec.shrink_to_fit();
+    job.dependencies.clear();
+    dependencies_changed(job);
+    inactive_.emplace_back(job.t_inactive, job.id);
+    auto [first, last] = wait_watches_.equal_range(job.id);
+    std::vector<Message> answers;
+    for (auto it = first; it != last; ++it)
+        answers.push_back(Message::response_to(it->second, wait_answer(job)));
+    wait_watches_.erase(first, last);
+    // Answered once the clean event is on disk.
+    if (!answers.empty())
+        db_->after_commit([this, answers = std::move(answers)]() mutable {
+            for (auto& a : answers)
+                broker_.respond(std::move(a));
+        });
+    // Not now: callers up the stack still hold this job.
+    if (!purge_soon_.active())
+        purge_soon_.start(Duration::zero(), [this] { purge(wall_now()); });
+}
+
+void JobManager::purge(double now) {
+    while (!inactive_.empty() &&
+           (inactive_.size() > inactive_limit_ || now - inactive_.front().first > inactive_age_)) {
+        JobId id = inactive_.front().second;
+        inactive_.pop_front();
+        jobs_.erase(id);
+        db_->remove_job(id);
+    }
+}
+
+}  // namespace banyan

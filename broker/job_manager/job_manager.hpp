@@ -1,0 +1,104 @@
+// JobManager: rank 0's job manager (doc/spec/jobs.md). Takes submissions,
+// drives each job through its states by talking to the scheduler
+// (sched.*) and the exec service (exec.*), records every change in the job
+// database (doc/spec/jobdb.md), and answers listings and watches.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "broker/broker.hpp"
+#include "broker/job_manager/job.hpp"
+#include "broker/job_manager/job_db.hpp"
+
+namespace banyan {
+
+class JobManager {
+  public:
+    // Rank 0: opens the database in the state directory and replays it;
+    // other ranks: nothing. Error names the database or config key.
+    static Result<std::unique_ptr<JobManager>> start(Broker& broker);
+    ~JobManager();
+
+  private:
+    explicit JobManager(Broker& broker);
+    Result<void> restore();
+    void resume_after_restart();
+    void register_methods();
+
+    // Requests (job_manager_requests.cpp).
+    void on_submit(const Message& req);
+    void on_list(const Message& req);
+    void on_info(const Message& req);
+    void on_eventlog(const Message& req);
+    void on_attach(const Message& req);
+    void on_wait(const Message& req);
+    void on_cancel(const Message& req);
+    void on_kill(const Message& req);
+    void on_urgency(const Message& req);
+    void on_output(const Message& req);
+    // The job a request names, if the caller may see it; else answers the
+    // error itself and returns null.
+    Job* visible_job(const Message& req, const nlohmann::json& body);
+    bool try_answer_attach(const Message& req);
+    void wake_watchers();
+    static nlohmann::json wait_answer(const Job& job);
+
+    // The lifecycle (job_manager.cpp).
+    void post(Job& job, std::string name, nlohmann::json context = nlohmann::json::object());
+    void on_state_change(Job& job, JobState from);
+    void advance(Job& job);
+    void check_dependencies(Job& job);
+    void dependencies_changed(const Job& target);
+    void raise(Job& job, std::string type, std::string note, uint32_t userid);
+    void set_urgency(Job& job, int urgency, uint32_t userid);
+    void request_alloc(Job& job);
+    void on_alloc_response(JobId id, uint64_t token, const Message& resp);
+    void launch(Job& job, const nlohmann::json& R);
+    void on_exec_response(JobId id, const Message& resp);
+    void signal_ranks(const Job& job, int signo);
+    void release(Job& job);
+    void became_inactive(Job& job);
+    void purge(double now);
+
+    Broker& broker_;
+    std::unique_ptr<JobDb> db_;
+    JobIdGenerator ids_;
+    std::map<JobId, Job> jobs_;
+    std::multimap<JobId, JobId> dependents_;  // target -> jobs waiting on it
+    bool instance_running_ = false;
+
+    // sched.alloc requests in flight: job -> token (a newer request or a
+    // cancel makes the answer to an older one stale).
+    std::unordered_map<JobId, uint64_t> alloc_pending_;
+    uint64_t next_alloc_token_ = 1;
+    std::unordered_set<JobId> held_by_sched_;  // R given by this scheduler, not yet freed
+
+    struct Execution {
+        size_t ranks_left = 0;
+        int max_status = 0;
+        bool failed = false;
+        std::unique_ptr<Timer> time_limit;
+        std::unique_ptr<Timer> hard_kill;
+    };
+    std::unordered_map<JobId, Execution> executing_;
+
+    struct Watch {
+        Message req;
+        JobId id;
+    };
+    std::vector<Watch> attach_watches_;
+    std::multimap<JobId, Message> wait_watches_;
+
+    std::deque<std::pair<double, JobId>> inactive_;  // by time of becoming inactive
+    double inactive_age_ = 0;
+    size_t inactive_limit_ = 0;
+    Timer purge_timer_;
+    Timer purge_soon_;
+};
+
+}  // namespace banyan

@@ -1,0 +1,364 @@
+// The job-manager.* requests (doc/spec/jobs.md §7).
+#include <algorithm>
+#include <csignal>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "broker/job_manager/job_manager.hpp"
+#include "core/json_field.hpp"
+#include "sched/jobspec.hpp"
+
+namespace banyan {
+namespace {
+
+constexpr size_t kMaxOutputChunk = 1 << 20;
+
+double now_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+bool is_owner(const Message& req) { return req.rolemask & role::owner; }
+
+// Pending jobs first (highest priority first), then running (newest
+// start first), then inactive (most recently ended first).
+bool listing_order(const Job* a, const Job* b) {
+    auto group = [](const Job* j) {
+        return j->state == JobState::inactive ? 2 : j->state == JobState::run || j->state == JobState::cleanup ? 1 : 0;
+    };
+    if (group(a) != group(b))
+        return group(a) < group(b);
+    switch (group(a)) {
+        case 0:
+            return a->priority != b->priority ? a->priority > b->priority : a->id < b->id;
+        case 1:
+            return a->t_run != b->t_run ? a->t_run > b->t_run : a->id > b->id;
+        default:
+            return a->t_inactive != b->t_inactive ? a->t_inactive > b->t_inactive : a->id > b->id;
+    }
+}
+
+}  // namespace
+
+void JobManager::register_methods() {
+    auto method = [&](const char* topic, bool owner_only, void (JobManager::*fn)(const Message&)) {
+        broker_.register_method(topic, owner_only, broker_.at_rank0([this, fn](const Message& r) { (this->*fn)(r); }));
+    };
+    method("job-manager.submit", false, &JobManager::on_submit);
+    method("job-manager.list", false, &JobManager::on_list);
+    method("job-manager.info", false, &JobManager::on_info);
+    method("job-manager.eventlog", false, &JobManager::on_eventlog);
+    method("job-manager.attach", false, &JobManager::on_attach);
+    method("job-manager.wait", false, &JobManager::on_wait);
+    method("job-manager.cancel", false, &JobManager::on_cancel);
+    method("job-manager.kill", false, &JobManager::on_kill);
+    method("job-manager.urgency", false, &JobManager::on_urgency);
+    method("job-manager.output", true, &JobManager::on_output);
+}
+
+Job* JobManager::visible_job(const Message& req, const nlohmann::json& body) {
+    if (!body.contains("id")) {
+        broker_.respond_error(req, EPROTO, fmt::format("{}: expected {{\"id\": JOBID}}", req.topic));
+        return nullptr;
+    }
+    auto id = json_field<uint64_t>(body, "id", 0, req.topic);
+    if (!id) {
+        broker_.respond_error(req, EPROTO, id.error().message);
+        return nullptr;
+    }
+    auto it = jobs_.find(*id);
+    if (it == jobs_.end()) {
+        broker_.respond_error(req, ENOENT, fmt::format("{}: no such job", format_jobid(*id)));
+        return nullptr;
+    }
+    if (!is_owner(req) && it->second.userid != req.userid) {
+        broker_.respond_error(req, EPERM, fmt::format("{}: not your job", format_jobid(*id)));
+        return nullptr;
+    }
+    return &it->second;
+}
+
+void JobManager::on_submit(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    if (!body->contains("jobspec") || !(*body)["jobspec"].is_object())
+        return broker_.respond_error(req, EPROTO, "job-manager.submit: expected {\"jobspec\": {...}}");
+    const nlohmann::json& spec = (*body)["jobspec"];
+    auto urgency = json_field<int64_t>(*body, "urgency", kDefaultUrgency, "submit");
+    if (!urgency)
+        return broker_.respond_error(req, EPROTO, urgency.error().message);
+    if (*urgency < 0 || *urgency > kMaxUrgency)
+        return broker_.respond_error(req, EINVAL, fmt::format("urgency {}: expected 0 to {}", *urgency, kMaxUrgency));
+    if (*urgency > kMaxGuestUrgency && !is_owner(req))
+        return broker_.respond_error(req, EPERM,
+                                     fmt::format("urgency {}: only the instance owner may go above {}", *urgency,
+                                                 kMaxGuestUrgency));
+    if (auto parsed = Jobspec::from_json(spec); !parsed)
+        return broker_.respond_error(req, EINVAL, "jobspec: " + parsed.error().message);
+    const auto& tasks = spec.value("tasks", nlohmann::json::array());
+    if (tasks.empty() || tasks[0].value("command", nlohmann::json::array()).empty())
+        return broker_.respond_error(req, EINVAL, "jobspec: tasks[0].command: a job needs a command");
+    Job job;
+    if (auto r = job.read_jobspec(spec); !r)
+        return broker_.respond_error(req, EINVAL, "jobspec: " + r.error().message);
+    for (const auto& d : job.dependencies) {
+        auto t = jobs_.find(d.target);
+        if (t == jobs_.end())
+            return broker_.respond_error(req, ENOENT,
+                                         fmt::format("dependency {}:{}: no such job", d.scheme, format_jobid(d.target)));
+        if (!is_owner(req) && t->second.userid != req.userid)
+            return broker_.respond_error(req, EPERM, fmt::format("dependency {}:{}: not your job", d.scheme,
+                                                                 format_jobid(d.target)));
+    }
+    job.id = ids_.next();
+    job.userid = req.userid;
+    job.t_submit = now_seconds();
+    job.urgency = static_cast<int>(*urgency);
+    job.jobspec = spec.dump();
+    db_->add_job(job.id, job.userid, job.t_submit, job.jobspec);
+    auto [it, inserted] = jobs_.emplace(job.id, std::move(job));
+    Job& j = it->second;
+    for (const auto& d : j.dependencies)
+        dependents_.emplace(d.target, j.id);
+    post(j, "submit", {{"userid", j.userid}, {"urgency", j.urgency}});
+    // The answer and the first step wait until the job is on disk.
+    db_->after_commit([this, id = j.id, resp = Message::response_to(req, {{"id", j.id}})]() mutable {
+        broker_.respond(std::move(resp));
+        if (auto found = jobs_.find(id); found != jobs_.end())
+            advance(found->second);
+    });
+}
+
+void JobManager::on_list(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    auto all_users = json_field<bool>(*body, "all_users", false, "list");
+    auto max = json_field<uint64_t>(*body, "max", 0, "list");
+    auto states_json = json_field<nlohmann::json>(*body, "states", nlohmann::json::array(), "list");
+    if (!all_users || !max || !states_json)
+        return broker_.respond_error(req, EPROTO,
+                                     (!all_users ? all_users.error() : !max ? max.error() : states_json.error()).message);
+    if (*all_users && !is_owner(req))
+        return broker_.respond_error(req, EPERM, "only the instance owner may list other users' jobs");
+    std::array<bool, 6> wanted{true, true, true, true, true, false};
+    if (!states_json->empty()) {
+        wanted.fill(false);
+        for (const auto& s : *states_json) {
+            auto state = s.is_string() ? state_from_name(s.get<std::string>())
+                                       : Result<JobState>(make_error(EPROTO, "list.states: expected names"));
+            if (!state)
+                return broker_.respond_error(req, EINVAL, state.error().message);
+            wanted[static_cast<size_t>(*state)] = true;
+        }
+    }
+    std::vector<const Job*> selected;
+    for (const auto& [id, job] : jobs_)
+        if (wanted[static_cast<size_t>(job.state)] && (*all_users || job.userid == req.userid))
+            selected.push_back(&job);
+    std::sort(selected.begin(), selected.end(), listing_order);
+    if (*max > 0 && selected.size() > *max)
+        selected.resize(*max);
+    nlohmann::json jobs = nlohmann::json::array();
+    for (const Job* j : selected)
+        jobs.push_back(j->summary());
+    broker_.respond(Message::response_to(req, {{"jobs", std::move(jobs)}}));
+}
+
+void JobManager::on_info(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    Job* job = visible_job(req, *body);
+    if (!job)
+        return;
+    auto spec = db_->jobspec(job->id);
+    auto events = db_->events(job->id, 0);
+    if (!spec || !events)
+        return broker_.respond_error(req, EIO, (!spec ? spec.error() : events.error()).message);
+    nlohmann::json out{{"job", job->summary()}, {"jobspec", nlohmann::json::parse(*spec, nullptr, false)}};
+    for (const auto& ev : *events)
+        if (ev.name == "alloc" && ev.context.contains("R"))
+            out["R"] = ev.context["R"];
+    broker_.respond(Message::response_to(req, out));
+}
+
+void JobManager::on_eventlog(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    Job* job = visible_job(req, *body);
+    if (!job)
+        return;
+    auto events = db_->events(job->id, 0);
+    if (!events)
+        return broker_.respond_error(req, EIO, events.error().message);
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& ev : *events)
+        list.push_back(ev.to_json());
+    broker_.respond(Message::response_to(req, {{"events", std::move(list)}}));
+}
+
+void JobManager::on_attach(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    Job* job = visible_job(req, *body);
+    if (!job)
+        return;
+    if (!try_answer_attach(req))
+        attach_watches_.push_back({req, job->id});
+}
+
+// Answers an attach if there is something new for it, or the job is done.
+bool JobManager::try_answer_attach(const Message& req) {
+    auto body = req.json();
+    auto id = json_field<uint64_t>(*body, "id", 0, "attach");
+    auto events_from = json_field<uint32_t>(*body, "events_from", 0, "attach");
+    auto output_from = json_field<uint32_t>(*body, "output_from", 0, "attach");
+    if (!id || !events_from || !output_from) {
+        broker_.respond_error(req, EPROTO, (!id ? id.error() : !events_from ? events_from.error() : output_from.error()).message);
+        return true;
+    }
+    auto it = jobs_.find(*id);
+    if (it == jobs_.end()) {
+        broker_.respond_error(req, ENOENT, fmt::format("{}: no such job (purged)", format_jobid(*id)));
+        return true;
+    }
+    auto events = db_->events(*id, *events_from);
+    auto output = db_->output(*id, *output_from);
+    if (!events || !output) {
+        broker_.respond_error(req, EIO, (!events ? events.error() : output.error()).message);
+        return true;
+    }
+    uint32_t events_next = *events_from + static_cast<uint32_t>(events->size());
+    uint32_t output_next = output->empty() ? *output_from : output->back().seq + 1;
+    const Job& job = it->second;
+    bool done = job.state == JobState::inactive && events_next >= job.next_event_seq &&
+                output_next >= job.next_output_seq;
+    if (events->empty() && output->empty() && !done)
+        return false;
+    nlohmann::json ev_list = nlohmann::json::array(), out_list = nlohmann::json::array();
+    for (const auto& ev : *events)
+        ev_list.push_back(ev.to_json());
+    for (const auto& c : *output)
+        out_list.push_back({{"rank", c.rank}, {"stream", c.stream}, {"data", c.data}});
+    broker_.respond(Message::response_to(req, {{"events", std::move(ev_list)},
+                                               {"output", std::move(out_list)},
+                                               {"events_next", events_next},
+                                               {"output_next", output_next},
+                                               {"done", done}}));
+    return true;
+}
+
+void JobManager::wake_watchers() {
+    if (attach_watches_.empty())
+        return;
+    std::vector<Watch> still;
+    for (auto& w : std::exchange(attach_watches_, {}))
+        if (!try_answer_attach(w.req))
+            still.push_back(std::move(w));
+    for (auto& w : still)
+        attach_watches_.push_back(std::move(w));
+}
+
+nlohmann::json JobManager::wait_answer(const Job& job) {
+    nlohmann::json out{{"id", job.id}, {"result", job.result()}};
+    if (job.status)
+        out["status"] = *job.status;
+    if (!job.exception_type.empty())
+        out["note"] = fmt::format("{}: {}", job.exception_type, job.exception_note);
+    return out;
+}
+
+void JobManager::on_wait(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    Job* job = visible_job(req, *body);
+    if (!job)
+        return;
+    if (job->state == JobState::inactive)
+        return broker_.respond(Message::response_to(req, wait_answer(*job)));
+    wait_watches_.emplace(job->id, req);
+}
+
+void JobManager::on_cancel(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    Job* job = visible_job(req, *body);
+    if (!job)
+        return;
+    auto note = json_field<std::string>(*body, "note", "", "cancel");
+    if (!note)
+        return broker_.respond_error(req, EPROTO, note.error().message);
+    if (job->state == JobState::inactive)
+        return broker_.respond_error(req, EINVAL, fmt::format("{}: job is inactive", format_jobid(job->id)));
+    raise(*job, "cancel", note->empty() ? fmt::format("canceled by uid {}", req.userid) : *note, req.userid);
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+}
+
+void JobManager::on_kill(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    Job* job = visible_job(req, *body);
+    if (!job)
+        return;
+    auto signo = json_field<int64_t>(*body, "signal", SIGTERM, "kill");
+    if (!signo || *signo < 1 || *signo >= NSIG)
+        return broker_.respond_error(req, EINVAL, fmt::format("kill.signal: expected a signal number 1 to {}", NSIG - 1));
+    if (job->state != JobState::run)
+        return broker_.respond_error(req, EINVAL, fmt::format("{}: job is not running", format_jobid(job->id)));
+    signal_ranks(*job, static_cast<int>(*signo));
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+}
+
+void JobManager::on_urgency(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    Job* job = visible_job(req, *body);
+    if (!job)
+        return;
+    auto urgency = json_field<int64_t>(*body, "urgency", -1, "urgency");
+    if (!urgency || *urgency < 0 || *urgency > kMaxUrgency)
+        return broker_.respond_error(req, EINVAL, fmt::format("urgency: expected 0 to {}", kMaxUrgency));
+    if (*urgency > kMaxGuestUrgency && !is_owner(req))
+        return broker_.respond_error(req, EPERM,
+                                     fmt::format("urgency {}: only the instance owner may go above {}", *urgency,
+                                                 kMaxGuestUrgency));
+    if (job->state != JobState::depend && job->state != JobState::priority && job->state != JobState::sched)
+        return broker_.respond_error(req, EINVAL,
+                                     fmt::format("{}: job is {}; urgency can change only while it is pending",
+                                                 format_jobid(job->id), state_name(job->state)));
+    int old = job->urgency;
+    set_urgency(*job, static_cast<int>(*urgency), req.userid);
+    broker_.respond(Message::response_to(req, {{"old", old}}));
+}
+
+void JobManager::on_output(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    Job* job = visible_job(req, *body);
+    if (!job)
+        return;
+    auto rank = json_field<uint32_t>(*body, "rank", 0, "output");
+    auto stream = json_field<std::string>(*body, "stream", "stdout", "output");
+    auto data = json_field<std::string>(*body, "data", "", "output");
+    if (!rank || !stream || !data)
+        return broker_.respond_error(req, EPROTO, (!rank ? rank.error() : !stream ? stream.error() : data.error()).message);
+    if (*stream != "stdout" && *stream != "stderr")
+        return broker_.respond_error(req, EINVAL, "output.stream: expected stdout or stderr");
+    if (data->size() > kMaxOutputChunk)
+        return broker_.respond_error(req, EINVAL, "output.data: more than 1 MiB in one chunk");
+    db_->add_output(job->id, {job->next_output_seq++, *rank, *stream, *data});
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+}
+
+}  // namespace banyan

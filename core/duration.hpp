@@ -1,0 +1,20 @@
+// Durations as users write them: "10s", "5m", "2h", "1d", "0.5s",
+// "HH:MM:SS", "MM:SS", or a bare number (minutes for a time limit, as in
+// Flux and Slurm; seconds where the caller says so).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/result.hpp"
+
+namespace banyan {
+
+enum class BareNumber { minutes, seconds };
+
+// Seconds, or an error naming the text and the forms accepted.
+Result<double> parse_duration(std::string_view text, BareNumber bare = BareNumber::minutes);
+// "45s", "12m30s", "3h05m", "2d4h": the largest two units.
+std::string format_duration(double seconds);
+
+}  // namespace banyan
