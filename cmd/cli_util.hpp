@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/client.hpp"
+#include "core/jobid.hpp"
 #include "core/result.hpp"
 
 namespace banyan::cli {
@@ -33,6 +34,17 @@ inline void must(Result<void> r) {
 // Connects to the instance named by $BANYAN_URI, or fails with a clear line.
 Client connect_to_instance();
 
+// A job id from the command line, or fail() naming it.
+JobId job_id_argument(const std::string& text);
+// The user's name for `uid` (the number when it has none).
+std::string user_name(uint32_t uid);
+
+// Streams a job's output and events until it is inactive; returns the exit
+// code `banyan run` and `banyan job attach` end with (the job's, or 1 when
+// it never finished). With `interactive`, Ctrl-C once sends SIGINT to the
+// job's tasks and twice within 2 s cancels it.
+int attach_job(Client& client, JobId id, bool interactive);
+
 // Each subcommand registers itself on the app; `exit_code` receives its status.
 void add_start(CLI::App& app, int& exit_code);
 void add_shutdown(CLI::App& app, int& exit_code);
@@ -42,5 +54,10 @@ void add_uptime(CLI::App& app, int& exit_code);
 void add_dmesg(CLI::App& app, int& exit_code);
 void add_keygen(CLI::App& app, int& exit_code);
 void add_resource(CLI::App& app, int& exit_code);
+void add_submit(CLI::App& app, int& exit_code);
+void add_run(CLI::App& app, int& exit_code);
+void add_jobs(CLI::App& app, int& exit_code);
+void add_cancel(CLI::App& app, int& exit_code);
+void add_job(CLI::App& app, int& exit_code);
 
 }  // namespace banyan::cli

@@ -33,6 +33,11 @@ int main(int argc, char** argv) {
     cli::add_dmesg(app, exit_code);
     cli::add_keygen(app, exit_code);
     cli::add_resource(app, exit_code);
+    cli::add_submit(app, exit_code);
+    cli::add_run(app, exit_code);
+    cli::add_jobs(app, exit_code);
+    cli::add_cancel(app, exit_code);
+    cli::add_job(app, exit_code);
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;
         for (const auto* sub : app.get_subcommands({}))

@@ -45,7 +45,7 @@ struct Job {
     JobId id = 0;
     uint32_t userid = 0;
     double t_submit = 0;
-    std::string jobspec;  // as submitted (JSON text); dropped once inactive
+    // The jobspec itself stays in the database (it can be kilobytes).
 
     // From the jobspec.
     std::string name;

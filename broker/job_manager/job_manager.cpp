@@ -100,7 +100,6 @@ Result<void> JobManager::restore() {
             inactive_.emplace_back(job.t_inactive, job.id);
             continue;
         }
-        job.jobspec = std::move(s.jobspec);
         for (const auto& d : job.dependencies)
             if (job.state == JobState::depend)
                 dependents_.emplace(d.target, job.id);
@@ -250,9 +249,12 @@ void JobManager::set_urgency(Job& job, int urgency, uint32_t userid) {
 void JobManager::request_alloc(Job& job) {
     if (job.priority == 0 || alloc_pending_.count(job.id))
         return;  // held, or asked already
+    auto text = db_->jobspec(job.id);
+    if (!text)
+        return raise(job, "alloc", text.error().message, 0);
     uint64_t token = next_alloc_token_++;
     alloc_pending_[job.id] = token;
-    auto spec = nlohmann::json::parse(job.jobspec, nullptr, false);
+    auto spec = nlohmann::json::parse(*text, nullptr, false);
     nlohmann::json body{{"id", job.id}, {"priority", job.priority}, {"t_submit", job.t_submit}, {"jobspec", spec}};
     broker_.rpc(Message::request("sched.alloc", body, 0),
                 [this, id = job.id, token](const Message& resp) { on_alloc_response(id, token, resp); });
@@ -287,7 +289,10 @@ void JobManager::launch(Job& job, const nlohmann::json& R) {
     auto r = Rv1::from_json(R);
     if (!r || r->ranks.empty())
         return raise(job, "exec", "the allocation has no ranks", 0);
-    auto spec = nlohmann::json::parse(job.jobspec, nullptr, false);
+    auto text = db_->jobspec(job.id);
+    if (!text)
+        return raise(job, "exec", text.error().message, 0);
+    auto spec = nlohmann::json::parse(*text, nullptr, false);
     Execution& ex = executing_[job.id];
     uint32_t first = 0;
     for (auto [rank, count] : tasks_per_rank(*r, job.ntasks)) {
@@ -366,8 +371,6 @@ void JobManager::release(Job& job) {
 }
 
 void JobManager::became_inactive(Job& job) {
-    job.jobspec.clear();
-    job.jobspec.shrink_to_fit();
     job.dependencies.clear();
     dependencies_changed(job);
     inactive_.emplace_back(job.t_inactive, job.id);

@@ -117,8 +117,7 @@ void JobManager::on_submit(const Message& req) {
     job.userid = req.userid;
     job.t_submit = now_seconds();
     job.urgency = static_cast<int>(*urgency);
-    job.jobspec = spec.dump();
-    db_->add_job(job.id, job.userid, job.t_submit, job.jobspec);
+    db_->add_job(job.id, job.userid, job.t_submit, spec.dump());
     auto [it, inserted] = jobs_.emplace(job.id, std::move(job));
     Job& j = it->second;
     for (const auto& d : j.dependencies)

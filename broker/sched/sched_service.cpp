@@ -117,6 +117,10 @@ void SchedService::on_alloc(const Message& req) {
     auto jobspec = Jobspec::from_json(p["jobspec"]);
     if (!jobspec)
         return broker_.respond_error(req, EINVAL, "jobspec: " + jobspec.error().message);
+    // The queue needs resources and duration only; a job's environment can
+    // be kilobytes, and many thousands of jobs may wait.
+    jobspec->attributes = nullptr;
+    jobspec->tasks.clear();
     if (auto r = queue_->submit(*id, std::move(*jobspec), *priority, *t_submit, wall_now()); !r)
         return broker_.respond_error(req, r.error().code, r.error().message);
     waiting_.emplace(*id, req);

@@ -1,0 +1,51 @@
+// banyan cancel ID...|--all: cancel jobs (pending ones never run; running
+// ones get SIGTERM, then SIGKILL 5 s later).
+#include <fmt/format.h>
+
+#include "cmd/cli_util.hpp"
+
+namespace banyan::cli {
+
+void add_cancel(CLI::App& app, int& exit_code) {
+    static std::vector<std::string> ids;
+    static bool all = false;
+    static std::string message;
+    auto* cmd = app.add_subcommand("cancel", "Cancel jobs");
+    cmd->add_option("ID", ids, "job ids");
+    cmd->add_flag("--all", all, "cancel all of your active jobs");
+    cmd->add_option("-m,--message", message, "the reason, recorded in the eventlog");
+    cmd->callback([&exit_code] {
+        if (all == !ids.empty())
+            fail("give job IDs or --all");
+        Client client = connect_to_instance();
+        std::vector<JobId> targets;
+        if (all) {
+            auto listing = must(client.rpc("job-manager.list", nlohmann::json::object(), 0));
+            for (const auto& j : listing["jobs"])
+                targets.push_back(j["id"].get<JobId>());
+        } else {
+            for (const auto& text : ids)
+                targets.push_back(job_id_argument(text));
+        }
+        std::map<uint32_t, JobId> in_flight;
+        for (JobId id : targets)
+            in_flight[must(client.send(
+                Message::request("job-manager.cancel", {{"id", id}, {"note", message}}, 0)))] = id;
+        exit_code = 0;
+        while (!in_flight.empty()) {
+            Message m = must(client.recv());
+            auto it = in_flight.find(m.matchtag);
+            if (it == in_flight.end())
+                continue;
+            if (auto r = response_payload(m); !r) {
+                fmt::print(stderr, "banyan cancel: {}\n", r.error().message);
+                exit_code = 1;
+            }
+            in_flight.erase(it);
+        }
+        if (all)
+            fmt::print(stderr, "banyan cancel: canceled {} job{}\n", targets.size(), targets.size() == 1 ? "" : "s");
+    });
+}
+
+}  // namespace banyan::cli

@@ -1,0 +1,204 @@
+// banyan job info|eventlog|attach|wait|urgency: one job's details, history
+// and output (doc/spec/jobs.md §7).
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+
+#include <fmt/format.h>
+
+#include "cmd/cli_util.hpp"
+#include "core/idset.hpp"
+#include "core/reactor.hpp"
+
+namespace banyan::cli {
+namespace {
+
+volatile std::sig_atomic_t interrupts = 0;
+extern "C" void count_interrupt(int) { interrupts = interrupts + 1; }
+
+nlohmann::json ask(Client& client, const std::string& topic, const nlohmann::json& body) {
+    return must(client.rpc(topic, body, 0));
+}
+
+std::string event_line(const nlohmann::json& ev) {
+    double ts = ev.value("timestamp", 0.0);
+    std::time_t t = static_cast<std::time_t>(ts);
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", std::localtime(&t));
+    std::string line = fmt::format("{}.{:03} {}", when, static_cast<int>((ts - static_cast<double>(t)) * 1000),
+                                   ev.value("name", ""));
+    const nlohmann::json context = ev.value("context", nlohmann::json::object());
+    for (const auto& [key, value] : context.items()) {
+        if (key == "R")
+            continue;  // `banyan job info` shows it
+        line += " " + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+    }
+    return line;
+}
+
+void write_all(FILE* stream, const std::string& data) {
+    std::fwrite(data.data(), 1, data.size(), stream);
+    std::fflush(stream);
+}
+
+}  // namespace
+
+int attach_job(Client& client, JobId id, bool interactive) {
+    std::string jid = format_jobid(id);
+    if (interactive) {
+        interrupts = 0;
+        struct sigaction sa {};
+        sa.sa_handler = count_interrupt;
+        sigaction(SIGINT, &sa, nullptr);
+    }
+    uint32_t events_from = 0, output_from = 0;
+    std::optional<int> status;
+    bool excepted = false;
+    int seen_interrupts = 0;
+    Clock::time_point last_interrupt{};
+    for (;;) {
+        auto tag = must(client.send(Message::request(
+            "job-manager.attach", {{"id", id}, {"events_from", events_from}, {"output_from", output_from}}, 0)));
+        std::optional<Message> answer;
+        while (!answer) {
+            auto msg = client.recv(std::chrono::milliseconds(100));
+            if (msg && msg->matchtag == tag)
+                answer = std::move(*msg);
+            else if (!msg && msg.error().code != ETIMEDOUT)
+                fail(msg.error().message);
+            if (interrupts > seen_interrupts) {
+                seen_interrupts = interrupts;
+                auto now = Clock::now();
+                bool again = now - last_interrupt < std::chrono::seconds(2);
+                last_interrupt = now;
+                // Answers to these come back on this connection; they are
+                // told apart by their matchtag and not waited for.
+                if (again) {
+                    fmt::print(stderr, "banyan: canceling job {}\n", jid);
+                    (void)client.send(Message::request("job-manager.cancel", {{"id", id}}, 0));
+                } else {
+                    fmt::print(stderr, "banyan: sending SIGINT to job {} (Ctrl-C again within 2 s cancels it)\n",
+                               jid);
+                    (void)client.send(Message::request("job-manager.kill", {{"id", id}, {"signal", SIGINT}}, 0));
+                }
+            }
+        }
+        auto body = must(response_payload(*answer));
+        for (const auto& chunk : body["output"])
+            write_all(chunk.value("stream", "") == "stderr" ? stderr : stdout, chunk.value("data", ""));
+        for (const auto& ev : body["events"]) {
+            const auto& c = ev.value("context", nlohmann::json::object());
+            if (ev.value("name", "") == "finish")
+                status = c.value("status", 1);
+            if (ev.value("name", "") == "exception") {
+                excepted = true;
+                fmt::print(stderr, "banyan: job {}: {}: {}\n", jid, c.value("type", ""), c.value("note", ""));
+            }
+        }
+        events_from = body.value("events_next", events_from);
+        output_from = body.value("output_next", output_from);
+        if (body.value("done", false))
+            break;
+    }
+    if (interactive)
+        std::signal(SIGINT, SIG_DFL);
+    if (status)
+        return *status;
+    return excepted ? 1 : 0;
+}
+
+void add_job(CLI::App& app, int& exit_code) {
+    auto* job = app.add_subcommand("job", "One job: info, eventlog, attach, wait, urgency");
+    job->require_subcommand(1);
+    static std::string id_text;
+
+    auto* info = job->add_subcommand("info", "Print the job's summary, jobspec and R as JSON");
+    info->add_option("ID", id_text, "job id")->required();
+    info->callback([&exit_code] {
+        Client client = connect_to_instance();
+        fmt::print("{}\n", ask(client, "job-manager.info", {{"id", job_id_argument(id_text)}}).dump(2));
+        exit_code = 0;
+    });
+
+    auto* eventlog = job->add_subcommand("eventlog", "Print the job's eventlog, one event a line");
+    eventlog->add_option("ID", id_text, "job id")->required();
+    static bool json = false;
+    eventlog->add_flag("--json", json, "print the events as JSON, one a line");
+    eventlog->callback([&exit_code] {
+        Client client = connect_to_instance();
+        std::string out;
+        auto reply = ask(client, "job-manager.eventlog", {{"id", job_id_argument(id_text)}});
+        for (const auto& ev : reply["events"])
+            out += (json ? ev.dump() : event_line(ev)) + "\n";
+        fmt::print("{}", out);
+        exit_code = 0;
+    });
+
+    auto* attach = job->add_subcommand("attach", "Stream the job's output until it ends; exit with its code");
+    attach->add_option("ID", id_text, "job id")->required();
+    attach->callback([&exit_code] {
+        Client client = connect_to_instance();
+        exit_code = attach_job(client, job_id_argument(id_text), true);
+    });
+
+    static bool all = false;
+    auto* wait = job->add_subcommand("wait", "Wait for jobs to end; exit with the job's code (--all: 1 if any failed)");
+    wait->add_option("ID", id_text, "job id");
+    wait->add_flag("--all", all, "wait for all of your active jobs");
+    wait->callback([&exit_code] {
+        if (all == !id_text.empty())
+            fail("give a job ID or --all");
+        Client client = connect_to_instance();
+        if (!all) {
+            auto r = ask(client, "job-manager.wait", {{"id", job_id_argument(id_text)}});
+            if (r.contains("note"))
+                fmt::print(stderr, "banyan job wait: {}: {}\n", id_text, r["note"].get<std::string>());
+            exit_code = r.contains("status") ? r["status"].get<int>() : r.value("result", "") == "completed" ? 0 : 1;
+            return;
+        }
+        auto jobs = ask(client, "job-manager.list", nlohmann::json::object())["jobs"];
+        std::map<uint32_t, JobId> waiting;
+        for (const auto& j : jobs)
+            waiting[must(client.send(Message::request("job-manager.wait", {{"id", j["id"]}}, 0)))] =
+                j["id"].get<JobId>();
+        exit_code = 0;
+        while (!waiting.empty()) {
+            Message m = must(client.recv());
+            auto it = waiting.find(m.matchtag);
+            if (it == waiting.end())
+                continue;
+            auto r = response_payload(m);
+            if (!r || r->value("result", "") != "completed") {
+                fmt::print(stderr, "banyan job wait: {}: {}\n", format_jobid(it->second),
+                           !r ? r.error().message : r->value("note", r->value("result", "failed")));
+                exit_code = 1;
+            }
+            waiting.erase(it);
+        }
+    });
+
+    static std::string urgency_text;
+    auto* urgency = job->add_subcommand("urgency", "Change a pending job's urgency (0-31, hold, default, expedite)");
+    urgency->add_option("ID", id_text, "job id")->required();
+    urgency->add_option("URGENCY", urgency_text, "0 to 31, or hold (0), default (16), expedite (31)")->required();
+    urgency->callback([&exit_code] {
+        int64_t value;
+        if (urgency_text == "hold")
+            value = 0;
+        else if (urgency_text == "default")
+            value = 16;
+        else if (urgency_text == "expedite")
+            value = 31;
+        else {
+            auto v = parse_decimal(urgency_text, 31, "URGENCY");
+            if (!v)
+                fail(fmt::format("{}: expected 0 to 31, hold, default or expedite", urgency_text));
+            value = static_cast<int64_t>(*v);
+        }
+        Client client = connect_to_instance();
+        ask(client, "job-manager.urgency", {{"id", job_id_argument(id_text)}, {"urgency", value}});
+        exit_code = 0;
+    });
+}
+
+}  // namespace banyan::cli

@@ -1,0 +1,227 @@
+// banyan jobs: list jobs (default: your active ones). Columns JOBID USER
+// NAME ST NTASKS NNODES TIME INFO; -o picks fields, --json prints raw.
+#include <ctime>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "cmd/cli_util.hpp"
+#include "core/duration.hpp"
+
+namespace banyan::cli {
+namespace {
+
+constexpr const char* kDefaultFormat =
+    "{id:>14} {user:<8.8} {name:<10.10} {st:>2} {ntasks:>6} {nnodes:>6} {time:>8} {info}";
+
+double now_seconds() { return static_cast<double>(std::time(nullptr)); }
+
+std::string short_state(const nlohmann::json& j) {
+    static const std::map<std::string, std::string> states = {{"depend", "D"}, {"priority", "P"}, {"sched", "S"},
+                                                              {"run", "R"},    {"cleanup", "C"}};
+    static const std::map<std::string, std::string> results = {
+        {"completed", "CD"}, {"failed", "F"}, {"canceled", "CA"}, {"timeout", "TO"}};
+    std::string state = j.value("state", "");
+    if (state == "inactive")
+        return results.count(j.value("result", "")) ? results.at(j.value("result", "")) : "I";
+    return states.count(state) ? states.at(state) : "?";
+}
+
+std::string run_time(const nlohmann::json& j) {
+    double start = j.value("t_run", 0.0);
+    if (start <= 0)
+        return "-";
+    double end = j.value("t_cleanup", 0.0) > 0 ? j["t_cleanup"].get<double>() : now_seconds();
+    return format_duration(end - start);
+}
+
+std::string info(const nlohmann::json& j, const std::map<JobId, std::string>& reasons) {
+    std::string state = j.value("state", "");
+    if (state == "depend") {
+        std::string deps;
+        for (const auto& d : j.value("dependencies", nlohmann::json::array()))
+            deps += (deps.empty() ? "" : ",") + d.get<std::string>();
+        return "depends on " + deps;
+    }
+    if (state == "priority" || state == "sched") {
+        if (j.value("priority", -1) == 0)
+            return "held (urgency 0)";
+        auto it = reasons.find(j["id"].get<JobId>());
+        return it != reasons.end() ? it->second : "";
+    }
+    if (j.value("t_run", 0.0) > 0)
+        return j.value("nodelist", "");
+    return j.contains("exception") ? j["exception"].value("type", "") + ": " + j["exception"].value("note", "") : "";
+}
+
+// The value of `field` for one job, as text.
+std::string field(const nlohmann::json& j, const std::string& name, const std::map<JobId, std::string>& reasons) {
+    if (name == "id")
+        return format_jobid(j["id"].get<JobId>());
+    if (name == "id.dec")
+        return std::to_string(j["id"].get<JobId>());
+    if (name == "user")
+        return user_name(j.value("userid", 0u));
+    if (name == "st")
+        return short_state(j);
+    if (name == "time")
+        return run_time(j);
+    if (name == "info")
+        return info(j, reasons);
+    if (!j.contains(name))
+        return "";
+    const auto& v = j[name];
+    return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// "{name:spec}" fields of a format replaced; an unknown field fails
+// before anything is printed.
+std::string render(const std::string& format, const nlohmann::json& j, const std::map<JobId, std::string>& reasons) {
+    static const std::set<std::string> known = {"id",       "id.dec",   "user",   "name",     "st",        "state",
+                                                "result",   "ntasks",   "nnodes", "time",     "info",      "urgency",
+                                                "priority", "nodelist", "status", "t_submit", "t_run",     "t_inactive",
+                                                "userid"};
+    std::string out;
+    for (size_t i = 0; i < format.size();) {
+        if (format[i] != '{') {
+            out += format[i++];
+            continue;
+        }
+        size_t close = format.find('}', i);
+        if (close == std::string::npos)
+            fail(fmt::format("-o {}: '{{' without '}}'", format));
+        std::string spec = format.substr(i + 1, close - i - 1);
+        auto colon = spec.find(':');
+        std::string name = spec.substr(0, colon);
+        if (!known.count(name))
+            fail(fmt::format("-o: unknown field {{{}}} (known: id, user, name, st, state, result, ntasks, nnodes, "
+                             "time, info, urgency, priority, nodelist, status, t_submit, t_run, t_inactive)",
+                             name));
+        std::string value = field(j, name, reasons);
+        try {
+            out += colon == std::string::npos ? value
+                                              : fmt::format(fmt::runtime("{:" + spec.substr(colon + 1) + "}"), value);
+        } catch (const fmt::format_error&) {
+            fail(fmt::format("-o: {{{}}}: bad width or alignment", spec));
+        }
+        i = close + 1;
+    }
+    return out;
+}
+
+std::string header(const std::string& format) {
+    std::string out;
+    for (size_t i = 0; i < format.size();) {
+        if (format[i] != '{') {
+            out += format[i++];
+            continue;
+        }
+        size_t close = format.find('}', i);
+        std::string spec = format.substr(i + 1, close - i - 1);
+        auto colon = spec.find(':');
+        std::string name = spec.substr(0, colon);
+        std::string title;
+        for (char c : name == "id" || name == "id.dec" ? std::string("jobid") : name)
+            title += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        out += colon == std::string::npos ? title
+                                          : fmt::format(fmt::runtime("{:" + spec.substr(colon + 1) + "}"), title);
+        i = close + 1;
+    }
+    return out;
+}
+
+// --filter names: states, results, or pending/running/active/inactive.
+std::pair<std::vector<std::string>, std::set<std::string>> parse_filter(const std::string& text) {
+    static const std::map<std::string, std::vector<std::string>> groups = {
+        {"pending", {"depend", "priority", "sched"}},
+        {"running", {"run", "cleanup"}},
+        {"active", {"depend", "priority", "sched", "run", "cleanup"}},
+        {"inactive", {"inactive"}},
+        {"depend", {"depend"}},
+        {"priority", {"priority"}},
+        {"sched", {"sched"}},
+        {"run", {"run"}},
+        {"cleanup", {"cleanup"}},
+        {"completed", {"inactive"}},
+        {"failed", {"inactive"}},
+        {"canceled", {"inactive"}},
+        {"timeout", {"inactive"}}};
+    std::set<std::string> states, results;
+    for (size_t start = 0; start <= text.size();) {
+        size_t comma = text.find(',', start);
+        std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        for (auto& c : name)
+            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        start = comma == std::string::npos ? text.size() + 1 : comma + 1;
+        auto it = groups.find(name);
+        if (it == groups.end())
+            fail(fmt::format("--filter={}: expected pending, running, active, inactive, a state (depend, "
+                             "priority, sched, run, cleanup) or a result (completed, failed, canceled, timeout)",
+                             name));
+        states.insert(it->second.begin(), it->second.end());
+        if (name == "completed" || name == "failed" || name == "canceled" || name == "timeout")
+            results.insert(name);
+    }
+    return {{states.begin(), states.end()}, results};
+}
+
+}  // namespace
+
+void add_jobs(CLI::App& app, int& exit_code) {
+    static bool all_states = false, all_users = false, json = false, no_header = false;
+    static std::string filter, format = kDefaultFormat;
+    static int64_t count = 0;
+    auto* cmd = app.add_subcommand("jobs", "List jobs (default: your active jobs)");
+    cmd->add_flag("-a", all_states, "all states, inactive jobs too");
+    cmd->add_flag("-A", all_users, "all users' jobs (instance owner)");
+    cmd->add_option("-f,--filter", filter, "STATE[,...]: pending, running, active, inactive, a state or a result");
+    cmd->add_option("-o,--format", format, "fields like {id} {user} {name:<10} {st} {info}");
+    cmd->add_option("-n,--count", count, "show at most N jobs");
+    cmd->add_flag("--json", json, "print the jobs as a JSON array");
+    cmd->add_flag("--no-header", no_header, "leave out the header line");
+    cmd->callback([&exit_code] {
+        nlohmann::json body{{"all_users", all_users}};
+        std::set<std::string> results;
+        if (!filter.empty()) {
+            auto [states, wanted_results] = parse_filter(filter);
+            body["states"] = states;
+            results = wanted_results;
+        } else if (all_states) {
+            body["states"] = {"depend", "priority", "sched", "run", "cleanup", "inactive"};
+        }
+        if (count > 0 && results.empty())
+            body["max"] = count;
+        Client client = connect_to_instance();
+        auto jobs = must(client.rpc("job-manager.list", body, 0))["jobs"];
+        if (!results.empty()) {
+            nlohmann::json kept = nlohmann::json::array();
+            for (auto& j : jobs)
+                if (j.value("state", "") != "inactive" || results.count(j.value("result", "")))
+                    kept.push_back(std::move(j));
+            jobs = std::move(kept);
+        }
+        if (json) {
+            fmt::print("{}\n", jobs.dump());
+            exit_code = 0;
+            return;
+        }
+        std::map<JobId, std::string> reasons;
+        bool any_pending = false;
+        for (const auto& j : jobs)
+            any_pending = any_pending || j.value("state", "") == "sched";
+        if (any_pending && format.find("{info") != std::string::npos) {
+            if (auto q = client.rpc("sched.queue", nlohmann::json::object(), 0))
+                for (const auto& p : (*q)["jobs"])
+                    reasons[p["id"].get<JobId>()] = p.value("reason", "");
+        }
+        std::string out;
+        if (!no_header)
+            out = header(format) + "\n";
+        for (const auto& j : jobs)
+            out += render(format, j, reasons) + "\n";
+        fmt::print("{}", out);
+        exit_code = 0;
+    });
+}
+
+}  // namespace banyan::cli

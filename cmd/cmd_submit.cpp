@@ -1,0 +1,99 @@
+// banyan submit / banyan run: make a jobspec from options and COMMAND and
+// submit it (doc/spec/jobs.md §7). submit prints the id; run streams the
+// job's output and exits with its exit code.
+#include <fmt/format.h>
+
+#include "cmd/cli_util.hpp"
+#include "cmd/submit_options.hpp"
+#include "core/idset.hpp"
+
+namespace banyan::cli {
+namespace {
+
+constexpr size_t kSubmitWindow = 512;  // submissions in flight at once
+
+std::string replace_all(std::string text, std::string_view from, const std::string& to) {
+    for (size_t pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size()))
+        text.replace(pos, from.size(), to);
+    return text;
+}
+
+// Submits every jobspec, `kSubmitWindow` in flight; returns the ids in order.
+std::vector<JobId> submit_all(Client& client, const std::vector<nlohmann::json>& jobspecs, int64_t urgency) {
+    std::vector<JobId> ids(jobspecs.size());
+    std::map<uint32_t, size_t> in_flight;  // matchtag -> index
+    size_t next = 0, done = 0;
+    while (done < jobspecs.size()) {
+        while (next < jobspecs.size() && in_flight.size() < kSubmitWindow) {
+            auto tag = must(client.send(
+                Message::request("job-manager.submit", {{"jobspec", jobspecs[next]}, {"urgency", urgency}}, 0)));
+            in_flight[tag] = next++;
+        }
+        Message resp = must(client.recv());
+        auto it = in_flight.find(resp.matchtag);
+        if (it == in_flight.end())
+            continue;
+        auto body = response_payload(resp);
+        if (!body)
+            fail(body.error().message);  // jobs answered before this one stay submitted
+        ids[it->second] = (*body)["id"].get<JobId>();
+        in_flight.erase(it);
+        done++;
+    }
+    return ids;
+}
+
+}  // namespace
+
+void add_submit(CLI::App& app, int& exit_code) {
+    static SubmitOptions o;
+    static std::string cc;
+    auto* cmd = app.add_subcommand("submit", "Submit a job; print its id");
+    add_submit_options(cmd, o);
+    cmd->add_option("--cc", cc, "submit a copy for each index in IDSET (e.g. 1-100); {cc} in COMMAND is the index");
+    // Everything from the first argument that is not an option on is
+    // COMMAND, whose own options (sh -c ...) are not ours.
+    cmd->prefix_command();
+    cmd->footer("COMMAND...: the command to run and its arguments");
+    cmd->callback([cmd, &exit_code] {
+        std::vector<std::string> command = cmd->remaining();
+        nlohmann::json jobspec = build_jobspec(o, command);
+        std::vector<nlohmann::json> jobspecs;
+        if (cc.empty()) {
+            jobspecs.push_back(jobspec);
+        } else {
+            auto set = IdSet::parse(cc);
+            if (!set)
+                fail("--cc " + set.error().message);
+            set->for_each([&](uint64_t index) {
+                nlohmann::json copy = jobspec;
+                for (auto& arg : copy["tasks"][0]["command"])
+                    arg = replace_all(arg.get<std::string>(), "{cc}", std::to_string(index));
+                jobspecs.push_back(std::move(copy));
+            });
+        }
+        Client client = connect_to_instance();
+        std::string out;
+        for (JobId id : submit_all(client, jobspecs, o.urgency))
+            out += format_jobid(id) + "\n";
+        fmt::print("{}", out);
+        exit_code = 0;
+    });
+}
+
+void add_run(CLI::App& app, int& exit_code) {
+    static SubmitOptions o;
+    auto* cmd = app.add_subcommand("run", "Run a job: submit it, stream its output, exit with its exit code");
+    add_submit_options(cmd, o);
+    cmd->prefix_command();
+    cmd->footer("COMMAND...: the command to run and its arguments");
+    cmd->callback([cmd, &exit_code] {
+        std::vector<std::string> command = cmd->remaining();
+        nlohmann::json jobspec = build_jobspec(o, command);
+        Client client = connect_to_instance();
+        JobId id = submit_all(client, {jobspec}, o.urgency).front();
+        exit_code = attach_job(client, id, true);
+    });
+}
+
+}  // namespace banyan::cli

@@ -1,0 +1,201 @@
+#include "cmd/submit_options.hpp"
+
+#include <filesystem>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "cmd/cli_util.hpp"
+#include "core/duration.hpp"
+#include "core/jobid.hpp"
+
+extern char** environ;
+
+namespace banyan::cli {
+namespace {
+
+// A KEY=VALUE option's value: JSON when it parses as JSON, else the text.
+nlohmann::json option_value(const std::string& text) {
+    auto v = nlohmann::json::parse(text, nullptr, false);
+    return v.is_discarded() ? nlohmann::json(text) : v;
+}
+
+// Sets the dotted PATH under `root` ("a.b.c" -> root[a][b][c]).
+void set_path(nlohmann::json& root, std::string_view path, nlohmann::json value, std::string_view option) {
+    nlohmann::json* at = &root;
+    size_t start = 0;
+    for (;;) {
+        size_t dot = path.find('.', start);
+        std::string key(path.substr(start, dot == std::string_view::npos ? dot : dot - start));
+        if (key.empty())
+            fail(fmt::format("{} {}: empty key name", option, path));
+        if (!at->is_object())
+            *at = nlohmann::json::object();
+        if (dot == std::string_view::npos) {
+            (*at)[key] = std::move(value);
+            return;
+        }
+        at = &(*at)[key];
+        start = dot + 1;
+    }
+}
+
+std::pair<std::string, std::string> split_setting(const std::string& text, std::string_view option,
+                                                  const char* fallback) {
+    auto eq = text.find('=');
+    if (eq == 0)
+        fail(fmt::format("{} {}: expected KEY=VALUE", option, text));
+    if (eq == std::string::npos) {
+        if (!fallback)
+            fail(fmt::format("{} {}: expected KEY=VALUE", option, text));
+        return {text, fallback};
+    }
+    return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+nlohmann::json environment(const std::vector<std::string>& settings) {
+    nlohmann::json env = nlohmann::json::object();
+    for (char** e = environ; *e; e++) {
+        std::string_view entry(*e);
+        auto eq = entry.find('=');
+        if (eq != std::string_view::npos && !entry.starts_with("BANYAN_"))
+            env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+    }
+    for (const auto& s : settings) {
+        auto eq = s.find('=');
+        if (eq == 0 || s.empty())
+            fail(fmt::format("--env {}: expected NAME=VALUE or NAME", s));
+        if (eq == std::string::npos) {
+            if (!env.contains(s))
+                fail(fmt::format("--env {}: not set in this environment (give NAME=VALUE)", s));
+            continue;
+        }
+        env[s.substr(0, eq)] = s.substr(eq + 1);
+    }
+    return env;
+}
+
+nlohmann::json dependencies(const std::vector<std::string>& specs) {
+    nlohmann::json deps = nlohmann::json::array();
+    for (const auto& list : specs) {
+        for (size_t start = 0; start <= list.size();) {
+            size_t comma = list.find(',', start);
+            std::string one = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+            start = comma == std::string::npos ? list.size() + 1 : comma + 1;
+            auto colon = one.find(':');
+            std::string scheme = one.substr(0, colon);
+            if (colon == std::string::npos ||
+                (scheme != "afterok" && scheme != "afterany" && scheme != "afternotok" && scheme != "afterstart"))
+                fail(fmt::format("--dependency={}: expected afterok|afterany|afternotok|afterstart:JOBID", one));
+            std::string target = one.substr(colon + 1);
+            auto id = parse_jobid(target);
+            if (!id)
+                fail(fmt::format("--dependency={}: {}", one, id.error().message));
+            deps.push_back({{"scheme", scheme}, {"value", std::to_string(*id)}});
+        }
+    }
+    return deps;
+}
+
+}  // namespace
+
+void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
+    cmd->add_option("-N,--nodes", o.nodes, "number of nodes");
+    cmd->add_option("-n,--ntasks", o.ntasks, "number of tasks (default: 1, or one per node with -N)");
+    cmd->add_option("-c,--cores-per-task", o.cores_per_task, "cores per task (default 1)");
+    cmd->add_option("-g,--gpus-per-task", o.gpus_per_task, "GPUs per task (default 0)");
+    cmd->add_option("-t,--time-limit", o.time_limit, "time limit: minutes, or 10s, 5m, 2h, 1d, HH:MM:SS");
+    cmd->add_flag("-x,--exclusive", o.exclusive, "whole nodes (with -N)");
+    cmd->add_option("--urgency", o.urgency, "0 (hold) to 31 (expedite); default 16");
+    cmd->add_option("--dependency", o.dependencies, "afterok|afterany|afternotok|afterstart:JOBID[,...]")
+        ->allow_extra_args(false);
+    cmd->add_option("--job-name", o.job_name, "name shown by banyan jobs (default: the command)");
+    cmd->add_option("--output", o.output, "write stdout (and stderr, unless --error) to FILE; {{id}} is the job id");
+    cmd->add_option("--error", o.error, "write stderr to FILE");
+    cmd->add_option("--env", o.env, "set NAME=VALUE in the job's environment (repeatable)")->allow_extra_args(false);
+    cmd->add_option("--cwd", o.cwd, "the tasks' working directory (default: this one)");
+    cmd->add_option("-S,--setattr", o.setattr, "jobspec attribute KEY=VALUE (system. implied)")->allow_extra_args(false);
+    cmd->add_option("-o,--setopt", o.setopt, "shell option KEY[=VALUE]")->allow_extra_args(false);
+}
+
+nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::string>& command) {
+    if (command.empty())
+        fail("no COMMAND given");
+    if (o.nodes && *o.nodes < 1)
+        fail(fmt::format("-N {}: node count must be at least 1", *o.nodes));
+    if (o.ntasks && *o.ntasks < 1)
+        fail(fmt::format("-n {}: task count must be at least 1", *o.ntasks));
+    if (o.cores_per_task < 1)
+        fail(fmt::format("-c {}: cores per task must be at least 1", o.cores_per_task));
+    if (o.gpus_per_task < 0)
+        fail(fmt::format("-g {}: GPUs per task cannot be negative", o.gpus_per_task));
+    if (o.urgency < 0 || o.urgency > 31)
+        fail(fmt::format("--urgency {}: expected 0 (hold) to 31 (expedite)", o.urgency));
+    if (o.exclusive && !o.nodes)
+        fail("-x: exclusive needs a node count (-N)");
+    int64_t ntasks = o.ntasks.value_or(o.nodes.value_or(1));
+    if (o.nodes && ntasks < *o.nodes)
+        fail(fmt::format("-n {}: fewer tasks than nodes (-N {})", ntasks, *o.nodes));
+    double duration = 0;
+    if (!o.time_limit.empty()) {
+        auto d = parse_duration(o.time_limit);
+        if (!d)
+            fail("-t " + d.error().message);
+        if (*d <= 0)
+            fail(fmt::format("-t {}: a time limit must be more than 0", o.time_limit));
+        duration = *d;
+    }
+    nlohmann::json task_resources = nlohmann::json::array({{{"type", "core"}, {"count", o.cores_per_task}}});
+    if (o.gpus_per_task > 0)
+        task_resources.push_back({{"type", "gpu"}, {"count", o.gpus_per_task}});
+    nlohmann::json tasks_count{{"per_slot", 1}};
+    nlohmann::json resources;
+    if (o.nodes) {
+        int64_t per_node = (ntasks + *o.nodes - 1) / *o.nodes;
+        if (ntasks % *o.nodes != 0)
+            tasks_count = {{"total", ntasks}};
+        nlohmann::json node{{"type", "node"},
+                            {"count", *o.nodes},
+                            {"with", {{{"type", "slot"}, {"count", per_node}, {"label", "task"}, {"with", task_resources}}}}};
+        if (o.exclusive)
+            node["exclusive"] = true;
+        resources = nlohmann::json::array({node});
+    } else {
+        resources = nlohmann::json::array(
+            {{{"type", "slot"}, {"count", ntasks}, {"label", "task"}, {"with", task_resources}}});
+    }
+    std::string cwd = o.cwd;
+    if (cwd.empty()) {
+        std::error_code ec;
+        cwd = std::filesystem::current_path(ec).string();
+    }
+    nlohmann::json system{{"duration", duration}, {"cwd", cwd}, {"environment", environment(o.env)}};
+    if (!o.job_name.empty())
+        system["job"] = {{"name", o.job_name}};
+    auto deps = dependencies(o.dependencies);
+    if (!deps.empty())
+        system["dependencies"] = deps;
+    nlohmann::json jobspec{{"version", 1},
+                           {"resources", resources},
+                           {"tasks", {{{"command", command}, {"slot", "task"}, {"count", tasks_count}}}},
+                           {"attributes", {{"system", system}}}};
+    for (const auto& s : o.setattr) {
+        auto [key, value] = split_setting(s, "-S", nullptr);
+        bool qualified = key.starts_with("system.") || key.starts_with("user.");
+        set_path(jobspec["attributes"], qualified ? key : "system." + key, option_value(value), "-S");
+    }
+    for (const auto& s : o.setopt) {
+        auto [key, value] = split_setting(s, "-o", "1");
+        set_path(jobspec["attributes"]["system"], "shell.options." + key, option_value(value), "-o");
+    }
+    if (!o.output.empty())
+        set_path(jobspec["attributes"]["system"], "shell.options.output.stdout", {{"type", "file"}, {"path", o.output}},
+                 "--output");
+    if (!o.error.empty())
+        set_path(jobspec["attributes"]["system"], "shell.options.output.stderr", {{"type", "file"}, {"path", o.error}},
+                 "--error");
+    return jobspec;
+}
+
+}  // namespace banyan::cli

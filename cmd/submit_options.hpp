@@ -1,0 +1,38 @@
+// The options `banyan submit` and `banyan run` share, and the jobspec
+// (version 1, doc/spec/jobspec.md) they make from them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+namespace banyan::cli {
+
+struct SubmitOptions {
+    std::optional<int64_t> nodes;
+    std::optional<int64_t> ntasks;
+    int64_t cores_per_task = 1;
+    int64_t gpus_per_task = 0;
+    std::string time_limit;
+    bool exclusive = false;
+    int64_t urgency = 16;
+    std::vector<std::string> dependencies;
+    std::string job_name;
+    std::string output;
+    std::string error;
+    std::vector<std::string> env;
+    std::string cwd;
+    std::vector<std::string> setattr;
+    std::vector<std::string> setopt;
+};
+
+void add_submit_options(CLI::App* cmd, SubmitOptions& o);
+
+// The jobspec for COMMAND. Fails (cli::fail) with a line naming the option
+// that is wrong.
+nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::string>& command);
+
+}  // namespace banyan::cli
