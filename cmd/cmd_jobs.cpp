@@ -49,9 +49,9 @@ std::string info(const nlohmann::json& j, const std::map<JobId, std::string>& re
         auto it = reasons.find(j["id"].get<JobId>());
         return it != reasons.end() ? it->second : "";
     }
-    if (j.value("t_run", 0.0) > 0)
-        return j.value("nodelist", "");
-    return j.contains("exception") ? j["exception"].value("type", "") + ": " + j["exception"].value("note", "") : "";
+    if (state == "inactive" && j.contains("exception"))
+        return j["exception"].value("type", "") + ": " + j["exception"].value("note", "");
+    return j.value("t_run", 0.0) > 0 ? j.value("nodelist", "") : "";
 }
 
 // The value of `field` for one job, as text.

@@ -18,11 +18,15 @@ std::string replace_all(std::string text, std::string_view from, const std::stri
     return text;
 }
 
-// Submits every jobspec, `kSubmitWindow` in flight; returns the ids in order.
-std::vector<JobId> submit_all(Client& client, const std::vector<nlohmann::json>& jobspecs, int64_t urgency) {
+// Submits every jobspec, `kSubmitWindow` in flight; returns the ids in
+// order. With `print`, each id is printed as soon as it and all before it
+// are acknowledged, so what was printed is exactly what was accepted, even
+// if a later submission fails.
+std::vector<JobId> submit_all(Client& client, const std::vector<nlohmann::json>& jobspecs, int64_t urgency,
+                              bool print) {
     std::vector<JobId> ids(jobspecs.size());
     std::map<uint32_t, size_t> in_flight;  // matchtag -> index
-    size_t next = 0, done = 0;
+    size_t next = 0, done = 0, printed = 0;
     while (done < jobspecs.size()) {
         while (next < jobspecs.size() && in_flight.size() < kSubmitWindow) {
             auto tag = must(client.send(
@@ -39,6 +43,13 @@ std::vector<JobId> submit_all(Client& client, const std::vector<nlohmann::json>&
         ids[it->second] = (*body)["id"].get<JobId>();
         in_flight.erase(it);
         done++;
+        if (print) {
+            std::string out;
+            for (; printed < ids.size() && ids[printed] != 0; printed++)
+                out += format_jobid(ids[printed]) + "\n";
+            fmt::print("{}", out);
+            std::fflush(stdout);
+        }
     }
     return ids;
 }
@@ -73,10 +84,7 @@ void add_submit(CLI::App& app, int& exit_code) {
             });
         }
         Client client = connect_to_instance();
-        std::string out;
-        for (JobId id : submit_all(client, jobspecs, o.urgency))
-            out += format_jobid(id) + "\n";
-        fmt::print("{}", out);
+        submit_all(client, jobspecs, o.urgency, true);
         exit_code = 0;
     });
 }
@@ -91,7 +99,7 @@ void add_run(CLI::App& app, int& exit_code) {
         std::vector<std::string> command = cmd->remaining();
         nlohmann::json jobspec = build_jobspec(o, command);
         Client client = connect_to_instance();
-        JobId id = submit_all(client, {jobspec}, o.urgency).front();
+        JobId id = submit_all(client, {jobspec}, o.urgency, false).front();
         exit_code = attach_job(client, id, true);
     });
 }

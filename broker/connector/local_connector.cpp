@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -27,10 +28,19 @@ struct LocalConnector::Connection {
     size_t out_offset = 0;
     std::vector<std::string> subscriptions;
     std::unique_ptr<FdWatcher> reader;
-    std::unique_ptr<FdWatcher> writer;  // only while `out` is not empty
+    // Only while `out` is not empty. It watches a dup of `fd`: the event
+    // loop (epoll) takes each descriptor number once, and `reader` has it.
+    std::unique_ptr<FdWatcher> writer;
+    int writer_fd = -1;
+    void stop_writer() {
+        writer.reset();
+        if (writer_fd >= 0)
+            close(writer_fd);
+        writer_fd = -1;
+    }
     ~Connection() {
         reader.reset();
-        writer.reset();
+        stop_writer();
         if (fd >= 0)
             close(fd);
     }
@@ -156,13 +166,18 @@ void LocalConnector::flush(Connection& conn) {
     if (conn.out_offset == conn.out.size()) {
         conn.out.clear();
         conn.out_offset = 0;
-        conn.writer.reset();
+        conn.stop_writer();
         return;
     }
     if (!conn.writer) {
         std::string id = conn.id;
-        conn.writer =
-            std::make_unique<FdWatcher>(reactor_, conn.fd, FdWatcher::Event::writable, [this, id] { on_writable(id); });
+        conn.writer_fd = fcntl(conn.fd, F_DUPFD_CLOEXEC, 0);
+        if (conn.writer_fd < 0) {
+            log::error("connector", "client {}: dup: {}", id, std::strerror(errno));
+            return;  // the reader sees the client go, or the next send retries
+        }
+        conn.writer = std::make_unique<FdWatcher>(reactor_, conn.writer_fd, FdWatcher::Event::writable,
+                                                  [this, id] { on_writable(id); });
     }
 }
 

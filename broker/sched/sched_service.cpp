@@ -203,12 +203,17 @@ void SchedService::on_queue(const Message& req) {
     broker_.respond(Message::response_to(req, {{"jobs", jobs}, {"running", queue_->running()}}));
 }
 
+// A change (submit, free, cancel) is worth a pass now, even when the
+// 1 s retry timer is armed; several changes in one loop turn share it.
 void SchedService::schedule_soon() {
-    if (!pass_timer_.active())
-        pass_timer_.start(Duration::zero(), [this] { run_pass(); });
+    if (pass_soon_)
+        return;
+    pass_soon_ = true;
+    pass_timer_.start(Duration::zero(), [this] { run_pass(); });
 }
 
 void SchedService::run_pass() {
+    pass_soon_ = false;
     for (auto& started : queue_->schedule(wall_now())) {
         auto it = waiting_.find(started.id);
         if (it == waiting_.end())

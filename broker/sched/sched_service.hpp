@@ -49,6 +49,7 @@ class SchedService {
     std::map<uint64_t, Message> waiting_;  // alloc requests, answered when the job starts
     std::vector<std::pair<Broker::Handler, Message>> early_;  // requests before the graph
     Timer pass_timer_;
+    bool pass_soon_ = false;  // pass_timer_ is armed for "now", not the retry
 };
 
 }  // namespace banyan
