@@ -7,6 +7,7 @@
 
 #include "cmd/cli_util.hpp"
 #include "core/duration.hpp"
+#include "core/idset.hpp"
 
 namespace banyan::cli {
 namespace {
@@ -68,23 +69,35 @@ std::string field(const nlohmann::json& j, const std::string& name, const std::m
         return run_time(j);
     if (name == "info")
         return info(j, reasons);
+    if (name == "nnodes" && j.value("nnodes", 0) == 0)
+        return "-";  // not asked for, not yet allocated
     if (!j.contains(name))
         return "";
     const auto& v = j[name];
     return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
-// "{name:spec}" fields of a format replaced; an unknown field fails
-// before anything is printed.
-std::string render(const std::string& format, const nlohmann::json& j, const std::map<JobId, std::string>& reasons) {
+// One piece of a -o format: literal text, then a field with its width.
+struct Segment {
+    std::string literal;
+    std::string field;  // empty: literal only
+    char align = '<';
+    size_t width = 0;
+    size_t precision = std::string::npos;  // the most characters shown
+};
+
+// Parses "{name[:[<>^]W[.P]]}" fields once; an unknown field or a bad
+// spec fails before anything is printed.
+std::vector<Segment> parse_format(const std::string& format) {
     static const std::set<std::string> known = {"id",       "id.dec",   "user",   "name",     "st",        "state",
                                                 "result",   "ntasks",   "nnodes", "time",     "info",      "urgency",
                                                 "priority", "nodelist", "status", "t_submit", "t_run",     "t_inactive",
                                                 "userid"};
-    std::string out;
+    std::vector<Segment> out;
+    Segment cur;
     for (size_t i = 0; i < format.size();) {
         if (format[i] != '{') {
-            out += format[i++];
+            cur.literal += format[i++];
             continue;
         }
         size_t close = format.find('}', i);
@@ -92,41 +105,70 @@ std::string render(const std::string& format, const nlohmann::json& j, const std
             fail(fmt::format("-o {}: '{{' without '}}'", format));
         std::string spec = format.substr(i + 1, close - i - 1);
         auto colon = spec.find(':');
-        std::string name = spec.substr(0, colon);
-        if (!known.count(name))
+        cur.field = spec.substr(0, colon);
+        if (!known.count(cur.field))
             fail(fmt::format("-o: unknown field {{{}}} (known: id, user, name, st, state, result, ntasks, nnodes, "
                              "time, info, urgency, priority, nodelist, status, t_submit, t_run, t_inactive)",
-                             name));
-        std::string value = field(j, name, reasons);
-        try {
-            out += colon == std::string::npos ? value
-                                              : fmt::format(fmt::runtime("{:" + spec.substr(colon + 1) + "}"), value);
-        } catch (const fmt::format_error&) {
-            fail(fmt::format("-o: {{{}}}: bad width or alignment", spec));
+                             cur.field));
+        if (colon != std::string::npos) {
+            std::string w = spec.substr(colon + 1);
+            if (!w.empty() && (w[0] == '<' || w[0] == '>' || w[0] == '^')) {
+                cur.align = w[0];
+                w.erase(0, 1);
+            }
+            auto dot = w.find('.');
+            auto width = parse_decimal(w.substr(0, dot), 1000, "width");
+            auto precision = dot == std::string::npos ? Result<uint64_t>(uint64_t{std::string::npos})
+                                                      : parse_decimal(w.substr(dot + 1), 1000, "precision");
+            if ((!w.substr(0, dot).empty() && !width) || !precision)
+                fail(fmt::format("-o: {{{}}}: expected {{{}:[<>^]WIDTH[.MAX]}}", spec, cur.field));
+            cur.width = w.substr(0, dot).empty() ? 0 : static_cast<size_t>(*width);
+            cur.precision = static_cast<size_t>(*precision);
         }
+        out.push_back(std::move(cur));
+        cur = Segment{};
         i = close + 1;
     }
+    if (!cur.literal.empty())
+        out.push_back(std::move(cur));
     return out;
 }
 
-std::string header(const std::string& format) {
+void append_padded(std::string& out, std::string value, const Segment& s) {
+    if (value.size() > s.precision)
+        value.resize(s.precision);
+    size_t pad = s.width > value.size() ? s.width - value.size() : 0;
+    size_t left = s.align == '>' ? pad : s.align == '^' ? pad / 2 : 0;
+    out.append(left, ' ');
+    out += value;
+    out.append(pad - left, ' ');
+}
+
+std::string render(const std::vector<Segment>& format, const nlohmann::json& j,
+                   const std::map<JobId, std::string>& reasons) {
     std::string out;
-    for (size_t i = 0; i < format.size();) {
-        if (format[i] != '{') {
-            out += format[i++];
-            continue;
-        }
-        size_t close = format.find('}', i);
-        std::string spec = format.substr(i + 1, close - i - 1);
-        auto colon = spec.find(':');
-        std::string name = spec.substr(0, colon);
-        std::string title;
-        for (char c : name == "id" || name == "id.dec" ? std::string("jobid") : name)
-            title += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        out += colon == std::string::npos ? title
-                                          : fmt::format(fmt::runtime("{:" + spec.substr(colon + 1) + "}"), title);
-        i = close + 1;
+    for (const auto& s : format) {
+        out += s.literal;
+        if (!s.field.empty())
+            append_padded(out, field(j, s.field, reasons), s);
     }
+    while (!out.empty() && out.back() == ' ')
+        out.pop_back();
+    return out;
+}
+
+std::string header(const std::vector<Segment>& format) {
+    std::string out;
+    for (const auto& s : format) {
+        out += s.literal;
+        std::string title;
+        for (char c : s.field == "id" || s.field == "id.dec" ? std::string("jobid") : s.field)
+            title += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        if (!s.field.empty())
+            append_padded(out, title, s);
+    }
+    while (!out.empty() && out.back() == ' ')
+        out.pop_back();
     return out;
 }
 
@@ -191,6 +233,7 @@ void add_jobs(CLI::App& app, int& exit_code) {
         }
         if (count > 0 && results.empty())
             body["max"] = count;
+        auto segments = parse_format(format);
         Client client = connect_to_instance();
         auto jobs = must(client.rpc("job-manager.list", body, 0))["jobs"];
         if (!results.empty()) {
@@ -216,9 +259,9 @@ void add_jobs(CLI::App& app, int& exit_code) {
         }
         std::string out;
         if (!no_header)
-            out = header(format) + "\n";
+            out = header(segments) + "\n";
         for (const auto& j : jobs)
-            out += render(format, j, reasons) + "\n";
+            out += render(segments, j, reasons) + "\n";
         fmt::print("{}", out);
         exit_code = 0;
     });

@@ -147,8 +147,15 @@ nlohmann::json Job::summary() const {
     return s;
 }
 
+const std::string& Job::summary_text() const {
+    if (summary_cache.empty())
+        summary_cache = summary().dump();
+    return summary_cache;
+}
+
 void apply_event(Job& job, const JobEvent& ev) {
     job.next_event_seq++;
+    job.summary_cache.clear();
     const auto& c = ev.context;
     const std::string& name = ev.name;
     if (name == "submit") {

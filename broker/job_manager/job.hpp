@@ -78,6 +78,10 @@ struct Job {
     std::string_view result() const;
     // The summary of doc/spec/jobs.md §7.
     nlohmann::json summary() const;
+    // The summary as JSON text, kept until the next event: listings of
+    // thousands of mostly unchanged jobs reuse it.
+    const std::string& summary_text() const;
+    mutable std::string summary_cache;
 };
 
 // Applies one event to the job's state (doc/spec/jobs.md §3). Unknown

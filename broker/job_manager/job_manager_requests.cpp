@@ -161,10 +161,19 @@ void JobManager::on_list(const Message& req) {
     std::sort(selected.begin(), selected.end(), listing_order);
     if (*max > 0 && selected.size() > *max)
         selected.resize(*max);
-    nlohmann::json jobs = nlohmann::json::array();
-    for (const Job* j : selected)
-        jobs.push_back(j->summary());
-    broker_.respond(Message::response_to(req, {{"jobs", std::move(jobs)}}));
+    // Written as text: most summaries are cached, and 10,000 of them must
+    // list in well under 100 ms.
+    std::string text = "{\"jobs\":[";
+    for (const Job* j : selected) {
+        text += j->summary_text();
+        text += ',';
+    }
+    if (!selected.empty())
+        text.pop_back();
+    text += "]}";
+    Message resp = Message::response_to(req, nlohmann::json::object());
+    resp.payload = std::move(text);
+    broker_.respond(std::move(resp));
 }
 
 void JobManager::on_info(const Message& req) {

@@ -1,0 +1,70 @@
+#!/bin/bash
+# Inactive jobs are purged by count and by age (memory and disk stay flat),
+# and the job commands' bad input gets one clear line naming it.
+. "$(dirname "$0")/lib.sh"
+
+cat >"$T_DIR/limit.sh" <<'SCRIPT'
+set -u
+banyan submit --cc=1-20 true >/dev/null
+banyan job wait --all
+check_output "inactive-limit=5: only the 5 newest inactive jobs are kept" '^5$' \
+    sh -c "banyan jobs -a --no-header | wc -l"
+SCRIPT
+banyan start --test-size=1 -S job-manager.inactive-limit=5 bash "$T_DIR/limit.sh"
+
+cat >"$T_DIR/age.sh" <<'SCRIPT'
+set -u
+old=$(banyan submit true)
+banyan job wait "$old"
+sleep 1.5
+new=$(banyan submit true)
+banyan job wait "$new"
+check_output "inactive-age=1: a job inactive for longer is purged" "^$new\$" banyan jobs -a --no-header -o '{id}'
+check_fails "a purged job is gone" 'no such job' banyan job eventlog "$old"
+SCRIPT
+banyan start --test-size=1 -S job-manager.inactive-age=1 bash "$T_DIR/age.sh"
+check_fails "a bad inactive-limit is refused" 'inactive-limit' \
+    banyan start --test-size=1 -S job-manager.inactive-limit=-1 true
+
+cat >"$T_DIR/cli.sh" <<'SCRIPT'
+set -u
+check_fails "submit -N 0" '^banyan submit: -N 0: node count must be at least 1$' banyan submit -N 0 true
+check_fails "submit -n 0" 'task count must be at least 1' banyan submit -n 0 true
+check_fails "submit -n 1 -N 2" 'fewer tasks than nodes' banyan submit -n 1 -N 2 true
+check_fails "submit -t 5x" '^banyan submit: -t 5x: not a duration' banyan submit -t 5x true
+check_fails "submit -x without -N" 'exclusive needs a node count' banyan submit -x true
+check_fails "submit with no command" 'no COMMAND' banyan submit -n 1
+check_fails "submit --urgency 40" 'expected 0 \(hold\) to 31' banyan submit --urgency 40 true
+check_fails "submit -S without =" 'expected KEY=VALUE' banyan submit -S foo true
+check_fails "submit --cc bad" '^banyan submit: --cc ' banyan submit --cc=3-1 true
+check_fails "submit: more nodes than there are" 'unsatisfiable|alloc' \
+    sh -c 'banyan job wait $(banyan submit -N 64 true)'
+for t in 30 10s 5m 2h 1d 1:30 01:00:00; do
+    check_output "submit -t $t is accepted" '^f' banyan submit --urgency=0 -t "$t" true
+done
+check_output "-t 90s is 90 seconds in the jobspec" '"duration": 90' \
+    sh -c 'banyan job info $(banyan submit --urgency=0 -t 90s true)'
+check_output "-t 2 is two minutes" '"duration": 120' sh -c 'banyan job info $(banyan submit --urgency=0 -t 2 true)'
+check_output "-S user.x=1 and -o verbose set attributes" '"verbose": 1' \
+    sh -c 'banyan job info $(banyan submit --urgency=0 -S user.x=1 -o verbose true)'
+check_fails "cancel with no id" 'give job IDs or --all' banyan cancel
+check_fails "cancel a malformed id" 'fxyz0: not a job id' banyan cancel fxyz0
+check_fails "cancel an unknown id" 'no such job' banyan cancel 12345
+check "cancel --all cancels the held jobs" banyan cancel --all
+check_output "no active jobs are left" '^0$' sh -c 'banyan jobs --no-header | wc -l'
+check_fails "jobs --filter=bogus" 'filter=bogus: expected' banyan jobs --filter=bogus
+check_fails "jobs -o {bogus}" 'unknown field \{bogus\}' banyan jobs -o '{bogus}'
+check_output "jobs --json is a JSON array" '^\[' banyan jobs -a --json
+check_output "jobs --filter=canceled lists canceled jobs" '^CA' sh -c "banyan jobs -a --no-header -f canceled -o '{st}' | sort -u"
+check_fails "job urgency with a bad value" 'expected 0 to 31, hold' banyan job urgency f2 lots
+check_fails "job wait with nothing" 'give a job ID or --all' banyan job wait
+check_fails "job info of an unknown job" 'no such job' banyan job info f2
+check_output "jobs lists 10,000 jobs quickly" '^10000$' sh -c \
+    'banyan submit --cc=1-10000 --urgency=0 true >/dev/null; banyan jobs --no-header | wc -l'
+start=$(date +%s%N)
+banyan jobs >/dev/null
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+echo "# banyan jobs with 10,000 jobs: ${ms} ms"
+check "banyan jobs with 10,000 jobs takes under a second here (${ms} ms)" test "$ms" -lt 1000
+SCRIPT
+banyan start --test-size=1 bash "$T_DIR/cli.sh"
