@@ -93,11 +93,8 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
     for (auto it = order_.begin(); it != order_.end() && looked < config_.queue_depth; ++looked) {
         PendingJob& job = pending_.at(it->second);
         job.t_estimate.reset();
-        if (blocked && config_.policy == QueuePolicy::fcfs) {
-            job.reason = "priority";
-            ++it;
-            continue;
-        }
+        if (blocked && config_.policy == QueuePolicy::fcfs)
+            break;  // the rest wait on the first (pending() says so)
         MatchOp op = reservations > 0 ? MatchOp::allocate_orelse_reserve : MatchOp::allocate;
         auto r = matcher_.match(job.jobspec, op, now, job.id);
         if (r && r->matched && !r->reserved) {
@@ -121,8 +118,14 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
 
 std::vector<const PendingJob*> SchedQueue::pending() const {
     std::vector<const PendingJob*> out;
-    for (const auto& [order, id] : order_)
-        out.push_back(&pending_.at(id));
+    out.reserve(order_.size());
+    for (const auto& [order, id] : order_) {
+        const PendingJob& job = pending_.at(id);
+        // FCFS passes stop at the first job that cannot start.
+        if (config_.policy == QueuePolicy::fcfs && !out.empty())
+            job.reason = "priority";
+        out.push_back(&job);
+    }
     return out;
 }
 

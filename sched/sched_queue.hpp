@@ -35,7 +35,7 @@ struct PendingJob {
     Jobspec jobspec;
     int64_t priority = 0;
     double t_submit = 0;
-    std::string reason;                 // why it is not running: "priority", "insufficient resources", ...
+    mutable std::string reason;         // why it is not running: "priority", "insufficient resources", ...
     std::optional<int64_t> t_estimate;  // reserved start
 };
 
@@ -66,6 +66,7 @@ class SchedQueue {
     // Pending jobs in queue order, with their annotations.
     std::vector<const PendingJob*> pending() const;
     bool is_pending(uint64_t id) const { return pending_.count(id) > 0; }
+    size_t pending_count() const { return pending_.size(); }
     size_t running() const { return running_.size(); }
     const QueueConfig& config() const { return config_; }
 

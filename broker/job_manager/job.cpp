@@ -75,6 +75,12 @@ Result<JobEvent> JobEvent::from_json(const nlohmann::json& j) {
 
 Result<void> Job::read_jobspec(const nlohmann::json& spec) {
     const auto& system = spec.value("attributes", nlohmann::json::object()).value("system", nlohmann::json::object());
+    nlohmann::json for_sched{{"version", spec.value("version", 1)},
+                             {"resources", spec.value("resources", nlohmann::json::array())},
+                             {"tasks", spec.value("tasks", nlohmann::json::array())}};
+    if (system.contains("duration"))
+        for_sched["attributes"] = {{"system", {{"duration", system["duration"]}}}};
+    sched_jobspec = for_sched.dump();
     ntasks = count_tasks(spec);
     nnodes = count_nodes(spec);
     if (system.contains("duration") && system["duration"].is_number())
@@ -172,6 +178,7 @@ void apply_event(Job& job, const JobEvent& ev) {
         job.urgency = c.value("urgency", job.urgency);
     } else if (name == "alloc" && job.state == JobState::sched) {
         job.state = JobState::run;
+        job.sched_jobspec = std::string();
         job.t_run = ev.timestamp;
         if (auto r = Rv1::from_json(c.value("R", nlohmann::json()))) {
             job.ranks.clear();
@@ -196,6 +203,7 @@ void apply_event(Job& job, const JobEvent& ev) {
                 job.exception_note = c.value("note", "");
             }
             if (job.state != JobState::cleanup) {
+                job.sched_jobspec = std::string();
                 job.state = JobState::cleanup;
                 job.t_cleanup = ev.timestamp;
             }

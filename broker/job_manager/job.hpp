@@ -53,6 +53,10 @@ struct Job {
     uint32_t nnodes = 0;  // 0: not asked for; the R decides
     double duration = 0;  // time limit in seconds; 0: none
     std::vector<Dependency> dependencies;
+    // While pending: what the scheduler needs of the jobspec (resources,
+    // tasks, duration) as JSON text, so a sched.alloc costs no database
+    // read and no environment of kilobytes is parsed again.
+    std::string sched_jobspec;
 
     // From the eventlog.
     JobState state = JobState::depend;

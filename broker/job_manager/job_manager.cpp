@@ -249,14 +249,12 @@ void JobManager::set_urgency(Job& job, int urgency, uint32_t userid) {
 void JobManager::request_alloc(Job& job) {
     if (job.priority == 0 || alloc_pending_.count(job.id))
         return;  // held, or asked already
-    auto text = db_->jobspec(job.id);
-    if (!text)
-        return raise(job, "alloc", text.error().message, 0);
     uint64_t token = next_alloc_token_++;
     alloc_pending_[job.id] = token;
-    auto spec = nlohmann::json::parse(*text, nullptr, false);
-    nlohmann::json body{{"id", job.id}, {"priority", job.priority}, {"t_submit", job.t_submit}, {"jobspec", spec}};
-    broker_.rpc(Message::request("sched.alloc", body, 0),
+    Message req = Message::request("sched.alloc", nlohmann::json::object(), 0);
+    req.payload = fmt::format(R"({{"id":{},"priority":{},"t_submit":{},"jobspec":{}}})", job.id, job.priority,
+                              job.t_submit, job.sched_jobspec);
+    broker_.rpc(std::move(req),
                 [this, id = job.id, token](const Message& resp) { on_alloc_response(id, token, resp); });
 }
 
@@ -289,23 +287,20 @@ void JobManager::launch(Job& job, const nlohmann::json& R) {
     auto r = Rv1::from_json(R);
     if (!r || r->ranks.empty())
         return raise(job, "exec", "the allocation has no ranks", 0);
-    auto text = db_->jobspec(job.id);
-    if (!text)
-        return raise(job, "exec", text.error().message, 0);
-    auto spec = nlohmann::json::parse(*text, nullptr, false);
+    auto spec = db_->jobspec(job.id);
+    if (!spec)
+        return raise(job, "exec", spec.error().message, 0);
+    std::string r_text = R.dump();
     Execution& ex = executing_[job.id];
     uint32_t first = 0;
     for (auto [rank, count] : tasks_per_rank(*r, job.ntasks)) {
-        nlohmann::json body{{"id", job.id},
-                            {"userid", job.userid},
-                            {"jobspec", spec},
-                            {"R", R},
-                            {"tasks", {first, count}},
-                            {"size", job.ntasks}};
+        // Written as text: the jobspec goes on as stored, unparsed.
+        Message req = Message::request("exec.run", nlohmann::json::object(), rank);
+        req.payload = fmt::format(R"({{"id":{},"userid":{},"size":{},"tasks":[{},{}],"R":{},"jobspec":{}}})", job.id,
+                                  job.userid, job.ntasks, first, count, r_text, *spec);
         first += count;
         ex.ranks_left++;
-        broker_.rpc(Message::request("exec.run", body, rank),
-                    [this, id = job.id](const Message& resp) { on_exec_response(id, resp); });
+        broker_.rpc(std::move(req), [this, id = job.id](const Message& resp) { on_exec_response(id, resp); });
     }
     double end = r->expiration > 0 ? r->expiration : job.duration > 0 ? wall_now() + job.duration : 0;
     if (end > 0) {

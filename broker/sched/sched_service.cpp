@@ -223,7 +223,7 @@ void SchedService::run_pass() {
     }
     // Reservations come due and jobs overrun with time alone: look again
     // while anything waits.
-    if (!queue_->pending().empty())
+    if (queue_->pending_count() > 0)
         pass_timer_.start(std::chrono::seconds(1), [this] { run_pass(); });
 }
 
