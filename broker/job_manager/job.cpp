@@ -14,22 +14,30 @@ namespace {
 constexpr std::array<std::string_view, 6> kStateNames = {"depend", "priority", "sched",
                                                           "run",    "cleanup",  "inactive"};
 
+// A count: a number, or a range's min ({"min": N, ...}).
+uint64_t count_of(const nlohmann::json& c) {
+    if (c.is_number_integer())
+        return c.get<int64_t>() > 0 ? c.get<uint64_t>() : 0;
+    if (c.is_object() && c.contains("min") && c["min"].is_number_integer())
+        return c["min"].get<int64_t>() > 0 ? c["min"].get<uint64_t>() : 0;
+    return 1;
+}
+
 // Tasks the jobspec asks for: a total, or per_slot times the slots.
 uint32_t count_tasks(const nlohmann::json& jobspec) {
     const auto& tasks = jobspec.value("tasks", nlohmann::json::array());
     if (tasks.empty() || !tasks[0].contains("count"))
         return 1;
     const auto& count = tasks[0]["count"];
-    if (count.contains("total") && count["total"].is_number_unsigned())
-        return count["total"].get<uint32_t>();
-    uint64_t per_slot = count.value("per_slot", uint64_t{1});
+    if (count.contains("total"))
+        return static_cast<uint32_t>(count_of(count["total"]));
+    uint64_t per_slot = count.contains("per_slot") ? count_of(count["per_slot"]) : 1;
     // Slots: the product of counts down the resource tree to the slot.
     uint64_t slots = 1;
     const nlohmann::json* level = &jobspec["resources"];
     while (level->is_array() && !level->empty()) {
         const auto& r = (*level)[0];
-        const auto& c = r.value("count", nlohmann::json(1));
-        slots *= c.is_number_unsigned() ? c.get<uint64_t>() : c.value("min", uint64_t{1});
+        slots *= r.contains("count") ? count_of(r["count"]) : 1;
         if (r.value("type", "") == "slot")
             break;
         level = r.contains("with") ? &r["with"] : nullptr;
@@ -43,8 +51,7 @@ uint32_t count_nodes(const nlohmann::json& jobspec) {
     const auto& res = jobspec.value("resources", nlohmann::json::array());
     if (res.empty() || res[0].value("type", "") != "node")
         return 0;
-    const auto& c = res[0].value("count", nlohmann::json(1));
-    return c.is_number_unsigned() ? c.get<uint32_t>() : c.value("min", 1u);
+    return static_cast<uint32_t>(res[0].contains("count") ? count_of(res[0]["count"]) : 1);
 }
 
 }  // namespace

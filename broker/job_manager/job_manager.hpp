@@ -99,6 +99,7 @@ class JobManager {
     size_t inactive_limit_ = 0;
     Timer purge_timer_;
     Timer purge_soon_;
+    bool trimmed_ = false;  // memory given back since the queue last drained
 };
 
 }  // namespace banyan

@@ -123,7 +123,10 @@ void SchedService::on_alloc(const Message& req) {
     jobspec->tasks.clear();
     if (auto r = queue_->submit(*id, std::move(*jobspec), *priority, *t_submit, wall_now()); !r)
         return broker_.respond_error(req, r.error().code, r.error().message);
-    waiting_.emplace(*id, req);
+    // Kept to answer it: without its payload (the jobspec), which at
+    // 100,000 pending jobs would be hundreds of MB.
+    Message& kept = waiting_.emplace(*id, req).first->second;
+    kept.payload.reset();
     schedule_soon();
 }
 

@@ -1,0 +1,156 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "broker/job_manager/job.hpp"
+#include "broker/job_manager/job_db.hpp"
+
+using namespace banyan;
+
+namespace {
+
+nlohmann::json jobspec_with(nlohmann::json system) {
+    return {{"version", 1},
+            {"resources", {{{"type", "node"}, {"count", 2}, {"with", {{{"type", "slot"}, {"count", 4}, {"label", "task"}, {"with", {{{"type", "core"}, {"count", 1}}}}}}}}}},
+            {"tasks", {{{"command", {"/bin/app", "-x"}}, {"slot", "task"}, {"count", {{"per_slot", 1}}}}}},
+            {"attributes", {{"system", system}}}};
+}
+
+JobEvent ev(std::string name, nlohmann::json context = nlohmann::json::object()) {
+    return {1000, std::move(name), std::move(context)};
+}
+
+const nlohmann::json kR = {{"version", 1},
+                           {"execution",
+                            {{"R_lite", {{{"rank", "0-1"}, {"children", {{"core", "0-3"}}}}}},
+                             {"nodelist", {"n[0-1]"}},
+                             {"starttime", 0},
+                             {"expiration", 0}}}};
+
+}  // namespace
+
+TEST_CASE("a job reads its name, counts, duration and dependencies from the jobspec", "[job]") {
+    Job job;
+    REQUIRE(job.read_jobspec(jobspec_with({{"duration", 60},
+                                           {"dependencies", {{{"scheme", "afterok"}, {"value", "f21"}}}}}))
+                .ok());
+    CHECK(job.name == "app");
+    CHECK(job.ntasks == 8);
+    CHECK(job.nnodes == 2);
+    CHECK(job.duration == 60);
+    REQUIRE(job.dependencies.size() == 1);
+    CHECK(job.dependencies[0].scheme == "afterok");
+    CHECK(job.dependencies[0].target == 58);
+    CHECK(job.sched_jobspec.find("environment") == std::string::npos);
+
+    Job bad;
+    auto r = bad.read_jobspec(jobspec_with({{"dependencies", {{{"scheme", "before"}, {"value", "f21"}}}}}));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message.find("dependencies[0].scheme: before") != std::string::npos);
+    auto r2 = bad.read_jobspec(jobspec_with({{"dependencies", {{{"scheme", "afterok"}, {"value", "fl0"}}}}}));
+    REQUIRE_FALSE(r2.ok());
+    CHECK(r2.error().message.find("dependencies[0].value") != std::string::npos);
+}
+
+TEST_CASE("events drive the states; results follow from them", "[job]") {
+    Job job;
+    apply_event(job, ev("submit", {{"userid", 5}, {"urgency", 20}}));
+    CHECK(job.state == JobState::depend);
+    CHECK(job.userid == 5);
+    CHECK(job.urgency == 20);
+    apply_event(job, ev("depend"));
+    CHECK(job.state == JobState::priority);
+    apply_event(job, ev("priority", {{"priority", 20}}));
+    CHECK(job.state == JobState::sched);
+    apply_event(job, ev("alloc", {{"R", kR}}));
+    CHECK(job.state == JobState::run);
+    CHECK(job.ranks == std::vector<uint32_t>{0, 1});
+    CHECK(job.nodelist == "n[0-1]");
+    apply_event(job, ev("start"));
+    apply_event(job, ev("finish", {{"status", 0}}));
+    CHECK(job.state == JobState::cleanup);
+    CHECK(job.result().empty());
+    apply_event(job, ev("free"));
+    apply_event(job, ev("clean"));
+    CHECK(job.state == JobState::inactive);
+    CHECK(job.result() == "completed");
+    CHECK(job.next_event_seq == 8);
+    CHECK(job.summary()["result"] == "completed");
+
+    Job canceled;
+    apply_event(canceled, ev("submit"));
+    apply_event(canceled, ev("exception", {{"type", "cancel"}, {"severity", 0}, {"note", "by me"}}));
+    CHECK(canceled.state == JobState::cleanup);
+    apply_event(canceled, ev("exception", {{"type", "timeout"}, {"severity", 0}}));  // the first one counts
+    apply_event(canceled, ev("clean"));
+    CHECK(canceled.result() == "canceled");
+    CHECK(canceled.summary()["exception"]["note"] == "by me");
+
+    Job minor;
+    apply_event(minor, ev("submit"));
+    apply_event(minor, ev("exception", {{"type", "note"}, {"severity", 3}}));
+    CHECK(minor.state == JobState::depend);  // severity > 0 is recorded only
+    apply_event(minor, ev("something-new"));  // unknown events change nothing
+    CHECK(minor.state == JobState::depend);
+
+    Job killed;  // canceled while running: the status still arrives
+    for (auto e : {ev("submit"), ev("depend"), ev("priority", {{"priority", 16}}), ev("alloc", {{"R", kR}}),
+                   ev("start"), ev("exception", {{"type", "timeout"}, {"severity", 0}}), ev("finish", {{"status", 143}}),
+                   ev("free"), ev("clean")})
+        apply_event(killed, e);
+    CHECK(killed.result() == "timeout");
+    CHECK(killed.status == 143);
+
+    CHECK(priority_from_urgency(0) == 0);
+    CHECK(priority_from_urgency(16) == 16);
+    CHECK(priority_from_urgency(31) == kExpeditePriority);
+}
+
+TEST_CASE("the job database commits in groups and reads back what it stored", "[jobdb]") {
+    auto dir = std::filesystem::temp_directory_path() / ("banyan-jobdb-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    Reactor reactor;
+    {
+        auto db = JobDb::open(reactor, dir.string());
+        REQUIRE(db.ok());
+        JobDb& d = **db;
+        for (JobId id = 1; id <= 100; id++) {
+            d.add_job(id, 7, 1000.5, R"({"version":1})");
+            d.add_event(id, 0, ev("submit", {{"userid", 7}}));
+            d.add_event(id, 1, ev("depend"));
+        }
+        d.add_output(3, {0, 1, "stdout", std::string("a\0b", 3)});
+        bool committed = false;
+        d.after_commit([&] { committed = true; });
+        CHECK_FALSE(committed);
+        CHECK(d.events(1, 0)->empty());  // nothing on disk yet
+        reactor.run_for(std::chrono::milliseconds(50));
+        CHECK(committed);
+        CHECK(d.commits() == 1);  // 301 writes, one transaction
+        CHECK(d.events(1, 0)->size() == 2);
+        CHECK(d.events(1, 1)->at(0).name == "depend");
+        CHECK(d.output(3, 0)->at(0).data == std::string("a\0b", 3));
+        CHECK(*d.jobspec(5) == R"({"version":1})");
+        CHECK(d.jobspec(500).error().code == ENOENT);
+        d.remove_job(100);
+        REQUIRE(d.flush().ok());
+    }
+    // Reopened: everything is there but the removed job, and the largest id
+    // issued is remembered after its job is gone.
+    auto db = JobDb::open(reactor, dir.string());
+    REQUIRE(db.ok());
+    auto all = (*db)->load_all();
+    REQUIRE(all.ok());
+    CHECK(all->size() == 99);
+    CHECK(all->front().userid == 7);
+    CHECK(all->front().events.size() == 2);
+    CHECK(*(*db)->max_id() == 100);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the job database names its file when it cannot open", "[jobdb]") {
+    Reactor reactor;
+    auto db = JobDb::open(reactor, "/nonexistent/dir");
+    REQUIRE_FALSE(db.ok());
+    CHECK(db.error().message.find("/nonexistent/dir/jobs.db") != std::string::npos);
+}
