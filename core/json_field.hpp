@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -15,6 +16,23 @@
 #include "core/result.hpp"
 
 namespace banyan {
+
+// The object at PATH ("attributes", "system", ...) inside `object`, or an
+// empty object when any step is missing or not an object. A reference, not
+// a copy: jobspecs carry environments of kilobytes.
+inline const nlohmann::json& json_object_at(const nlohmann::json& object, std::initializer_list<std::string_view> path) {
+    static const nlohmann::json empty = nlohmann::json::object();
+    const nlohmann::json* at = &object;
+    for (std::string_view key : path) {
+        if (!at->is_object())
+            return empty;
+        auto it = at->find(key);
+        if (it == at->end() || !it->is_object())
+            return empty;
+        at = &*it;
+    }
+    return *at;
+}
 
 template <class T>
 Result<T> json_field(const nlohmann::json& object, std::string_view key, T fallback, std::string_view path = "") {

@@ -125,10 +125,7 @@ void ExecService::on_run(const Message& req) {
     auto job = std::make_unique<LocalJob>();
     job->req = req;
     job->req.payload.reset();  // enough to answer it
-    const auto& test = spec.value("attributes", nlohmann::json::object())
-                           .value("system", nlohmann::json::object())
-                           .value("exec", nlohmann::json::object())
-                           .value("test", nlohmann::json::object());
+    const auto& test = json_object_at(spec, {"attributes", "system", "exec", "test"});
     if (test.contains("run_duration")) {
         auto seconds = run_duration(test["run_duration"]);
         if (!seconds)
@@ -153,7 +150,7 @@ void ExecService::on_run(const Message& req) {
 
 Result<void> ExecService::spawn_tasks(JobId id, LocalJob& job, const nlohmann::json& spec, uint32_t first,
                                       uint32_t count, uint32_t size, uint32_t nnodes) {
-    const auto& system = spec.value("attributes", nlohmann::json::object()).value("system", nlohmann::json::object());
+    const auto& system = json_object_at(spec, {"attributes", "system"});
     std::vector<std::string> argv;
     for (const auto& a : spec["tasks"][0].value("command", nlohmann::json::array()))
         if (a.is_string())
@@ -176,10 +173,7 @@ Result<void> ExecService::spawn_tasks(JobId id, LocalJob& job, const nlohmann::j
     env.push_back(fmt::format("BANYAN_URI=local://{}/local.sock", broker_.bootstrap().rundir));
     std::string cwd = system.value("cwd", nlohmann::json("")).is_string() ? system.value("cwd", "") : "";
     auto file_of = [&](const char* stream) -> std::string {
-        const auto& out = system.value("shell", nlohmann::json::object())
-                              .value("options", nlohmann::json::object())
-                              .value("output", nlohmann::json::object());
-        const auto& s = out.value(stream, nlohmann::json::object());
+        const auto& s = json_object_at(system, {"shell", "options", "output", stream});
         if (!s.contains("path") || !s["path"].is_string())
             return "";
         return replace_all(s["path"].get<std::string>(), "{{id}}", format_jobid(id));

@@ -81,7 +81,7 @@ Result<JobEvent> JobEvent::from_json(const nlohmann::json& j) {
 }
 
 Result<void> Job::read_jobspec(const nlohmann::json& spec) {
-    const auto& system = spec.value("attributes", nlohmann::json::object()).value("system", nlohmann::json::object());
+    const auto& system = json_object_at(spec, {"attributes", "system"});
     nlohmann::json for_sched{{"version", spec.value("version", 1)},
                              {"resources", spec.value("resources", nlohmann::json::array())},
                              {"tasks", spec.value("tasks", nlohmann::json::array())}};
@@ -92,7 +92,7 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec) {
     nnodes = count_nodes(spec);
     if (system.contains("duration") && system["duration"].is_number())
         duration = system["duration"].get<double>();
-    const auto& job_attrs = system.value("job", nlohmann::json::object());
+    const auto& job_attrs = json_object_at(system, {"job"});
     if (job_attrs.contains("name") && job_attrs["name"].is_string())
         name = job_attrs["name"].get<std::string>();
     else if (!spec.value("tasks", nlohmann::json::array()).empty() &&
