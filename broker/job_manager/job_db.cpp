@@ -69,12 +69,8 @@ JobDb::~JobDb() {
 }
 
 void JobDb::add_job(JobId id, uint32_t userid, double t_submit, const std::string& jobspec) {
+    last_id_ = std::max(last_id_, id);
     queue([=](Database& db) -> Result<void> {
-        // The largest id ever issued outlives the purge of its job.
-        if (auto r = db.query("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_id', ?)",
-                              {std::to_string(id)});
-            !r)
-            return r.error();
         return ran(db.query("INSERT INTO jobs (id, userid, t_submit, jobspec) VALUES (?, ?, ?, ?)",
                    {static_cast<int64_t>(id), static_cast<int64_t>(userid), t_submit, jobspec}));
     });
@@ -131,11 +127,22 @@ Result<void> JobDb::flush() {
             return r.error();
         }
     }
+    // The largest id ever issued outlives the purge of its job: once per
+    // commit, not per job.
+    if (last_id_ > last_id_stored_) {
+        if (auto r = db_.query("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_id', ?)",
+                               {std::to_string(last_id_)});
+            !r) {
+            (void)db_.exec("ROLLBACK");
+            return r.error();
+        }
+    }
     if (auto r = db_.exec("COMMIT"); !r) {
         (void)db_.exec("ROLLBACK");
         return r.error();
     }
     writes_.clear();
+    last_id_stored_ = last_id_;
     commits_++;
     return {};
 }

@@ -69,6 +69,8 @@ class JobDb {
     std::vector<std::function<void()>> waiters_;
     std::function<void()> on_commit_;
     size_t commits_ = 0;
+    JobId last_id_ = 0;         // the largest id added
+    JobId last_id_stored_ = 0;  // ... and committed
 };
 
 }  // namespace banyan
