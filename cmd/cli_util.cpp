@@ -16,6 +16,38 @@ Client connect_to_instance() {
     return must(Client::connect());
 }
 
+JobList::JobList(nlohmann::json reply) : rows_(std::move(reply["jobs"])) {
+    const auto& columns = reply["columns"];
+    for (size_t i = 0; i < columns.size(); i++)
+        columns_[columns[i].get<std::string>()] = i;
+}
+
+const nlohmann::json& JobList::get(size_t i, std::string_view name) const {
+    static const nlohmann::json null;
+    auto c = columns_.find(name);
+    const auto& row = rows_[i];
+    return c == columns_.end() || c->second >= row.size() ? null : row[c->second];
+}
+
+nlohmann::json JobList::object(size_t i) const {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [name, index] : columns_)
+        if (index < rows_[i].size() && !rows_[i][index].is_null())
+            out[name] = rows_[i][index];
+    return out;
+}
+
+void JobList::keep_only(const std::vector<size_t>& indexes) {
+    nlohmann::json kept = nlohmann::json::array();
+    for (size_t i : indexes)
+        kept.push_back(std::move(rows_[i]));
+    rows_ = std::move(kept);
+}
+
+JobList list_jobs(Client& client, const nlohmann::json& request) {
+    return JobList(must(client.rpc("job-manager.list", request, 0)));
+}
+
 JobId job_id_argument(const std::string& text) {
     return must(parse_jobid(text));
 }

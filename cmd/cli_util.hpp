@@ -2,7 +2,9 @@
 // connection to the local broker.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -38,6 +40,22 @@ Client connect_to_instance();
 JobId job_id_argument(const std::string& text);
 // The user's name for `uid` (the number when it has none).
 std::string user_name(uint32_t uid);
+
+// job-manager.list's answer: rows of values in the order of its columns.
+class JobList {
+  public:
+    explicit JobList(nlohmann::json reply);
+    size_t size() const { return rows_.size(); }
+    // Field `name` of row `i` (null when absent or not applicable).
+    const nlohmann::json& get(size_t i, std::string_view name) const;
+    nlohmann::json object(size_t i) const;  // the row as {column: value}
+    void keep_only(const std::vector<size_t>& indexes);
+
+  private:
+    std::map<std::string, size_t, std::less<>> columns_;
+    nlohmann::json rows_;
+};
+JobList list_jobs(Client& client, const nlohmann::json& request);
 
 // Streams a job's output and events until it is inactive; returns the exit
 // code `banyan run` and `banyan job attach` end with (the job's, or 1 when

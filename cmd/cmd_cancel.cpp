@@ -20,9 +20,9 @@ void add_cancel(CLI::App& app, int& exit_code) {
         Client client = connect_to_instance();
         std::vector<JobId> targets;
         if (all) {
-            auto listing = must(client.rpc("job-manager.list", nlohmann::json::object(), 0));
-            for (const auto& j : listing["jobs"])
-                targets.push_back(j["id"].get<JobId>());
+            JobList listing = list_jobs(client, nlohmann::json::object());
+            for (size_t i = 0; i < listing.size(); i++)
+                targets.push_back(listing.get(i, "id").get<JobId>());
         } else {
             for (const auto& text : ids)
                 targets.push_back(job_id_argument(text));

@@ -156,11 +156,12 @@ void add_job(CLI::App& app, int& exit_code) {
             exit_code = r.contains("status") ? r["status"].get<int>() : r.value("result", "") == "completed" ? 0 : 1;
             return;
         }
-        auto jobs = ask(client, "job-manager.list", nlohmann::json::object())["jobs"];
+        JobList jobs = list_jobs(client, nlohmann::json::object());
         std::map<uint32_t, JobId> waiting;
-        for (const auto& j : jobs)
-            waiting[must(client.send(Message::request("job-manager.wait", {{"id", j["id"]}}, 0)))] =
-                j["id"].get<JobId>();
+        for (size_t i = 0; i < jobs.size(); i++) {
+            JobId id = jobs.get(i, "id").get<JobId>();
+            waiting[must(client.send(Message::request("job-manager.wait", {{"id", id}}, 0)))] = id;
+        }
         exit_code = 0;
         while (!waiting.empty()) {
             Message m = must(client.recv());

@@ -17,7 +17,24 @@ constexpr const char* kDefaultFormat =
 
 double now_seconds() { return static_cast<double>(std::time(nullptr)); }
 
-std::string short_state(const nlohmann::json& j) {
+// One row of a JobList, read like a JSON object.
+struct JobView {
+    const JobList& list;
+    size_t row;
+    const nlohmann::json& operator[](std::string_view name) const { return list.get(row, name); }
+    bool contains(std::string_view name) const { return !(*this)[name].is_null(); }
+    std::string value(std::string_view name, const char* fallback) const {
+        const auto& v = (*this)[name];
+        return v.is_string() ? v.get<std::string>() : fallback;
+    }
+    template <class T>
+    T value(std::string_view name, T fallback) const {
+        const auto& v = (*this)[name];
+        return v.is_number() ? v.get<T>() : fallback;
+    }
+};
+
+std::string short_state(const JobView& j) {
     static const std::map<std::string, std::string> states = {{"depend", "D"}, {"priority", "P"}, {"sched", "S"},
                                                               {"run", "R"},    {"cleanup", "C"}};
     static const std::map<std::string, std::string> results = {
@@ -28,7 +45,7 @@ std::string short_state(const nlohmann::json& j) {
     return states.count(state) ? states.at(state) : "?";
 }
 
-std::string run_time(const nlohmann::json& j) {
+std::string run_time(const JobView& j) {
     double start = j.value("t_run", 0.0);
     if (start <= 0)
         return "-";
@@ -36,11 +53,12 @@ std::string run_time(const nlohmann::json& j) {
     return format_duration(end - start);
 }
 
-std::string info(const nlohmann::json& j, const std::map<JobId, std::string>& reasons) {
+std::string info(const JobView& j, const std::map<JobId, std::string>& reasons) {
     std::string state = j.value("state", "");
     if (state == "depend") {
         std::string deps;
-        for (const auto& d : j.value("dependencies", nlohmann::json::array()))
+        const auto& list = j["dependencies"];
+        for (const auto& d : list.is_array() ? list : nlohmann::json::array())
             deps += (deps.empty() ? "" : ",") + d.get<std::string>();
         return "depends on " + deps;
     }
@@ -56,7 +74,7 @@ std::string info(const nlohmann::json& j, const std::map<JobId, std::string>& re
 }
 
 // The value of `field` for one job, as text.
-std::string field(const nlohmann::json& j, const std::string& name, const std::map<JobId, std::string>& reasons) {
+std::string field(const JobView& j, const std::string& name, const std::map<JobId, std::string>& reasons) {
     if (name == "id")
         return format_jobid(j["id"].get<JobId>());
     if (name == "id.dec")
@@ -144,7 +162,7 @@ void append_padded(std::string& out, std::string value, const Segment& s) {
     out.append(pad - left, ' ');
 }
 
-std::string render(const std::vector<Segment>& format, const nlohmann::json& j,
+std::string render(const std::vector<Segment>& format, const JobView& j,
                    const std::map<JobId, std::string>& reasons) {
     std::string out;
     for (const auto& s : format) {
@@ -235,23 +253,28 @@ void add_jobs(CLI::App& app, int& exit_code) {
             body["max"] = count;
         auto segments = parse_format(format);
         Client client = connect_to_instance();
-        auto jobs = must(client.rpc("job-manager.list", body, 0))["jobs"];
+        JobList jobs = list_jobs(client, body);
         if (!results.empty()) {
-            nlohmann::json kept = nlohmann::json::array();
-            for (auto& j : jobs)
+            std::vector<size_t> kept;
+            for (size_t i = 0; i < jobs.size(); i++) {
+                JobView j{jobs, i};
                 if (j.value("state", "") != "inactive" || results.count(j.value("result", "")))
-                    kept.push_back(std::move(j));
-            jobs = std::move(kept);
+                    kept.push_back(i);
+            }
+            jobs.keep_only(kept);
         }
         if (json) {
-            fmt::print("{}\n", jobs.dump());
+            nlohmann::json array = nlohmann::json::array();
+            for (size_t i = 0; i < jobs.size(); i++)
+                array.push_back(jobs.object(i));
+            fmt::print("{}\n", array.dump());
             exit_code = 0;
             return;
         }
         std::map<JobId, std::string> reasons;
         bool any_pending = false;
-        for (const auto& j : jobs)
-            any_pending = any_pending || j.value("state", "") == "sched";
+        for (size_t i = 0; i < jobs.size(); i++)
+            any_pending = any_pending || JobView{jobs, i}.value("state", "") == "sched";
         if (any_pending && format.find("{info") != std::string::npos) {
             if (auto q = client.rpc("sched.queue", nlohmann::json::object(), 0))
                 for (const auto& p : (*q)["jobs"])
@@ -260,8 +283,8 @@ void add_jobs(CLI::App& app, int& exit_code) {
         std::string out;
         if (!no_header)
             out = header(segments) + "\n";
-        for (const auto& j : jobs)
-            out += render(segments, j, reasons) + "\n";
+        for (size_t i = 0; i < jobs.size(); i++)
+            out += render(segments, JobView{jobs, i}, reasons) + "\n";
         fmt::print("{}", out);
         exit_code = 0;
     });

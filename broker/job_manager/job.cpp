@@ -160,9 +160,22 @@ nlohmann::json Job::summary() const {
     return s;
 }
 
-const std::string& Job::summary_text() const {
-    if (summary_cache.empty())
-        summary_cache = summary().dump();
+const std::vector<std::string>& Job::summary_columns() {
+    static const std::vector<std::string> columns = {
+        "id",      "userid",   "name",       "state",  "urgency", "priority",  "ntasks",      "nnodes",
+        "nodelist", "t_submit", "t_run",     "t_cleanup", "t_inactive", "result", "status", "exception",
+        "dependencies"};
+    return columns;
+}
+
+const std::string& Job::summary_row() const {
+    if (summary_cache.empty()) {
+        nlohmann::json s = summary();
+        nlohmann::json row = nlohmann::json::array();
+        for (const auto& c : summary_columns())
+            row.push_back(s.contains(c) ? s[c] : nlohmann::json());
+        summary_cache = row.dump();
+    }
     return summary_cache;
 }
 

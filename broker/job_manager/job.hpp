@@ -82,9 +82,12 @@ struct Job {
     std::string_view result() const;
     // The summary of doc/spec/jobs.md §7.
     nlohmann::json summary() const;
-    // The summary as JSON text, kept until the next event: listings of
-    // thousands of mostly unchanged jobs reuse it.
-    const std::string& summary_text() const;
+    // The summary as a row (JSON array text) in summary_columns() order,
+    // null where a field does not apply; kept until the next event, so
+    // listings of thousands of mostly unchanged jobs reuse it. Rows, not
+    // objects: a client parses 10,000 of them several times faster.
+    const std::string& summary_row() const;
+    static const std::vector<std::string>& summary_columns();
     mutable std::string summary_cache;
 };
 

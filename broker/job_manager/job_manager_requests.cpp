@@ -163,9 +163,10 @@ void JobManager::on_list(const Message& req) {
         selected.resize(*max);
     // Written as text: most summaries are cached, and 10,000 of them must
     // list in well under 100 ms.
-    std::string text = "{\"jobs\":[";
+    static const std::string columns = nlohmann::json(Job::summary_columns()).dump();
+    std::string text = "{\"columns\":" + columns + ",\"jobs\":[";
     for (const Job* j : selected) {
-        text += j->summary_text();
+        text += j->summary_row();
         text += ',';
     }
     if (!selected.empty())
