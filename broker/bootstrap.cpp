@@ -19,7 +19,7 @@ Result<void> check_known_keys(const Config& config) {
         {"broker", {"quorum", "shutdown_timeout"}},
         {"resource", {"path", "synthetic", "hwloc_xml", "exclude"}},
         {"sched", {"queue-policy", "match-policy", "queue-depth", "reservation-depth"}},
-        {"job-manager", {"inactive-age", "inactive-limit"}},
+        {"job-manager", {"inactive-age", "inactive-limit", "sched-window"}},
     };
     for (const auto& [table, keys] : tables)
         if (auto r = config.check_keys(table, keys); !r)

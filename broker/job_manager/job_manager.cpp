@@ -59,6 +59,10 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
     auto limit = config.get_int("job-manager.inactive-limit", 0, int64_t{1} << 32, 10000);
     if (!limit)
         return limit.error();
+    auto window = config.get_int("job-manager.sched-window", 1, 1'000'000, 4096);
+    if (!window)
+        return window.error();
+    jm->sched_window_ = static_cast<size_t>(*window);
     jm->inactive_age_ = static_cast<double>(*age);
     jm->inactive_limit_ = static_cast<size_t>(*limit);
     auto db = JobDb::open(broker.reactor(), broker.bootstrap().statedir);
@@ -150,8 +154,10 @@ void JobManager::post(Job& job, std::string name, nlohmann::json context) {
 
 void JobManager::on_state_change(Job& job, JobState from) {
     if (job.state == JobState::cleanup) {
-        if (from == JobState::sched && alloc_pending_.erase(job.id))
-            broker_.rpc(Message::request("sched.cancel", {{"id", job.id}}, 0), [](const Message&) {});
+        if (from == JobState::sched) {
+            withdraw(job.id);
+            fill_window();
+        }
         if (from == JobState::run && executing_.count(job.id)) {
             signal_ranks(job, SIGTERM);
             auto& ex = executing_[job.id];
@@ -233,24 +239,76 @@ void JobManager::raise(Job& job, std::string type, std::string note, uint32_t us
 }
 
 void JobManager::set_urgency(Job& job, int urgency, uint32_t userid) {
-    int64_t old_priority = job.priority;
     post(job, "urgency", {{"userid", userid}, {"urgency", urgency}});
     if (job.state != JobState::sched)
         return;  // the priority event comes when it gets there
+    bool asked = alloc_pending_.count(job.id) > 0;
+    forget(job.id);  // its place in the window depends on the priority
     int64_t priority = priority_from_urgency(urgency);
     post(job, "priority", {{"priority", priority}});
-    if (priority == 0 && alloc_pending_.erase(job.id))
+    if (asked && priority == 0) {
+        alloc_pending_.erase(job.id);
         broker_.rpc(Message::request("sched.cancel", {{"id", job.id}}, 0), [](const Message&) {});
-    else if (old_priority == 0 || !alloc_pending_.count(job.id))
-        request_alloc(job);
-    else
+    } else if (asked) {
+        sched_keys_[job.id] = sched_key(job);
+        asked_.insert(sched_key(job));
         broker_.rpc(Message::request("sched.prioritize", {{"id", job.id}, {"priority", priority}}, 0),
                     [](const Message&) {});
+    } else {
+        request_alloc(job);
+    }
+    fill_window();
 }
 
+// The scheduler is asked about the best `sched_window_` pending jobs only
+// (priority, then submit time): at 100,000 pending jobs it would otherwise
+// hold them all, ~2.5 KB each. The rest wait here, in order.
+JobManager::SchedKey JobManager::sched_key(const Job& job) { return {-job.priority, job.t_submit, job.id}; }
+
 void JobManager::request_alloc(Job& job) {
-    if (job.priority == 0 || alloc_pending_.count(job.id))
-        return;  // held, or asked already
+    if (job.priority == 0 || sched_keys_.count(job.id))
+        return;  // held, or waiting or asked already
+    sched_keys_[job.id] = sched_key(job);
+    to_ask_.insert(sched_key(job));
+    fill_window();
+}
+
+void JobManager::forget(JobId id) {
+    auto k = sched_keys_.find(id);
+    if (k == sched_keys_.end())
+        return;
+    to_ask_.erase(k->second);
+    asked_.erase(k->second);
+    sched_keys_.erase(k);
+}
+
+void JobManager::withdraw(JobId id) {
+    forget(id);
+    if (alloc_pending_.erase(id))
+        broker_.rpc(Message::request("sched.cancel", {{"id", id}}, 0), [](const Message&) {});
+}
+
+void JobManager::fill_window() {
+    while (!to_ask_.empty()) {
+        SchedKey best = *to_ask_.begin();
+        if (asked_.size() >= sched_window_) {
+            if (!(best < *asked_.rbegin()))
+                return;
+            // A better job takes the place of the worst one asked, which
+            // waits here again.
+            SchedKey worst = *asked_.rbegin();
+            asked_.erase(worst);
+            alloc_pending_.erase(std::get<2>(worst));
+            broker_.rpc(Message::request("sched.cancel", {{"id", std::get<2>(worst)}}, 0), [](const Message&) {});
+            to_ask_.insert(worst);
+        }
+        to_ask_.erase(best);
+        asked_.insert(best);
+        send_alloc(jobs_.at(std::get<2>(best)));
+    }
+}
+
+void JobManager::send_alloc(const Job& job) {
     uint64_t token = next_alloc_token_++;
     alloc_pending_[job.id] = token;
     Message req = Message::request("sched.alloc", nlohmann::json::object(), 0);
@@ -273,6 +331,8 @@ void JobManager::on_alloc_response(JobId id, uint64_t token, const Message& resp
         return;
     }
     alloc_pending_.erase(pending);
+    forget(id);
+    fill_window();
     Job& job = it->second;
     if (!body)
         return raise(job, "alloc", body.error().message, 0);

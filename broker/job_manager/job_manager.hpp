@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -56,7 +57,13 @@ class JobManager {
     void dependencies_changed(const Job& target);
     void raise(Job& job, std::string type, std::string note, uint32_t userid);
     void set_urgency(Job& job, int urgency, uint32_t userid);
+    using SchedKey = std::tuple<int64_t, double, JobId>;  // (-priority, t_submit, id): best first
+    static SchedKey sched_key(const Job& job);
     void request_alloc(Job& job);
+    void fill_window();
+    void send_alloc(const Job& job);
+    void forget(JobId id);
+    void withdraw(JobId id);
     void on_alloc_response(JobId id, uint64_t token, const Message& resp);
     void launch(Job& job, const nlohmann::json& R);
     void on_exec_response(JobId id, const Message& resp);
@@ -76,6 +83,10 @@ class JobManager {
     // cancel makes the answer to an older one stale).
     std::unordered_map<JobId, uint64_t> alloc_pending_;
     uint64_t next_alloc_token_ = 1;
+    std::set<SchedKey> to_ask_;  // pending, not held, not yet asked
+    std::set<SchedKey> asked_;   // asked: a sched.alloc in flight
+    std::unordered_map<JobId, SchedKey> sched_keys_;
+    size_t sched_window_ = 4096;
     std::unordered_set<JobId> held_by_sched_;  // R given by this scheduler, not yet freed
 
     struct Execution {

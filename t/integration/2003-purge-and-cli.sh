@@ -26,6 +26,22 @@ banyan start --test-size=1 -S job-manager.inactive-age=1 bash "$T_DIR/age.sh"
 check_fails "a bad inactive-limit is refused" 'inactive-limit' \
     banyan start --test-size=1 -S job-manager.inactive-limit=-1 true
 
+# sched-window=2: only the 2 best pending jobs are asked of the scheduler;
+# an expedited job displaces the worst of them and still starts first.
+cat >"$T_DIR/window.sh" <<'SCRIPT'
+set -u
+blocker=$(banyan submit -n 2 sleep 300)
+wait_for "the blocker runs" 10 sh -c "banyan jobs --no-header -o '{st}' | grep -q R"
+banyan submit --cc=1-5 true >others.ids
+fast=$(banyan submit --urgency=31 true)
+check_output "all six wait (S)" '^6$' sh -c "banyan jobs --no-header -f sched | wc -l"
+banyan cancel "$blocker"
+check "with a window of 2, every job still completes" banyan job wait --all
+first=$(banyan jobs -a --no-header -f completed -o '{t_run} {id}' | sort -n | head -1 | cut -d' ' -f2)
+check "the expedited job started first" test "$first" = "$fast"
+SCRIPT
+(cd "$T_DIR" && banyan start --test-size=1 -S job-manager.sched-window=2 bash "$T_DIR/window.sh")
+
 cat >"$T_DIR/cli.sh" <<'SCRIPT'
 set -u
 check_fails "submit -N 0" '^banyan submit: -N 0: node count must be at least 1$' banyan submit -N 0 true
