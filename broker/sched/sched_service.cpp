@@ -226,7 +226,10 @@ void SchedService::run_pass() {
     }
     // Reservations come due and jobs overrun with time alone: look again
     // while anything waits.
-    if (queue_->pending_count() > 0)
+    // Unless a change during this pass (an answer above can bring a new
+    // request at once) already asked for the next pass: re-arming would
+    // drop it.
+    if (queue_->pending_count() > 0 && !pass_soon_)
         pass_timer_.start(std::chrono::seconds(1), [this] { run_pass(); });
 }
 
