@@ -152,9 +152,11 @@ Result<void> ExecService::spawn_tasks(JobId id, LocalJob& job, const nlohmann::j
                                       uint32_t count, uint32_t size, uint32_t nnodes) {
     const auto& system = json_object_at(spec, {"attributes", "system"});
     std::vector<std::string> argv;
-    for (const auto& a : spec["tasks"][0].value("command", nlohmann::json::array()))
-        if (a.is_string())
-            argv.push_back(a.get<std::string>());
+    auto tasks = spec.find("tasks");
+    if (tasks != spec.end() && tasks->is_array() && !tasks->empty() && (*tasks)[0].is_object())
+        for (const auto& a : (*tasks)[0].value("command", nlohmann::json::array()))
+            if (a.is_string())
+                argv.push_back(a.get<std::string>());
     if (argv.empty())
         return make_error(EINVAL, "jobspec: tasks[0].command: empty");
     std::vector<std::string> env;

@@ -34,15 +34,15 @@ uint32_t count_tasks(const nlohmann::json& jobspec) {
     uint64_t per_slot = count.contains("per_slot") ? count_of(count["per_slot"]) : 1;
     // Slots: the product of counts down the resource tree to the slot.
     uint64_t slots = 1;
-    const nlohmann::json* level = &jobspec["resources"];
-    while (level->is_array() && !level->empty()) {
+    auto resources = jobspec.find("resources");
+    const nlohmann::json* level = resources == jobspec.end() ? nullptr : &*resources;
+    while (level && level->is_array() && !level->empty()) {
         const auto& r = (*level)[0];
         slots *= r.contains("count") ? count_of(r["count"]) : 1;
         if (r.value("type", "") == "slot")
             break;
-        level = r.contains("with") ? &r["with"] : nullptr;
-        if (!level)
-            break;
+        auto with = r.find("with");
+        level = with == r.end() ? nullptr : &*with;
     }
     return static_cast<uint32_t>(per_slot * slots);
 }
