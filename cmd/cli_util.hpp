@@ -36,6 +36,8 @@ inline void must(Result<void> r) {
 // Connects to the instance named by $BANYAN_URI, or fails with a clear line.
 Client connect_to_instance();
 
+// "a,b,,c" -> {"a", "b", "", "c"}: the items of a comma list option.
+std::vector<std::string> split_commas(const std::string& text);
 // A job id from the command line, or fail() naming it.
 JobId job_id_argument(const std::string& text);
 // The user's name for `uid` (the number when it has none).

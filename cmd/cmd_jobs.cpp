@@ -207,12 +207,9 @@ std::pair<std::vector<std::string>, std::set<std::string>> parse_filter(const st
         {"canceled", {"inactive"}},
         {"timeout", {"inactive"}}};
     std::set<std::string> states, results;
-    for (size_t start = 0; start <= text.size();) {
-        size_t comma = text.find(',', start);
-        std::string name = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    for (std::string name : split_commas(text)) {
         for (auto& c : name)
             c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        start = comma == std::string::npos ? text.size() + 1 : comma + 1;
         auto it = groups.find(name);
         if (it == groups.end())
             fail(fmt::format("--filter={}: expected pending, running, active, inactive, a state (depend, "

@@ -79,10 +79,7 @@ nlohmann::json environment(const std::vector<std::string>& settings) {
 nlohmann::json dependencies(const std::vector<std::string>& specs) {
     nlohmann::json deps = nlohmann::json::array();
     for (const auto& list : specs) {
-        for (size_t start = 0; start <= list.size();) {
-            size_t comma = list.find(',', start);
-            std::string one = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-            start = comma == std::string::npos ? list.size() + 1 : comma + 1;
+        for (const std::string& one : split_commas(list)) {
             auto colon = one.find(':');
             std::string scheme = one.substr(0, colon);
             if (colon == std::string::npos ||

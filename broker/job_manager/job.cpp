@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cerrno>
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -55,6 +56,12 @@ uint32_t count_nodes(const nlohmann::json& jobspec) {
 }
 
 }  // namespace
+
+double wall_now() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 std::string_view state_name(JobState state) { return kStateNames[static_cast<size_t>(state)]; }
 

@@ -95,6 +95,9 @@ struct Job {
 // events are kept in the eventlog and change nothing.
 void apply_event(Job& job, const JobEvent& event);
 
+// Real time in seconds (event timestamps, t_submit).
+double wall_now();
+
 // Priority from urgency (doc/spec/jobs.md §4).
 int64_t priority_from_urgency(int urgency);
 

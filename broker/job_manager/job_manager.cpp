@@ -16,12 +16,6 @@ namespace {
 constexpr auto kKillGrace = std::chrono::seconds(5);
 constexpr auto kPurgePeriod = std::chrono::seconds(60);
 
-double wall_now() {
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 std::chrono::milliseconds seconds_from_now(double when) {
     return std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, when - wall_now()) * 1000));
 }

@@ -42,10 +42,18 @@ class JobManager {
     void on_kill(const Message& req);
     void on_urgency(const Message& req);
     void on_output(const Message& req);
-    // The job a request names, if the caller may see it; else answers the
-    // error itself and returns null.
-    Job* visible_job(const Message& req, const nlohmann::json& body);
-    bool try_answer_attach(const Message& req);
+    // An attach waiting for news: what it has seen so far.
+    struct Watch {
+        Message req;  // without payload
+        JobId id;
+        uint32_t events_from;
+        uint32_t output_from;
+    };
+    // The job a request ({"id": N, ...}) names, if the caller may see it,
+    // with the request's body in `body`; else answers the error itself and
+    // returns null.
+    Job* visible_job(const Message& req, nlohmann::json& body);
+    bool try_answer_attach(const Watch& watch);
     void wake_watchers();
     static nlohmann::json wait_answer(const Job& job);
 
@@ -98,10 +106,6 @@ class JobManager {
     };
     std::unordered_map<JobId, Execution> executing_;
 
-    struct Watch {
-        Message req;
-        JobId id;
-    };
     std::vector<Watch> attach_watches_;
     std::multimap<JobId, Message> wait_watches_;
 

@@ -14,12 +14,6 @@ namespace {
 
 constexpr size_t kMaxOutputChunk = 1 << 20;
 
-double now_seconds() {
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 bool is_owner(const Message& req) { return req.rolemask & role::owner; }
 
 // Pending jobs first (highest priority first), then running (newest
@@ -58,7 +52,13 @@ void JobManager::register_methods() {
     method("job-manager.output", true, &JobManager::on_output);
 }
 
-Job* JobManager::visible_job(const Message& req, const nlohmann::json& body) {
+Job* JobManager::visible_job(const Message& req, nlohmann::json& body) {
+    auto parsed = req.json();
+    if (!parsed) {
+        broker_.respond_error(req, EPROTO, parsed.error().message);
+        return nullptr;
+    }
+    body = std::move(*parsed);
     if (!body.contains("id")) {
         broker_.respond_error(req, EPROTO, fmt::format("{}: expected {{\"id\": JOBID}}", req.topic));
         return nullptr;
@@ -115,7 +115,7 @@ void JobManager::on_submit(const Message& req) {
     }
     job.id = ids_.next();
     job.userid = req.userid;
-    job.t_submit = now_seconds();
+    job.t_submit = wall_now();
     job.urgency = static_cast<int>(*urgency);
     db_->add_job(job.id, job.userid, job.t_submit, spec.dump());
     auto [it, inserted] = jobs_.emplace(job.id, std::move(job));
@@ -178,10 +178,8 @@ void JobManager::on_list(const Message& req) {
 }
 
 void JobManager::on_info(const Message& req) {
-    auto body = req.json();
-    if (!body)
-        return broker_.respond_error(req, EPROTO, body.error().message);
-    Job* job = visible_job(req, *body);
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
     if (!job)
         return;
     auto spec = db_->jobspec(job->id);
@@ -196,10 +194,8 @@ void JobManager::on_info(const Message& req) {
 }
 
 void JobManager::on_eventlog(const Message& req) {
-    auto body = req.json();
-    if (!body)
-        return broker_.respond_error(req, EPROTO, body.error().message);
-    Job* job = visible_job(req, *body);
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
     if (!job)
         return;
     auto events = db_->events(job->id, 0);
@@ -212,39 +208,35 @@ void JobManager::on_eventlog(const Message& req) {
 }
 
 void JobManager::on_attach(const Message& req) {
-    auto body = req.json();
-    if (!body)
-        return broker_.respond_error(req, EPROTO, body.error().message);
-    Job* job = visible_job(req, *body);
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
     if (!job)
         return;
-    if (!try_answer_attach(req))
-        attach_watches_.push_back({req, job->id});
+    auto events_from = json_field<uint32_t>(body, "events_from", 0, "attach");
+    auto output_from = json_field<uint32_t>(body, "output_from", 0, "attach");
+    if (!events_from || !output_from)
+        return broker_.respond_error(req, EPROTO, (!events_from ? events_from : output_from).error().message);
+    Watch watch{req, job->id, *events_from, *output_from};
+    watch.req.payload.reset();  // parsed once, here
+    if (!try_answer_attach(watch))
+        attach_watches_.push_back(std::move(watch));
 }
 
 // Answers an attach if there is something new for it, or the job is done.
-bool JobManager::try_answer_attach(const Message& req) {
-    auto body = req.json();
-    auto id = json_field<uint64_t>(*body, "id", 0, "attach");
-    auto events_from = json_field<uint32_t>(*body, "events_from", 0, "attach");
-    auto output_from = json_field<uint32_t>(*body, "output_from", 0, "attach");
-    if (!id || !events_from || !output_from) {
-        broker_.respond_error(req, EPROTO, (!id ? id.error() : !events_from ? events_from.error() : output_from.error()).message);
-        return true;
-    }
-    auto it = jobs_.find(*id);
+bool JobManager::try_answer_attach(const Watch& w) {
+    auto it = jobs_.find(w.id);
     if (it == jobs_.end()) {
-        broker_.respond_error(req, ENOENT, fmt::format("{}: no such job (purged)", format_jobid(*id)));
+        broker_.respond_error(w.req, ENOENT, fmt::format("{}: no such job (purged)", format_jobid(w.id)));
         return true;
     }
-    auto events = db_->events(*id, *events_from);
-    auto output = db_->output(*id, *output_from);
+    auto events = db_->events(w.id, w.events_from);
+    auto output = db_->output(w.id, w.output_from);
     if (!events || !output) {
-        broker_.respond_error(req, EIO, (!events ? events.error() : output.error()).message);
+        broker_.respond_error(w.req, EIO, (!events ? events.error() : output.error()).message);
         return true;
     }
-    uint32_t events_next = *events_from + static_cast<uint32_t>(events->size());
-    uint32_t output_next = output->empty() ? *output_from : output->back().seq + 1;
+    uint32_t events_next = w.events_from + static_cast<uint32_t>(events->size());
+    uint32_t output_next = output->empty() ? w.output_from : output->back().seq + 1;
     const Job& job = it->second;
     bool done = job.state == JobState::inactive && events_next >= job.next_event_seq &&
                 output_next >= job.next_output_seq;
@@ -255,11 +247,11 @@ bool JobManager::try_answer_attach(const Message& req) {
         ev_list.push_back(ev.to_json());
     for (const auto& c : *output)
         out_list.push_back({{"rank", c.rank}, {"stream", c.stream}, {"data", c.data}});
-    broker_.respond(Message::response_to(req, {{"events", std::move(ev_list)},
-                                               {"output", std::move(out_list)},
-                                               {"events_next", events_next},
-                                               {"output_next", output_next},
-                                               {"done", done}}));
+    broker_.respond(Message::response_to(w.req, {{"events", std::move(ev_list)},
+                                                 {"output", std::move(out_list)},
+                                                 {"events_next", events_next},
+                                                 {"output_next", output_next},
+                                                 {"done", done}}));
     return true;
 }
 
@@ -268,7 +260,7 @@ void JobManager::wake_watchers() {
         return;
     std::vector<Watch> still;
     for (auto& w : std::exchange(attach_watches_, {}))
-        if (!try_answer_attach(w.req))
+        if (!try_answer_attach(w))
             still.push_back(std::move(w));
     for (auto& w : still)
         attach_watches_.push_back(std::move(w));
@@ -284,10 +276,8 @@ nlohmann::json JobManager::wait_answer(const Job& job) {
 }
 
 void JobManager::on_wait(const Message& req) {
-    auto body = req.json();
-    if (!body)
-        return broker_.respond_error(req, EPROTO, body.error().message);
-    Job* job = visible_job(req, *body);
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
     if (!job)
         return;
     if (job->state == JobState::inactive)
@@ -296,13 +286,11 @@ void JobManager::on_wait(const Message& req) {
 }
 
 void JobManager::on_cancel(const Message& req) {
-    auto body = req.json();
-    if (!body)
-        return broker_.respond_error(req, EPROTO, body.error().message);
-    Job* job = visible_job(req, *body);
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
     if (!job)
         return;
-    auto note = json_field<std::string>(*body, "note", "", "cancel");
+    auto note = json_field<std::string>(body, "note", "", "cancel");
     if (!note)
         return broker_.respond_error(req, EPROTO, note.error().message);
     if (job->state == JobState::inactive)
@@ -312,13 +300,11 @@ void JobManager::on_cancel(const Message& req) {
 }
 
 void JobManager::on_kill(const Message& req) {
-    auto body = req.json();
-    if (!body)
-        return broker_.respond_error(req, EPROTO, body.error().message);
-    Job* job = visible_job(req, *body);
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
     if (!job)
         return;
-    auto signo = json_field<int64_t>(*body, "signal", SIGTERM, "kill");
+    auto signo = json_field<int64_t>(body, "signal", SIGTERM, "kill");
     if (!signo || *signo < 1 || *signo >= NSIG)
         return broker_.respond_error(req, EINVAL, fmt::format("kill.signal: expected a signal number 1 to {}", NSIG - 1));
     if (job->state != JobState::run)
@@ -328,13 +314,11 @@ void JobManager::on_kill(const Message& req) {
 }
 
 void JobManager::on_urgency(const Message& req) {
-    auto body = req.json();
-    if (!body)
-        return broker_.respond_error(req, EPROTO, body.error().message);
-    Job* job = visible_job(req, *body);
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
     if (!job)
         return;
-    auto urgency = json_field<int64_t>(*body, "urgency", -1, "urgency");
+    auto urgency = json_field<int64_t>(body, "urgency", -1, "urgency");
     if (!urgency || *urgency < 0 || *urgency > kMaxUrgency)
         return broker_.respond_error(req, EINVAL, fmt::format("urgency: expected 0 to {}", kMaxUrgency));
     if (*urgency > kMaxGuestUrgency && !is_owner(req))
@@ -351,15 +335,13 @@ void JobManager::on_urgency(const Message& req) {
 }
 
 void JobManager::on_output(const Message& req) {
-    auto body = req.json();
-    if (!body)
-        return broker_.respond_error(req, EPROTO, body.error().message);
-    Job* job = visible_job(req, *body);
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
     if (!job)
         return;
-    auto rank = json_field<uint32_t>(*body, "rank", 0, "output");
-    auto stream = json_field<std::string>(*body, "stream", "stdout", "output");
-    auto data = json_field<std::string>(*body, "data", "", "output");
+    auto rank = json_field<uint32_t>(body, "rank", 0, "output");
+    auto stream = json_field<std::string>(body, "stream", "stdout", "output");
+    auto data = json_field<std::string>(body, "data", "", "output");
     if (!rank || !stream || !data)
         return broker_.respond_error(req, EPROTO, (!rank ? rank.error() : !stream ? stream.error() : data.error()).message);
     if (*stream != "stdout" && *stream != "stderr")
