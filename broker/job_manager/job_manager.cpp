@@ -124,8 +124,9 @@ void JobManager::resume_after_restart() {
             continue;
         Job& job = it->second;
         if (job.state == JobState::run) {
-            // Tasks of the broker that died are gone with it; others may
-            // still run on other ranks: end them, then report.
+            // Its tasks on other ranks may still run: end them, then
+            // report. (Rank 0's own were children of the dead broker and
+            // are out of reach: see doc/spec/jobdb.md, On start.)
             signal_ranks(job, SIGKILL);
             raise(job, "restart", "rank 0 restarted while the job ran; its tasks could not be re-attached", 0);
         } else {
