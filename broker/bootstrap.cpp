@@ -19,7 +19,8 @@ Result<void> check_known_keys(const Config& config) {
         {"broker", {"quorum", "shutdown_timeout"}},
         {"resource", {"path", "synthetic", "hwloc_xml", "exclude"}},
         {"sched", {"queue-policy", "match-policy", "queue-depth", "reservation-depth"}},
-        {"job-manager", {"inactive-age", "inactive-limit", "sched-window"}},
+        {"job-manager", {"inactive-age", "inactive-limit", "sched-window", "output-limit"}},
+        {"exec", {"kill-timeout"}},
     };
     for (const auto& [table, keys] : tables)
         if (auto r = config.check_keys(table, keys); !r)

@@ -108,6 +108,8 @@ int main(int argc, char** argv) {
     if (!scheduler)
         return fail(scheduler.error().message);
     auto exec = ExecService::start(broker);
+    if (!exec)
+        return fail(exec.error().message);
     auto job_manager = JobManager::start(broker);
     if (!job_manager)
         return fail(job_manager.error().message);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include <fcntl.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -250,7 +251,23 @@ Result<std::unique_ptr<Subprocess>> Subprocess::spawn(Reactor& reactor, const Sp
     if (options.env)
         envp = c_strings(*options.env);
     pid_t pid = -1;
+    // posix_spawn has no affinity attribute; the child inherits the calling
+    // thread's mask, so the mask is set on this thread for the spawn only.
+    cpu_set_t saved;
+    bool bind = !options.cpus.empty() && sched_getaffinity(0, sizeof saved, &saved) == 0;
+    if (bind) {
+        cpu_set_t wanted;
+        CPU_ZERO(&wanted);
+        for (int cpu : options.cpus)
+            if (cpu >= 0 && cpu < CPU_SETSIZE)
+                CPU_SET(cpu, &wanted);
+        if (sched_setaffinity(0, sizeof wanted, &wanted) != 0)
+            return make_error(errno, fmt::format("{}: cannot bind to the CPUs given: {}", options.argv[0],
+                                                 std::strerror(errno)));
+    }
     int rc = posix_spawnp(&pid, argv[0], &r.actions, &r.attr, argv.data(), options.env ? envp.data() : environ);
+    if (bind)
+        sched_setaffinity(0, sizeof saved, &saved);
     if (rc != 0)
         return make_error(rc, fmt::format("{}: {}", options.argv[0], std::strerror(rc)));
 

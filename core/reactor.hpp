@@ -102,6 +102,7 @@ struct SpawnOptions {
     int stdin_fd = -1;                            // -1: inherit
     int stdout_fd = -1;
     int stderr_fd = -1;
+    std::vector<int> cpus;  // CPUs the child may run on; empty: inherit
 };
 
 // A child process, started with posix_spawn and watched through a pidfd.

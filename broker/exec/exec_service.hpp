@@ -1,8 +1,11 @@
-// ExecService: runs the tasks of a job's share on this rank (doc/spec/jobs.md
-// §8): exec.run starts them and is answered with the highest exit code once
-// they have all exited; exec.kill signals them. Task output goes to rank 0
-// (job-manager.output) or to the files the jobspec names. A jobspec with
-// attributes.system.exec.test.run_duration is simulated: nothing is spawned.
+// ExecService: runs a job's share of tasks on this rank by starting one
+// banyan-shell for it (doc/spec/shell.md): exec.run starts the shell and is
+// answered with its status once it has finished and nothing of the job is
+// left; exec.kill / exec.terminate / exec.stdin pass signals and input on;
+// exec.fence joins the shells' PMIx fences at the job's first rank. The
+// shell's output and exceptions go to the job manager at rank 0. A jobspec
+// with attributes.system.exec.test.run_duration is simulated: nothing is
+// started.
 #pragma once
 
 #include <map>
@@ -15,25 +18,32 @@ namespace banyan {
 
 class ExecService {
   public:
-    static std::unique_ptr<ExecService> start(Broker& broker);
+    // Error: a bad exec.kill-timeout.
+    static Result<std::unique_ptr<ExecService>> start(Broker& broker);
     ~ExecService();
 
   private:
-    struct Task;
     struct LocalJob;
+    struct Fence;
 
     explicit ExecService(Broker& broker);
     void on_run(const Message& req);
+    Result<void> start_shell(JobId id, LocalJob& job, nlohmann::json request);
+    void on_shell_message(JobId id, Result<nlohmann::json> message);
+    void on_shell_exit(JobId id, int wait_status);
+    void finish(JobId id, int status);
     void on_kill(const Message& req);
-    Result<void> spawn_tasks(JobId id, LocalJob& job, const nlohmann::json& spec, uint32_t first, uint32_t count,
-                             uint32_t size, uint32_t nnodes);
-    void on_task_exit(JobId id, Task& task, int wait_status);
-    void read_output(JobId id, Task& task, bool is_stderr);
-    void forward_output(JobId id, const char* stream, std::string data);
-    void finish(JobId id);
+    void on_terminate(const Message& req);
+    void on_stdin(const Message& req);
+    void on_fence(const Message& req);
+    LocalJob* job_for(const Message& req, nlohmann::json& body);
 
     Broker& broker_;
+    Duration kill_timeout_;
+    std::string shell_path_;
+    std::optional<std::string> cgroup_parent_;  // where job cgroups go; nullopt: none
     std::map<JobId, std::unique_ptr<LocalJob>> jobs_;
+    std::map<std::pair<JobId, uint64_t>, Fence> fences_;  // at a job's first rank
 };
 
 }  // namespace banyan

@@ -74,6 +74,10 @@ struct Job {
     double t_inactive = 0;
     uint32_t next_event_seq = 0;
     uint32_t next_output_seq = 0;
+    // Output stored so far (counted from this start of rank 0), and whether
+    // the rest was dropped at job-manager.output-limit.
+    uint64_t output_bytes = 0;
+    bool output_truncated = false;
 
     // Reads name, task and node counts, duration and dependencies from the
     // jobspec (already valid). Error names a bad dependency.

@@ -13,31 +13,10 @@
 namespace banyan {
 namespace {
 
-constexpr auto kKillGrace = std::chrono::seconds(5);
 constexpr auto kPurgePeriod = std::chrono::seconds(60);
 
 std::chrono::milliseconds seconds_from_now(double when) {
     return std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, when - wall_now()) * 1000));
-}
-
-// How many of `ntasks` tasks each rank of R runs: by cores when they divide
-// evenly into tasks, else spread evenly over the ranks.
-std::vector<std::pair<uint32_t, uint32_t>> tasks_per_rank(const Rv1& r, uint32_t ntasks) {
-    std::vector<std::pair<uint32_t, uint32_t>> out;  // rank, count
-    size_t total_cores = 0;
-    for (const auto& [rank, children] : r.ranks)
-        total_cores += children.cores.count();
-    bool by_cores = ntasks > 0 && total_cores >= ntasks && total_cores % ntasks == 0;
-    size_t cores_per_task = by_cores ? total_cores / ntasks : 1;
-    for (const auto& [rank, children] : r.ranks)
-        by_cores = by_cores && children.cores.count() % cores_per_task == 0;
-    size_t i = 0, n = r.ranks.size();
-    for (const auto& [rank, children] : r.ranks) {
-        size_t count = by_cores ? children.cores.count() / cores_per_task : ntasks / n + (i < ntasks % n ? 1 : 0);
-        out.emplace_back(rank, static_cast<uint32_t>(count));
-        i++;
-    }
-    return out;
 }
 
 }  // namespace
@@ -53,6 +32,10 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
     auto limit = config.get_int("job-manager.inactive-limit", 0, int64_t{1} << 32, 10000);
     if (!limit)
         return limit.error();
+    auto output_limit = config.get_int("job-manager.output-limit", 0, int64_t{1} << 40, int64_t{16} << 20);
+    if (!output_limit)
+        return output_limit.error();
+    jm->output_limit_ = static_cast<uint64_t>(*output_limit);
     auto window = config.get_int("job-manager.sched-window", 1, 1'000'000, 4096);
     if (!window)
         return window.error();
@@ -124,9 +107,9 @@ void JobManager::resume_after_restart() {
             continue;
         Job& job = it->second;
         if (job.state == JobState::run) {
-            // Its tasks on other ranks may still run: end them, then
-            // report. (Rank 0's own were children of the dead broker and
-            // are out of reach: see doc/spec/jobdb.md, On start.)
+            // Its shells on other ranks may still run: end them, then
+            // report. (Rank 0's own shell ended its tasks when the broker
+            // died: see doc/spec/jobdb.md, On start.)
             signal_ranks(job, SIGKILL);
             raise(job, "restart", "rank 0 restarted while the job ran; its tasks could not be re-attached", 0);
         } else {
@@ -153,15 +136,9 @@ void JobManager::on_state_change(Job& job, JobState from) {
             withdraw(job.id);
             fill_window();
         }
-        if (from == JobState::run && executing_.count(job.id)) {
-            signal_ranks(job, SIGTERM);
-            auto& ex = executing_[job.id];
-            ex.hard_kill = std::make_unique<Timer>(broker_.reactor());
-            ex.hard_kill->start(kKillGrace, [this, id = job.id] {
-                if (auto it = jobs_.find(id); it != jobs_.end())
-                    signal_ranks(it->second, SIGKILL);
-            });
-        }
+        if (from == JobState::run && executing_.count(job.id))  // SIGTERM, then SIGKILL (exec.kill-timeout)
+            for (uint32_t rank : job.ranks)
+                broker_.rpc(Message::request("exec.terminate", {{"id", job.id}}, rank), [](const Message&) {});
     }
     if (job.state == JobState::inactive) {
         became_inactive(job);
@@ -349,13 +326,10 @@ void JobManager::launch(Job& job, const nlohmann::json& R) {
         return raise(job, "exec", spec.error().message, 0);
     std::string r_text = R.dump();
     Execution& ex = executing_[job.id];
-    uint32_t first = 0;
-    for (auto [rank, count] : tasks_per_rank(*r, job.ntasks)) {
+    for (const auto& [rank, children] : r->ranks) {
         // Written as text: the jobspec goes on as stored, unparsed.
         Message req = Message::request("exec.run", nlohmann::json::object(), rank);
-        req.payload = fmt::format(R"({{"id":{},"userid":{},"size":{},"tasks":[{},{}],"R":{},"jobspec":{}}})", job.id,
-                                  job.userid, job.ntasks, first, count, r_text, *spec);
-        first += count;
+        req.payload = fmt::format(R"({{"id":{},"userid":{},"R":{},"jobspec":{}}})", job.id, job.userid, r_text, *spec);
         ex.ranks_left++;
         broker_.rpc(std::move(req), [this, id = job.id](const Message& resp) { on_exec_response(id, resp); });
     }

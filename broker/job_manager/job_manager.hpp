@@ -42,6 +42,8 @@ class JobManager {
     void on_kill(const Message& req);
     void on_urgency(const Message& req);
     void on_output(const Message& req);
+    void on_raise(const Message& req);
+    void on_input(const Message& req);
     // An attach waiting for news: what it has seen so far.
     struct Watch {
         Message req;  // without payload
@@ -102,7 +104,6 @@ class JobManager {
         int max_status = 0;
         bool failed = false;
         std::unique_ptr<Timer> time_limit;
-        std::unique_ptr<Timer> hard_kill;
     };
     std::unordered_map<JobId, Execution> executing_;
 
@@ -112,6 +113,7 @@ class JobManager {
     std::deque<std::pair<double, JobId>> inactive_;  // by time of becoming inactive
     double inactive_age_ = 0;
     size_t inactive_limit_ = 0;
+    uint64_t output_limit_ = 0;  // bytes of output stored per job
     Timer purge_timer_;
     Timer purge_soon_;
     bool trimmed_ = false;  // memory given back since the queue last drained

@@ -50,6 +50,8 @@ void JobManager::register_methods() {
     method("job-manager.kill", false, &JobManager::on_kill);
     method("job-manager.urgency", false, &JobManager::on_urgency);
     method("job-manager.output", true, &JobManager::on_output);
+    method("job-manager.raise", true, &JobManager::on_raise);
+    method("job-manager.input", false, &JobManager::on_input);
 }
 
 Job* JobManager::visible_job(const Message& req, nlohmann::json& body) {
@@ -339,17 +341,70 @@ void JobManager::on_output(const Message& req) {
     Job* job = visible_job(req, body);
     if (!job)
         return;
-    auto rank = json_field<uint32_t>(body, "rank", 0, "output");
+    auto task = json_field<uint32_t>(body, "task", 0, "output");
     auto stream = json_field<std::string>(body, "stream", "stdout", "output");
     auto data = json_field<std::string>(body, "data", "", "output");
-    if (!rank || !stream || !data)
-        return broker_.respond_error(req, EPROTO, (!rank ? rank.error() : !stream ? stream.error() : data.error()).message);
+    if (!task || !stream || !data)
+        return broker_.respond_error(req, EPROTO, (!task ? task.error() : !stream ? stream.error() : data.error()).message);
     if (*stream != "stdout" && *stream != "stderr")
         return broker_.respond_error(req, EINVAL, "output.stream: expected stdout or stderr");
     if (data->size() > kMaxOutputChunk)
         return broker_.respond_error(req, EINVAL, "output.data: more than 1 MiB in one chunk");
-    db_->add_output(job->id, {job->next_output_seq++, *rank, *stream, *data});
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    if (job->output_truncated)
+        return;
+    if (job->output_bytes + data->size() > output_limit_) {
+        // One notice where the output stops, so a reader knows it is cut.
+        job->output_truncated = true;
+        std::string notice = fmt::format("banyan: output truncated: the job wrote more than {} bytes "
+                                         "(job-manager.output-limit); use --output to keep it all\n",
+                                         output_limit_);
+        db_->add_output(job->id, {job->next_output_seq++, *task, "stderr", notice});
+        return;
+    }
+    job->output_bytes += data->size();
+    db_->add_output(job->id, {job->next_output_seq++, *task, *stream, *data});
+}
+
+// An exception the job's shells raise (exec service, owner only).
+void JobManager::on_raise(const Message& req) {
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
+    if (!job)
+        return;
+    auto type = json_field<std::string>(body, "type", "exec", "raise");
+    auto note = json_field<std::string>(body, "note", "", "raise");
+    auto severity = json_field<int64_t>(body, "severity", 0, "raise");
+    if (!type || !note || !severity || *severity < 0 || *severity > 7)
+        return broker_.respond_error(req, EPROTO, "raise: expected {id, type, note, severity 0-7}");
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    if (job->state != JobState::run)
+        return;  // ended already: the first reason stands
+    if (*severity == 0)
+        return raise(*job, *type, *note, req.userid);
+    post(*job, "exception", {{"type", *type}, {"severity", *severity}, {"note", *note}, {"userid", req.userid}});
+}
+
+// Input for task 0 (banyan run's stdin), passed to the exec service of the
+// first rank of R, where task 0 runs (doc/spec/shell.md section 2).
+void JobManager::on_input(const Message& req) {
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
+    if (!job)
+        return;
+    auto data = json_field<std::string>(body, "data", "", "input");
+    auto eof = json_field<bool>(body, "eof", false, "input");
+    if (!data || !eof)
+        return broker_.respond_error(req, EPROTO, (!data ? data.error() : eof.error()).message);
+    if (job->state != JobState::run || job->ranks.empty())
+        return broker_.respond_error(req, EINVAL, fmt::format("{}: job is not running", format_jobid(job->id)));
+    Message forward = Message::request("exec.stdin", {{"id", job->id}, {"data", *data}, {"eof", *eof}},
+                                       *std::min_element(job->ranks.begin(), job->ranks.end()));
+    broker_.rpc(std::move(forward), [this, req](const Message& resp) {
+        if (resp.errnum)
+            return broker_.respond_error(req, static_cast<int>(resp.errnum), resp.error_text());
+        broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    });
 }
 
 }  // namespace banyan

@@ -1,0 +1,84 @@
+#include "broker/exec/job_cgroup.hpp"
+
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace banyan {
+namespace {
+
+bool write_file(const std::string& path, const std::string& text) {
+    std::ofstream out(path);
+    out << text;
+    out.flush();
+    return static_cast<bool>(out);
+}
+
+std::vector<pid_t> procs_of(const std::string& dir) {
+    std::ifstream in(dir + "/cgroup.procs");
+    std::vector<pid_t> out;
+    for (pid_t pid; in >> pid;)
+        out.push_back(pid);
+    return out;
+}
+
+}  // namespace
+
+std::optional<std::string> own_unified_cgroup(const std::string& mounts, const std::string& proc_self_cgroup) {
+    std::string mount_point;
+    std::istringstream m(mounts);
+    for (std::string line; std::getline(m, line);) {
+        std::istringstream fields(line);
+        std::string device, point, type;
+        fields >> device >> point >> type;
+        if (type == "cgroup2") {
+            mount_point = point;
+            break;
+        }
+    }
+    if (mount_point.empty())
+        return std::nullopt;
+    std::istringstream c(proc_self_cgroup);
+    for (std::string line; std::getline(c, line);)
+        if (line.starts_with("0::"))
+            return mount_point + (line.substr(3) == "/" ? "" : line.substr(3));
+    return mount_point;
+}
+
+Result<JobCgroup> JobCgroup::create(std::string dir) {
+    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+        return make_error(errno, fmt::format("cgroup {}: {}", dir, std::strerror(errno)));
+    return JobCgroup(std::move(dir));
+}
+
+JobCgroup::~JobCgroup() {
+    if (dir_.empty())
+        return;
+    for (int i = 0; i < 50 && !kill_all(); i++)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    rmdir(dir_.c_str());
+}
+
+Result<void> JobCgroup::add(pid_t pid) {
+    if (!write_file(dir_ + "/cgroup.procs", std::to_string(pid)))
+        return make_error(EIO, fmt::format("cgroup {}: cannot add pid {}", dir_, pid));
+    return {};
+}
+
+bool JobCgroup::kill_all() {
+    if (procs_of(dir_).empty())
+        return true;
+    if (!write_file(dir_ + "/cgroup.kill", "1"))
+        for (pid_t pid : procs_of(dir_))
+            kill(pid, SIGKILL);
+    return procs_of(dir_).empty();
+}
+
+}  // namespace banyan

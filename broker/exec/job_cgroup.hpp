@@ -1,0 +1,42 @@
+// JobCgroup: a cgroup of the unified (v2) hierarchy that holds one shell
+// and everything it starts, so that nothing of a job survives it even when
+// the shell itself is gone (doc/spec/shell.md section 1). Only process
+// tracking is used, no controller: it works on a pure v2 machine and on
+// the unified mount of a hybrid v1 one.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <sys/types.h>
+
+#include "core/result.hpp"
+
+namespace banyan {
+
+// Where this process's cgroup lies in the unified hierarchy, from the text
+// of /proc/self/mounts and /proc/self/cgroup: "/sys/fs/cgroup/unified/x".
+// nullopt when no cgroup2 file system is mounted.
+std::optional<std::string> own_unified_cgroup(const std::string& mounts, const std::string& proc_self_cgroup);
+
+class JobCgroup {
+  public:
+    // Creates `dir`. Error when it cannot be created (read-only, no v2).
+    static Result<JobCgroup> create(std::string dir);
+    JobCgroup(JobCgroup&& other) noexcept : dir_(std::move(other.dir_)) { other.dir_.clear(); }
+    JobCgroup& operator=(JobCgroup&&) = delete;
+    // Kills what is left and removes the directory.
+    ~JobCgroup();
+
+    Result<void> add(pid_t pid);
+    // SIGKILL to every process in it (cgroup.kill, or one by one on kernels
+    // before 5.14); true when it is empty afterwards.
+    bool kill_all();
+    const std::string& dir() const { return dir_; }
+
+  private:
+    explicit JobCgroup(std::string dir) : dir_(std::move(dir)) {}
+    std::string dir_;
+};
+
+}  // namespace banyan

@@ -1,0 +1,47 @@
+// LineChannel: JSON messages, one per line, over a pair of pipe ends (the
+// exec service <-> banyan-shell protocol, doc/spec/shell.md section 3).
+// Writes never block (a PipeWriter queues them). Each complete line read is
+// handed to on_message; on_close runs once, at end of file or on a read
+// error, and is the only callback that may destroy the channel. The channel
+// owns both fds.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/pipe_writer.hpp"
+#include "core/reactor.hpp"
+#include "core/result.hpp"
+
+namespace banyan {
+
+class LineChannel {
+  public:
+    // A line that is not a JSON object reaches on_message as an error.
+    LineChannel(Reactor& reactor, int read_fd, int write_fd,
+                std::function<void(Result<nlohmann::json>)> on_message, std::function<void()> on_close);
+    ~LineChannel();
+    LineChannel(const LineChannel&) = delete;
+    LineChannel& operator=(const LineChannel&) = delete;
+
+    void send(const nlohmann::json& message);
+    // Writes what is queued, blocking up to a second for room (before exit).
+    void flush() { writer_.flush(1000); }
+    size_t queued_bytes() const { return writer_.queued_bytes(); }
+    // Reads and hands on what the pipe holds now (also called by the loop).
+    void read_available();
+
+  private:
+
+    int read_fd_;
+    PipeWriter writer_;
+    std::function<void(Result<nlohmann::json>)> on_message_;
+    std::function<void()> on_close_;
+    std::string partial_;
+    std::unique_ptr<FdWatcher> read_watch_;
+};
+
+}  // namespace banyan

@@ -1,0 +1,34 @@
+// banyan-shell: started by the exec service, one per job per rank; not run
+// by hand. Its stdin and stdout carry the protocol of doc/spec/shell.md.
+#include <csignal>
+#include <cstdio>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "core/log.hpp"
+#include "shell/shell.hpp"
+
+int main(int argc, char**) {
+    if (argc > 1 || isatty(0)) {
+        std::fprintf(stderr, "banyan-shell: started by the exec service of banyan-broker, not by hand\n");
+        return 2;
+    }
+    // A write to an exec service that is gone must not kill the shell
+    // before it has killed its tasks.
+    std::signal(SIGPIPE, SIG_IGN);
+    // The protocol moves off fds 0 and 1, so that nothing a library prints
+    // can corrupt it: stdout goes to stderr (the broker's log).
+    int in = fcntl(0, F_DUPFD_CLOEXEC, 3);
+    int out = fcntl(1, F_DUPFD_CLOEXEC, 3);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (in < 0 || out < 0 || devnull < 0 || dup2(devnull, 0) < 0 || dup2(2, 1) < 0) {
+        std::perror("banyan-shell: setting up its pipes");
+        return 1;
+    }
+    close(devnull);
+    banyan::Reactor reactor;
+    banyan::Shell shell(reactor, in, out);
+    reactor.run();
+    return shell.exit_code();
+}

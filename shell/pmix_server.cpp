@@ -1,0 +1,356 @@
+#include "shell/pmix_server.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <pmix.h>
+#include <pmix_server.h>
+
+#include "core/log.hpp"
+
+namespace banyan {
+
+// Everything the library's C callbacks reach. They run on the library's
+// own thread: they lock `mutex` and post work to the shell's loop.
+struct PmixServer::State {
+    Reactor* reactor = nullptr;
+    Handlers handlers;
+    std::string nspace;
+    std::string tmpdir;
+    bool shared_host = false;  // another shell of the job runs on this host
+    std::mutex mutex;
+    uint64_t next_fence = 0;
+    std::map<uint64_t, std::pair<pmix_modex_cbfunc_t, void*>> fences;  // waiting for fence_done
+    bool stopped = false;
+};
+
+namespace {
+
+std::shared_ptr<PmixServer::State> g_state;  // the library has no user pointer
+
+// Blocks until an asynchronous PMIx call reports back.
+struct Completion {
+    std::mutex mutex;
+    std::condition_variable cv;
+    bool done = false;
+    pmix_status_t status = PMIX_SUCCESS;
+    static void callback(pmix_status_t status, void* cbdata) {
+        auto* c = static_cast<Completion*>(cbdata);
+        std::lock_guard lock(c->mutex);
+        c->status = status;
+        c->done = true;
+        c->cv.notify_all();
+    }
+    pmix_status_t wait() {
+        std::unique_lock lock(mutex);
+        cv.wait(lock, [this] { return done; });
+        return status;
+    }
+};
+
+Error pmix_error(pmix_status_t rc, std::string_view what) {
+    return make_error(EIO, fmt::format("PMIx {}: {}", what, PMIx_Error_string(rc)));
+}
+
+pmix_status_t on_client_connected(const pmix_proc_t*, void*, pmix_op_cbfunc_t, void*) {
+    return PMIX_OPERATION_SUCCEEDED;
+}
+
+pmix_status_t on_client_finalized(const pmix_proc_t*, void*, pmix_op_cbfunc_t, void*) {
+    return PMIX_OPERATION_SUCCEEDED;
+}
+
+pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[], pmix_proc_t*, size_t,
+                       pmix_op_cbfunc_t, void*) {
+    auto state = g_state;
+    if (!state)
+        return PMIX_ERR_NOT_SUPPORTED;
+    uint32_t task = proc->rank;
+    std::string message = msg ? msg : "";
+    state->reactor->post([state, task, status, message] {
+        if (!state->stopped)
+            state->handlers.abort(task, status, message);
+    });
+    return PMIX_OPERATION_SUCCEEDED;  // the task goes on to exit; the job manager ends the rest
+}
+
+pmix_status_t on_fence(const pmix_proc_t*, size_t, const pmix_info_t*, size_t, char* data, size_t ndata,
+                       pmix_modex_cbfunc_t cbfunc, void* cbdata) {
+    auto state = g_state;
+    if (!state)
+        return PMIX_ERR_NOT_SUPPORTED;
+    uint64_t seq;
+    {
+        std::lock_guard lock(state->mutex);
+        seq = state->next_fence++;
+        state->fences[seq] = {cbfunc, cbdata};
+    }
+    std::string contribution(data ? data : "", ndata);
+    state->reactor->post([state, seq, contribution = std::move(contribution)]() mutable {
+        if (!state->stopped)
+            state->handlers.fence(seq, std::move(contribution));
+    });
+    return PMIX_SUCCESS;
+}
+
+pmix_status_t on_direct_modex(const pmix_proc_t*, const pmix_info_t*, size_t, pmix_modex_cbfunc_t, void*) {
+    return PMIX_ERR_NOT_SUPPORTED;  // fences always collect every process's data
+}
+
+void release_fence_data(void* cbdata) {
+    delete static_cast<std::string*>(cbdata);
+}
+
+// A list of infos that frees what PMIx_Info_load copied into it.
+class InfoList {
+  public:
+    InfoList() = default;
+    InfoList(const InfoList&) = delete;
+    InfoList& operator=(const InfoList&) = delete;
+    ~InfoList() {
+        for (auto& i : infos_)
+            PMIX_INFO_DESTRUCT(&i);
+    }
+    void add(const char* key, const void* value, pmix_data_type_t type) {
+        infos_.emplace_back();
+        PMIX_INFO_CONSTRUCT(&infos_.back());
+        PMIx_Info_load(&infos_.back(), key, value, type);
+    }
+    void add_string(const char* key, const std::string& value) { add(key, value.c_str(), PMIX_STRING); }
+    void add_u32(const char* key, uint32_t value) { add(key, &value, PMIX_UINT32); }
+    void add_u16(const char* key, uint16_t value) { add(key, &value, PMIX_UINT16); }
+    void add_rank(const char* key, pmix_rank_t value) { add(key, &value, PMIX_PROC_RANK); }
+    void add_bool(const char* key, bool value) { add(key, &value, PMIX_BOOL); }
+    // An info holding an array of infos (PMIX_PROC_DATA); `list` is copied.
+    void add_array(const char* key, InfoList& list) {
+        pmix_data_array_t array;
+        PMIX_DATA_ARRAY_CONSTRUCT(&array, list.infos_.size(), PMIX_INFO);
+        auto* dest = static_cast<pmix_info_t*>(array.array);
+        for (size_t i = 0; i < list.infos_.size(); i++)
+            PMIx_Info_xfer(&dest[i], &list.infos_[i]);
+        add(key, &array, PMIX_DATA_ARRAY);
+        PMIx_Data_array_destruct(&array);
+    }
+    pmix_info_t* data() { return infos_.data(); }
+    size_t size() const { return infos_.size(); }
+
+  private:
+    std::vector<pmix_info_t> infos_;
+};
+
+std::string joined(const std::vector<std::string>& items, const char* sep) {
+    std::string out;
+    for (const auto& s : items)
+        out += (out.empty() ? "" : sep) + s;
+    return out;
+}
+
+// Node names for the PMIx maps: the hosts of R, made unique when several
+// brokers share a host (a test instance), so that PMIx sees one node per
+// shell, as the tasks' placement does.
+std::vector<std::string> node_names(const ShellJob& job, const std::vector<const TaskMap::Block*>& nodes) {
+    std::vector<std::string> names;
+    std::map<std::string, int> seen;
+    for (const auto* b : nodes)
+        seen[job.host_of(b->rank)]++;
+    for (const auto* b : nodes) {
+        std::string host = job.host_of(b->rank);
+        names.push_back(seen[host] > 1 ? fmt::format("{}-{}", host, b->rank) : host);
+    }
+    return names;
+}
+
+Result<void> register_namespace(const ShellJob& job, const std::string& nspace) {
+    std::vector<const TaskMap::Block*> nodes;  // shells that run tasks
+    for (const auto& b : job.map.blocks)
+        if (b.ntasks > 0)
+            nodes.push_back(&b);
+    std::vector<std::string> names = node_names(job, nodes), ppn;
+    uint32_t nodeid = 0;
+    for (size_t i = 0; i < nodes.size(); i++) {
+        std::vector<std::string> ranks;
+        for (uint32_t t = 0; t < nodes[i]->ntasks; t++)
+            ranks.push_back(std::to_string(nodes[i]->first_task + t));
+        ppn.push_back(joined(ranks, ","));
+        if (nodes[i]->rank == job.rank)
+            nodeid = static_cast<uint32_t>(i);
+    }
+    char* node_regex = nullptr;
+    char* proc_regex = nullptr;
+    if (auto rc = PMIx_generate_regex(joined(names, ",").c_str(), &node_regex); rc != PMIX_SUCCESS)
+        return pmix_error(rc, "node map");
+    if (auto rc = PMIx_generate_ppn(joined(ppn, ";").c_str(), &proc_regex); rc != PMIX_SUCCESS) {
+        free(node_regex);
+        return pmix_error(rc, "process map");
+    }
+    const TaskMap::Block& local = job.local;
+    std::vector<std::string> peers;
+    for (uint32_t t = 0; t < local.ntasks; t++)
+        peers.push_back(std::to_string(local.first_task + t));
+    InfoList info;
+    info.add_u32(PMIX_UNIV_SIZE, job.map.ntasks);
+    info.add_u32(PMIX_JOB_SIZE, job.map.ntasks);
+    info.add_u32(PMIX_MAX_PROCS, job.map.ntasks);
+    info.add_u32(PMIX_APP_SIZE, job.map.ntasks);
+    info.add_u32(PMIX_JOB_NUM_APPS, 1);
+    info.add_u32(PMIX_APPNUM, 0);
+    info.add_string(PMIX_JOBID, format_jobid(job.id));
+    info.add_u32(PMIX_NUM_NODES, static_cast<uint32_t>(nodes.size()));
+    info.add(PMIX_NODE_MAP, node_regex, PMIX_REGEX);
+    info.add(PMIX_PROC_MAP, proc_regex, PMIX_REGEX);
+    info.add_string(PMIX_NODE_LIST, joined(names, ","));
+    info.add_u32(PMIX_LOCAL_SIZE, local.ntasks);
+    info.add_u32(PMIX_NODE_SIZE, local.ntasks);
+    info.add_string(PMIX_LOCAL_PEERS, joined(peers, ","));
+    info.add_rank(PMIX_LOCALLDR, local.first_task);
+    info.add_string(PMIX_HOSTNAME, names[nodeid]);
+    info.add_u32(PMIX_NODEID, nodeid);
+    info.add_string(PMIX_TMPDIR, job.tmpdir);
+    info.add_string(PMIX_NSDIR, job.tmpdir);
+    free(node_regex);
+    free(proc_regex);
+    for (size_t n = 0; n < nodes.size(); n++) {
+        for (uint32_t t = 0; t < nodes[n]->ntasks; t++) {
+            InfoList proc;
+            pmix_rank_t rank = nodes[n]->first_task + t;
+            proc.add_rank(PMIX_RANK, rank);
+            proc.add_u32(PMIX_APPNUM, 0);
+            proc.add_rank(PMIX_GLOBAL_RANK, rank);
+            proc.add_rank(PMIX_APP_RANK, rank);
+            proc.add_u16(PMIX_LOCAL_RANK, static_cast<uint16_t>(t));
+            proc.add_u16(PMIX_NODE_RANK, static_cast<uint16_t>(t));
+            proc.add_u32(PMIX_NODEID, static_cast<uint32_t>(n));
+            proc.add_string(PMIX_HOSTNAME, names[n]);
+            info.add_array(PMIX_PROC_DATA, proc);
+        }
+    }
+    Completion done;
+    pmix_nspace_t ns;
+    PMIX_LOAD_NSPACE(ns, nspace.c_str());
+    pmix_status_t rc = PMIx_server_register_nspace(ns, static_cast<int>(local.ntasks), info.data(), info.size(),
+                                                   Completion::callback, &done);
+    if (rc == PMIX_SUCCESS)
+        rc = done.wait();
+    else if (rc == PMIX_OPERATION_SUCCEEDED)
+        rc = PMIX_SUCCESS;
+    if (rc != PMIX_SUCCESS)
+        return pmix_error(rc, "register namespace");
+    for (uint32_t t = 0; t < local.ntasks; t++) {
+        pmix_proc_t proc;
+        PMIX_LOAD_PROCID(&proc, ns, local.first_task + t);
+        Completion client;
+        rc = PMIx_server_register_client(&proc, getuid(), getgid(), nullptr, Completion::callback, &client);
+        if (rc == PMIX_SUCCESS)
+            rc = client.wait();
+        else if (rc == PMIX_OPERATION_SUCCEEDED)
+            rc = PMIX_SUCCESS;
+        if (rc != PMIX_SUCCESS)
+            return pmix_error(rc, "register client");
+    }
+    return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PmixServer>> PmixServer::start(Reactor& reactor, const ShellJob& job, Handlers handlers) {
+    if (g_state)
+        return make_error(EBUSY, "PMIx: a server already runs in this process");
+    static pmix_server_module_t module{};
+    module.client_connected = on_client_connected;
+    module.client_finalized = on_client_finalized;
+    module.abort = on_abort;
+    module.fence_nb = on_fence;
+    module.direct_modex = on_direct_modex;
+    auto state = std::make_shared<State>();
+    state->reactor = &reactor;
+    state->handlers = std::move(handlers);
+    state->nspace = fmt::format("banyan.{}", format_jobid(job.id));
+    state->tmpdir = job.tmpdir;
+    for (const auto& b : job.map.blocks)
+        state->shared_host = state->shared_host ||
+                             (b.rank != job.rank && b.ntasks > 0 && job.host_of(b.rank) == job.host_of(job.rank));
+    g_state = state;
+    // The munge security plugin waits ~2 s for a munged that may not run;
+    // the tasks are this shell's own children, so the native (uid) check
+    // is all that is needed.
+    setenv("PMIX_MCA_psec", "native", 0);
+    InfoList init;
+    // Several shells share a host in test instances and when jobs share a
+    // node: each server keeps its rendezvous files in its own directory.
+    init.add_string(PMIX_SERVER_TMPDIR, job.tmpdir);
+    init.add_string(PMIX_SYSTEM_TMPDIR, job.tmpdir);
+    init.add_bool(PMIX_SERVER_SYSTEM_SUPPORT, false);
+    init.add_bool(PMIX_SERVER_REMOTE_CONNECTIONS, false);
+    init.add_string(PMIX_SERVER_NSPACE, fmt::format("banyan-shell.{}.{}", format_jobid(job.id), job.rank));
+    init.add_rank(PMIX_SERVER_RANK, job.rank);
+    if (pmix_status_t rc = PMIx_server_init(&module, init.data(), init.size()); rc != PMIX_SUCCESS) {
+        g_state.reset();
+        return pmix_error(rc, "server init");
+    }
+    std::unique_ptr<PmixServer> server(new PmixServer());
+    server->state_ = state;
+    if (auto r = register_namespace(job, state->nspace); !r)
+        return r.error();  // ~PmixServer finalizes
+    return server;
+}
+
+PmixServer::~PmixServer() {
+    {
+        std::lock_guard lock(state_->mutex);
+        state_->stopped = true;
+        for (auto& [seq, cb] : state_->fences)
+            cb.first(PMIX_ERR_TIMEOUT, nullptr, 0, cb.second, nullptr, nullptr);
+        state_->fences.clear();
+    }
+    PMIx_server_finalize();
+    g_state.reset();
+}
+
+Result<std::vector<std::string>> PmixServer::task_environment(uint32_t task) {
+    pmix_proc_t proc;
+    PMIX_LOAD_PROCID(&proc, state_->nspace.c_str(), task);
+    char** env = nullptr;
+    if (pmix_status_t rc = PMIx_server_setup_fork(&proc, &env); rc != PMIX_SUCCESS)
+        return pmix_error(rc, "setup fork");
+    std::vector<std::string> out;
+    for (char** e = env; e && *e; e++)
+        out.emplace_back(*e);
+    PMIX_ARGV_FREE(env);
+    // Open MPI 4 takes a process that no launcher it knows (mpirun, Slurm,
+    // Flux) started for a singleton, whatever PMIx says: without its
+    // "orte" detector it asks PMIx. The shell binds the tasks itself.
+    out.emplace_back("OMPI_MCA_schizo=^orte");
+    out.emplace_back("OMPI_MCA_hwloc_base_binding_policy=none");
+    out.emplace_back("OMPI_MCA_orte_externally_bound=1");
+    // Brokers sharing a host (a test instance) run shells whose tasks have
+    // the same host name, job and local ranks: Open MPI's shared-memory
+    // files would collide in /dev/shm, so they go to the shell's own dir.
+    if (state_->shared_host) {
+        out.emplace_back("OMPI_MCA_btl_vader_backing_directory=" + state_->tmpdir);
+        out.emplace_back("OMPI_MCA_orte_tmpdir_base=" + state_->tmpdir);
+    }
+    return out;
+}
+
+void PmixServer::fence_done(uint64_t seq, std::string all_data) {
+    std::pair<pmix_modex_cbfunc_t, void*> cb;
+    {
+        std::lock_guard lock(state_->mutex);
+        auto it = state_->fences.find(seq);
+        if (it == state_->fences.end())
+            return;
+        cb = it->second;
+        state_->fences.erase(it);
+    }
+    auto* data = new std::string(std::move(all_data));  // freed by release_fence_data
+    cb.first(PMIX_SUCCESS, data->data(), data->size(), cb.second, release_fence_data, data);
+}
+
+}  // namespace banyan

@@ -1,0 +1,369 @@
+#include "shell/shell.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/base64.hpp"
+#include "core/log.hpp"
+#include "core/utf8.hpp"
+#include "shell/binding.hpp"
+
+namespace banyan {
+namespace {
+
+constexpr auto kDrainLimit = std::chrono::seconds(5);
+
+// Every child of this process (tasks, and orphans it reaped as subreaper).
+std::set<pid_t> children_of_self() {
+    std::set<pid_t> out;
+    DIR* dir = opendir("/proc/self/task");
+    if (!dir)
+        return out;
+    while (dirent* e = readdir(dir)) {
+        if (e->d_name[0] == '.')
+            continue;
+        std::ifstream in(fmt::format("/proc/self/task/{}/children", e->d_name));
+        for (pid_t pid; in >> pid;)
+            out.insert(pid);
+    }
+    closedir(dir);
+    return out;
+}
+
+// The command as the task's PATH finds it (posix_spawnp would search the
+// shell's PATH, not the job's).
+std::string resolve_command(const std::string& command, const std::vector<std::string>& env) {
+    if (command.find('/') != std::string::npos)
+        return command;
+    for (const auto& e : env) {
+        if (!e.starts_with("PATH="))
+            continue;
+        std::string_view path = std::string_view(e).substr(5);
+        while (!path.empty()) {
+            size_t colon = path.find(':');
+            std::string dir(path.substr(0, colon));
+            std::string candidate = (dir.empty() ? "." : dir) + "/" + command;
+            if (access(candidate.c_str(), X_OK) == 0)
+                return candidate;
+            if (colon == std::string_view::npos)
+                break;
+            path.remove_prefix(colon + 1);
+        }
+    }
+    return command;
+}
+
+}  // namespace
+
+Shell::Shell(Reactor& reactor, int in_fd, int out_fd)
+    : reactor_(reactor), exit_timer_(reactor), drain_timer_(reactor) {
+    channel_ = std::make_unique<LineChannel>(
+        reactor, in_fd, out_fd, [this](Result<nlohmann::json> m) { on_message(std::move(m)); },
+        [this] { on_exec_service_gone(); });
+}
+
+Shell::~Shell() {
+    tasks_.clear();
+    pmix_.reset();
+    for (auto& [path, fd] : output_files_)
+        close(fd);
+}
+
+void Shell::on_message(Result<nlohmann::json> message) {
+    if (!message) {
+        log::error("shell", "from the exec service: {}", message.error().message);
+        return;
+    }
+    const nlohmann::json& m = *message;
+    if (!job_) {
+        if (!finishing_)
+            start(m);
+        return;
+    }
+    std::string type = m.value("type", "");
+    if (type == "signal" && m.value("signal", 0) > 0 && m.value("signal", 0) < NSIG) {
+        signal_tasks(m["signal"].get<int>());
+    } else if (type == "stdin" && m.contains("data") && m["data"].is_string()) {
+        for (auto& t : tasks_)
+            if (t->rank() == 0)
+                t->write_stdin(m["data"].get<std::string>(), m.value("eof", false));
+    } else if (type == "fence") {
+        on_fence_result(m);
+    } else {
+        log::error("shell", "{}: unknown message from the exec service: {}", format_jobid(job_->id), m.dump());
+    }
+}
+
+// The broker is gone: nobody is left to report to, and no task may outlive
+// the job's broker.
+void Shell::on_exec_service_gone() {
+    kill_everything();
+    exit_code_ = 1;
+    reactor_.stop();
+}
+
+void Shell::start(const nlohmann::json& message) {
+    auto job = ShellJob::parse(message);
+    if (!job) {
+        finishing_ = true;
+        raise("exec", job.error().message, 0);
+        channel_->send({{"type", "finish"}, {"status", 1}});
+        channel_->flush();
+        exit_code_ = 0;
+        return reactor_.stop();
+    }
+    job_ = std::move(*job);
+    if (auto r = prepare(); !r)
+        raise("exec", r.error().message, 0);
+    else if (auto l = launch_tasks(); !l)
+        raise("exec", l.error().message, 0);
+    on_task_change();  // no task, or none started: finish at once
+}
+
+Result<void> Shell::prepare() {
+    // Whatever a task leaves behind (a daemon, a setsid() child) becomes
+    // this shell's child instead of init's, so it can be found and ended.
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    for (auto [resource, value] : job_->options.rlimits) {
+        rlimit limit{value, value};
+        rlimit current{};
+        getrlimit(resource, &current);
+        if (value > current.rlim_max && current.rlim_max != RLIM_INFINITY)
+            limit = {current.rlim_max, current.rlim_max};  // cannot raise the hard limit; keep the most allowed
+        if (setrlimit(resource, &limit) != 0)
+            return make_error(errno, fmt::format("rlimit {}: {}", resource, std::strerror(errno)));
+    }
+    if (job_->local.ntasks == 0)
+        return {};
+    mkdir(job_->tmpdir.c_str(), 0700);
+    auto pmix = PmixServer::start(
+        reactor_, *job_,
+        {.fence =
+             [this](uint64_t seq, std::string data) {
+                 auto nshells = std::count_if(job_->map.blocks.begin(), job_->map.blocks.end(),
+                                              [](const auto& b) { return b.ntasks > 0; });
+                 if (nshells == 1)
+                     return pmix_->fence_done(seq, std::move(data));
+                 channel_->send(
+                     {{"type", "fence"}, {"seq", seq}, {"nshells", nshells}, {"data", base64_encode(data)}});
+             },
+         .abort =
+             [this](uint32_t task, int status, std::string msg) {
+                 raise("abort", fmt::format("task {} called MPI_Abort (status {}){}{}", task, status,
+                                            msg.empty() ? "" : ": ", msg),
+                       0);
+             }});
+    if (pmix)
+        pmix_ = std::move(*pmix);
+    else  // programs that do not use PMIx still run
+        log::warning("shell", "{}: {}; tasks run without PMIx", format_jobid(job_->id), pmix.error().message);
+    return {};
+}
+
+Result<void> Shell::launch_tasks() {
+    const ShellJob& job = *job_;
+    const RankChildren& mine = job.R.ranks.at(job.rank);
+    auto bindings = task_bindings(job.options.cpu_affinity == Affinity::off ? std::vector<std::vector<int>>()
+                                                                            : this_machine_core_cpus(),
+                                  mine.cores, mine.gpus, job.local.ntasks, job.options.cpu_affinity,
+                                  job.options.gpu_affinity);
+    std::string node = job.host_of(job.rank);
+    auto file_for = [&](const std::string& tmpl, uint32_t task) -> Result<int> {
+        if (tmpl.empty())
+            return -1;
+        std::string path = expand_output_template(tmpl, job.id, task, node);
+        if (!path.starts_with("/") && !job.cwd.empty())
+            path = job.cwd + "/" + path;
+        if (auto it = output_files_.find(path); it != output_files_.end())
+            return it->second;
+        int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0)
+            return make_error(errno, fmt::format("output file {}: {}", path, std::strerror(errno)));
+        output_files_[path] = fd;
+        return fd;
+    };
+    std::string command = resolve_command(job.command[0], job.environment);
+    for (uint32_t i = 0; i < job.local.ntasks; i++) {
+        uint32_t rank = job.local.first_task + i;
+        Task::Setup setup;
+        setup.rank = rank;
+        setup.label = job.options.label;
+        setup.spawn.argv = job.command;
+        setup.spawn.argv[0] = command;
+        setup.spawn.cwd = job.cwd;
+        setup.spawn.cpus = bindings[i].cpus;
+        std::vector<std::string> env = job.environment;
+        env.push_back("BANYAN_JOB_ID=" + format_jobid(job.id));
+        env.push_back(fmt::format("BANYAN_TASK_RANK={}", rank));
+        env.push_back(fmt::format("BANYAN_TASK_LOCAL_ID={}", i));
+        env.push_back(fmt::format("BANYAN_JOB_SIZE={}", job.map.ntasks));
+        env.push_back(fmt::format("BANYAN_JOB_NNODES={}", job.nnodes));
+        env.push_back("BANYAN_URI=" + job.uri);
+        if (!bindings[i].gpus.empty())
+            env.push_back("CUDA_VISIBLE_DEVICES=" + bindings[i].gpus);
+        if (pmix_) {
+            auto pmix_env = pmix_->task_environment(rank);
+            if (!pmix_env)
+                return pmix_env.error();
+            env.insert(env.end(), pmix_env->begin(), pmix_env->end());
+        }
+        setup.spawn.env = std::move(env);
+        // Labels are added by the shell, so labelled output goes through it.
+        auto out = file_for(job.options.label ? "" : job.options.stdout_path, rank);
+        auto err = file_for(job.options.label ? ""
+                            : job.options.stderr_path.empty() ? job.options.stdout_path
+                                                              : job.options.stderr_path,
+                            rank);
+        if (!out || !err)
+            return !out ? out.error() : err.error();
+        setup.stdout_fd = *out;
+        setup.stderr_fd = *err;
+        if (!job.options.input_path.empty()) {
+            std::string path = job.options.input_path;
+            if (!path.starts_with("/") && !job.cwd.empty())
+                path = job.cwd + "/" + path;
+            setup.stdin_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+            if (setup.stdin_fd < 0)
+                return make_error(errno, fmt::format("--input {}: {}", path, std::strerror(errno)));
+        }
+        setup.stdin_pipe = job.options.forward_stdin && rank == 0;
+        int input_fd = setup.stdin_fd;
+        auto task = Task::start(
+            reactor_, std::move(setup),
+            [this](uint32_t t, bool is_stderr, std::string data) { emit_output(t, is_stderr, std::move(data)); },
+            [this] { on_task_change(); });
+        if (input_fd >= 0)
+            close(input_fd);
+        if (!task) {
+            failed_status_ = task.error().code == ENOENT ? 127 : 126;
+            return task.error();
+        }
+        tasks_.push_back(std::move(*task));
+    }
+    return {};
+}
+
+void Shell::emit_output(uint32_t task, bool is_stderr, std::string data) {
+    const auto& o = job_->options;
+    // Labelled output comes here even when it goes to a file.
+    if (o.label) {
+        const std::string& tmpl = is_stderr && !o.stderr_path.empty() ? o.stderr_path : o.stdout_path;
+        if (!tmpl.empty()) {
+            std::string path = expand_output_template(tmpl, job_->id, task, job_->host_of(job_->rank));
+            if (!path.starts_with("/") && !job_->cwd.empty())
+                path = job_->cwd + "/" + path;
+            auto it = output_files_.find(path);
+            if (it == output_files_.end())
+                it = output_files_.emplace(path, open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644))
+                         .first;
+            if (it->second >= 0 && write(it->second, data.data(), data.size()) < 0)
+                log::warning("shell", "{}: {}: {}", format_jobid(job_->id), path, std::strerror(errno));
+            return;
+        }
+    }
+    channel_->send({{"type", "output"},
+                    {"task", task},
+                    {"stream", is_stderr ? "stderr" : "stdout"},
+                    {"data", valid_utf8(data)}});
+}
+
+void Shell::on_task_change() {
+    if (finishing_)
+        return;
+    bool any_running = false;
+    for (const auto& t : tasks_)
+        any_running = any_running || t->running();
+    if (any_running) {
+        bool any_exited = std::any_of(tasks_.begin(), tasks_.end(), [](const auto& t) { return !t->running(); });
+        if (any_exited && !first_exit_seen_ && job_->options.exit_timeout) {
+            first_exit_seen_ = true;
+            double limit = *job_->options.exit_timeout;
+            exit_timer_.start(std::chrono::milliseconds(static_cast<int64_t>(limit * 1000)), [this, limit] {
+                raise("exit-timeout",
+                      fmt::format("a task exited and the others were still running {}s later (-o exit-timeout)",
+                                  limit),
+                      0);
+            });
+        }
+        return;
+    }
+    // Every task has exited: end what they left behind, then wait for the
+    // last output to come out of the pipes.
+    exit_timer_.cancel();
+    kill_everything();
+    bool output_done = std::all_of(tasks_.begin(), tasks_.end(), [](const auto& t) { return t->output_done(); });
+    if (output_done)
+        return finish();
+    if (!drain_timer_.active())
+        drain_timer_.start(kDrainLimit, [this] { finish(); });
+}
+
+void Shell::finish() {
+    if (finishing_)
+        return;
+    finishing_ = true;
+    drain_timer_.cancel();
+    int status = failed_status_;
+    for (const auto& t : tasks_)
+        status = std::max(status, t->status());
+    channel_->send({{"type", "finish"}, {"status", status}});
+    channel_->flush();
+    exit_code_ = 0;
+    reactor_.stop();
+}
+
+void Shell::on_fence_result(const nlohmann::json& m) {
+    if (!pmix_ || !m.contains("seq") || !m["seq"].is_number_unsigned() || !m.contains("data") ||
+        !m["data"].is_object())
+        return log::error("shell", "a fence result without seq or data");
+    std::map<uint32_t, std::string> parts;  // in rank order
+    for (const auto& [rank, data] : m["data"].items()) {
+        auto bytes = data.is_string() ? base64_decode(data.get<std::string>()) : Result<std::string>(make_error(EINVAL, "not a string"));
+        if (!bytes)
+            return raise("exec", fmt::format("fence data of rank {}: {}", rank, bytes.error().message), 0);
+        parts[static_cast<uint32_t>(std::strtoul(rank.c_str(), nullptr, 10))] = std::move(*bytes);
+    }
+    std::string all;
+    for (auto& [rank, bytes] : parts)
+        all += bytes;
+    pmix_->fence_done(m["seq"].get<uint64_t>(), std::move(all));
+}
+
+void Shell::raise(const std::string& type, const std::string& note, int severity) {
+    channel_->send({{"type", "exception"}, {"exception", type}, {"severity", severity}, {"note", note}});
+}
+
+void Shell::signal_tasks(int signo) {
+    for (auto& t : tasks_)
+        t->signal(signo);
+}
+
+void Shell::kill_everything() {
+    signal_tasks(SIGKILL);
+    // Orphans re-parented to this subreaper: kill and reap until none is
+    // left. (Tasks themselves are reaped already, except when the broker is
+    // gone and the shell exits without their statuses.)
+    for (int round = 0; round < 100; round++) {
+        std::set<pid_t> left = children_of_self();
+        if (left.empty())
+            return;
+        for (pid_t pid : left)
+            kill(pid, SIGKILL);
+        for (pid_t pid : left)
+            waitpid(pid, nullptr, 0);
+    }
+}
+
+}  // namespace banyan

@@ -1,0 +1,58 @@
+// Shell: banyan-shell's work for one job on one rank (doc/spec/shell.md).
+// Reads the job from the exec service on stdin, starts the rank's tasks
+// with their environment, binding, limits and PMIx server, forwards their
+// output, delivers signals and input, and reports exceptions and the final
+// status on stdout. Ends every process of the job before it reports.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/line_channel.hpp"
+#include "core/reactor.hpp"
+#include "shell/pmix_server.hpp"
+#include "shell/shell_job.hpp"
+#include "shell/task.hpp"
+
+namespace banyan {
+
+class Shell {
+  public:
+    // Talks to the exec service over `in_fd` / `out_fd` (owned).
+    Shell(Reactor& reactor, int in_fd, int out_fd);
+    ~Shell();
+    // The process's exit status once the loop stops: 0 after `finish`.
+    int exit_code() const { return exit_code_; }
+
+  private:
+    void on_message(Result<nlohmann::json> message);
+    void on_exec_service_gone();
+    void start(const nlohmann::json& message);
+    Result<void> prepare();
+    Result<void> launch_tasks();
+    void on_task_change();
+    void emit_output(uint32_t task, bool is_stderr, std::string data);
+    void on_fence_result(const nlohmann::json& message);
+    void raise(const std::string& type, const std::string& note, int severity);
+    void signal_tasks(int signo);
+    void kill_everything();
+    void finish();
+
+    Reactor& reactor_;
+    std::unique_ptr<LineChannel> channel_;
+    std::optional<ShellJob> job_;
+    std::unique_ptr<PmixServer> pmix_;
+    std::vector<std::unique_ptr<Task>> tasks_;
+    std::map<std::string, int> output_files_;  // path -> fd, shared by tasks writing one file
+    int failed_status_ = 0;                    // a task that could not start: 126 / 127
+    bool first_exit_seen_ = false;
+    bool finishing_ = false;
+    Timer exit_timer_;
+    Timer drain_timer_;
+    int exit_code_ = 1;
+};
+
+}  // namespace banyan

@@ -1,0 +1,58 @@
+// ShellJob: what one banyan-shell runs, read from the first line the exec
+// service writes (doc/spec/shell.md section 3) and the shell options of
+// the jobspec (section 5).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sys/resource.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/jobid.hpp"
+#include "core/result.hpp"
+#include "resource/rv1.hpp"
+#include "sched/taskmap.hpp"
+
+namespace banyan {
+
+enum class Affinity { on, per_task, off };
+
+struct ShellOptions {
+    Affinity cpu_affinity = Affinity::on;
+    Affinity gpu_affinity = Affinity::on;
+    std::optional<double> exit_timeout = 30.0;  // seconds; nullopt: none
+    std::string stdout_path, stderr_path;       // templates; empty: to rank 0
+    bool label = false;
+    std::string input_path;      // every task reads it
+    bool forward_stdin = false;  // task 0 reads what `banyan run` sends
+    std::vector<std::pair<int, rlim_t>> rlimits;
+};
+
+struct ShellJob {
+    JobId id = 0;
+    uint32_t rank = 0;  // this broker's rank
+    Rv1 R;
+    TaskMap map;
+    TaskMap::Block local;  // this rank's tasks
+    uint32_t nnodes = 0;
+    std::vector<std::string> command;
+    std::vector<std::string> environment;  // "K=V", BANYAN_* left out
+    std::string cwd;
+    std::string uri;     // the broker's socket, for BANYAN_URI
+    std::string tmpdir;  // this shell's own directory (PMIx rendezvous files)
+    ShellOptions options;
+
+    // The host name of broker rank `rank`, from R's nodelist ("rank<N>"
+    // when R has none).
+    std::string host_of(uint32_t rank) const;
+    // Error names the field: "shell.options.cpu-affinity: ...".
+    static Result<ShellJob> parse(const nlohmann::json& message);
+};
+
+// `path` with {{id}}, {{taskid}} and {{node}} replaced.
+std::string expand_output_template(std::string path, JobId id, uint32_t task, const std::string& node);
+
+}  // namespace banyan

@@ -1,0 +1,157 @@
+#include "shell/task.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace banyan {
+namespace {
+
+// Closes the fds it holds when it goes out of scope.
+struct FdCloser {
+    std::vector<int> fds;
+    ~FdCloser() {
+        for (int fd : fds)
+            if (fd >= 0)
+                close(fd);
+    }
+};
+
+Result<std::pair<int, int>> make_pipe() {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0)
+        return make_error(errno, fmt::format("pipe: {}", std::strerror(errno)));
+    return std::pair<int, int>(fds[0], fds[1]);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Task>> Task::start(Reactor& reactor, Setup setup, Sink sink, std::function<void()> on_change) {
+    std::unique_ptr<Task> task(new Task());
+    task->reactor_ = &reactor;
+    task->rank_ = setup.rank;
+    task->label_ = setup.label;
+    task->sink_ = std::move(sink);
+    task->on_change_ = std::move(on_change);
+    FdCloser child_ends;  // the child's copies, closed here once it has them
+    int in = setup.stdin_fd;
+    if (setup.stdin_pipe) {
+        auto p = make_pipe();
+        if (!p)
+            return p.error();
+        in = p->first;
+        child_ends.fds.push_back(p->first);
+        task->stdin_ = std::make_unique<PipeWriter>(reactor, p->second);
+    } else if (in < 0) {
+        in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        child_ends.fds.push_back(in);
+    }
+    int out_fds[2] = {setup.stdout_fd, setup.stderr_fd};
+    for (int i = 0; i < 2; i++) {
+        if (out_fds[i] >= 0)
+            continue;
+        auto p = make_pipe();
+        if (!p)
+            return p.error();
+        Stream& s = i == 0 ? task->out_ : task->err_;
+        s.fd = p->first;
+        s.is_stderr = i == 1;
+        fcntl(s.fd, F_SETFL, O_NONBLOCK);
+        out_fds[i] = p->second;
+        child_ends.fds.push_back(p->second);
+    }
+    setup.spawn.stdin_fd = in;
+    setup.spawn.stdout_fd = out_fds[0];
+    setup.spawn.stderr_fd = out_fds[1];
+    setup.spawn.new_process_group = true;
+    Task* raw = task.get();
+    auto proc = Subprocess::spawn(reactor, setup.spawn, [raw](int wait_status) {
+        raw->status_ = exit_code_from_wait_status(wait_status);
+        // What it wrote before it exited is in the pipes: take it now, so
+        // it is ahead of anything the shell says about the exit.
+        raw->read(raw->out_);
+        raw->read(raw->err_);
+        raw->on_change_();
+    });
+    if (!proc)
+        return proc.error();
+    task->proc_ = std::move(*proc);
+    task->pgid_ = task->proc_->pid();
+    for (Stream* s : {&task->out_, &task->err_})
+        if (s->open())
+            s->watch = std::make_unique<FdWatcher>(reactor, s->fd, FdWatcher::Event::readable, [raw, s] {
+                raw->read(*s);
+                if (!s->open())
+                    raw->on_change_();
+            });
+    return task;
+}
+
+Task::~Task() {
+    for (Stream* s : {&out_, &err_}) {
+        s->watch.reset();
+        if (s->fd >= 0)
+            close(s->fd);
+    }
+}
+
+void Task::signal(int signo) {
+    if (running())
+        (void)proc_->signal(signo);
+    else if (pgid_ > 0)
+        kill(-pgid_, signo);  // what the task left behind in its group
+}
+
+void Task::write_stdin(std::string data, bool eof) {
+    if (!stdin_)
+        return;
+    stdin_->write(std::move(data));
+    if (eof)
+        stdin_->close();
+}
+
+void Task::read(Stream& s) {
+    char buf[65536];
+    while (s.open()) {
+        ssize_t n = ::read(s.fd, buf, sizeof buf);
+        if (n > 0) {
+            emit(s, std::string(buf, static_cast<size_t>(n)), false);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        s.watch.reset();  // end of file, or an error that ends it
+        close(s.fd);
+        s.fd = -1;
+        emit(s, "", true);
+    }
+}
+
+void Task::emit(Stream& s, std::string data, bool at_eof) {
+    if (!label_) {
+        if (!data.empty())
+            sink_(rank_, s.is_stderr, std::move(data));
+        return;
+    }
+    s.partial += data;
+    std::string lines;
+    size_t start = 0;
+    for (size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos; start = nl + 1)
+        lines += fmt::format("{}: {}", rank_, std::string_view(s.partial).substr(start, nl + 1 - start));
+    s.partial.erase(0, start);
+    if (at_eof && !s.partial.empty()) {
+        lines += fmt::format("{}: {}\n", rank_, s.partial);
+        s.partial.clear();
+    }
+    if (!lines.empty())
+        sink_(rank_, s.is_stderr, std::move(lines));
+}
+
+}  // namespace banyan

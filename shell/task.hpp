@@ -1,0 +1,69 @@
+// Task: one local task of a job: its process (in a process group of its
+// own) and the pipes its stdout and stderr come through. Output reaches the
+// sink in the order it was written, per stream; with labels, a line at a
+// time with "TASK: " in front.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/pipe_writer.hpp"
+#include "core/reactor.hpp"
+#include "core/result.hpp"
+
+namespace banyan {
+
+class Task {
+  public:
+    using Sink = std::function<void(uint32_t task, bool is_stderr, std::string data)>;
+    struct Setup {
+        uint32_t rank = 0;      // the task's rank in the job
+        SpawnOptions spawn;     // argv, env, cwd, cpus; the std fds are set here
+        int stdin_fd = -1;      // a file to read; -1: /dev/null, unless stdin_pipe
+        bool stdin_pipe = false;  // input comes through write_stdin()
+        int stdout_fd = -1;     // a file to write directly; -1: a pipe to the sink
+        int stderr_fd = -1;
+        bool label = false;
+    };
+
+    // `on_change` runs when the process exits and when an output pipe
+    // reaches end of file. Error: the command cannot be executed.
+    static Result<std::unique_ptr<Task>> start(Reactor& reactor, Setup setup, Sink sink,
+                                               std::function<void()> on_change);
+    ~Task();
+
+    uint32_t rank() const { return rank_; }
+    bool running() const { return proc_ && proc_->running(); }
+    // The exit code, or 128+N when signal N ended it (valid once exited).
+    int status() const { return status_; }
+    bool output_done() const { return !out_.open() && !err_.open(); }
+    // Sends `signo` to the task's process group (its children included).
+    void signal(int signo);
+    void write_stdin(std::string data, bool eof);
+
+  private:
+    struct Stream {
+        int fd = -1;
+        bool is_stderr = false;
+        std::string partial;  // an unfinished line, when labelling
+        std::unique_ptr<FdWatcher> watch;
+        bool open() const { return fd >= 0; }
+    };
+    Task() = default;
+    void read(Stream& s);
+    void emit(Stream& s, std::string data, bool at_eof);
+
+    Reactor* reactor_ = nullptr;
+    uint32_t rank_ = 0;
+    bool label_ = false;
+    Sink sink_;
+    std::function<void()> on_change_;
+    std::unique_ptr<Subprocess> proc_;
+    pid_t pgid_ = -1;
+    int status_ = 0;
+    Stream out_, err_;
+    std::unique_ptr<PipeWriter> stdin_;
+};
+
+}  // namespace banyan
