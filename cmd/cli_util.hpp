@@ -62,8 +62,9 @@ JobList list_jobs(Client& client, const nlohmann::json& request);
 // Streams a job's output and events until it is inactive; returns the exit
 // code `banyan run` and `banyan job attach` end with (the job's, or 1 when
 // it never finished). With `interactive`, Ctrl-C once sends SIGINT to the
-// job's tasks and twice within 2 s cancels it.
-int attach_job(Client& client, JobId id, bool interactive);
+// job's tasks and twice within 2 s cancels it. With `with_stdin`, what
+// arrives on stdin once the job has started goes to its task 0.
+int attach_job(Client& client, JobId id, bool interactive, bool with_stdin);
 
 // Each subcommand registers itself on the app; `exit_code` receives its status.
 void add_start(CLI::App& app, int& exit_code);

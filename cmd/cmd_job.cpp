@@ -1,7 +1,12 @@
 // banyan job info|eventlog|attach|wait|urgency: one job's details, history
 // and output (doc/spec/jobs.md §7).
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 #include <fmt/format.h>
@@ -9,6 +14,7 @@
 #include "cmd/cli_util.hpp"
 #include "core/idset.hpp"
 #include "core/reactor.hpp"
+#include "core/utf8.hpp"
 
 namespace banyan::cli {
 namespace {
@@ -36,6 +42,25 @@ std::string event_line(const nlohmann::json& ev) {
     return line;
 }
 
+// A signal from its name (TERM, SIGTERM, term) or number.
+int signal_number(const std::string& text) {
+    if (!text.empty() && std::all_of(text.begin(), text.end(), ::isdigit)) {
+        int n = std::atoi(text.c_str());
+        if (n >= 1 && n < NSIG && text.size() < 4)
+            return n;
+    } else {
+        std::string name;
+        for (char c : text)
+            name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        if (name.starts_with("SIG"))
+            name.erase(0, 3);
+        for (int n = 1; n < NSIG; n++)
+            if (const char* abbrev = sigabbrev_np(n); abbrev && name == abbrev)
+                return n;
+    }
+    fail(fmt::format("-s {}: not a signal (give a name like TERM or USR1, or a number 1-{})", text, NSIG - 1));
+}
+
 void write_all(FILE* stream, const std::string& data) {
     std::fwrite(data.data(), 1, data.size(), stream);
     std::fflush(stream);
@@ -43,7 +68,24 @@ void write_all(FILE* stream, const std::string& data) {
 
 }  // namespace
 
-int attach_job(Client& client, JobId id, bool interactive) {
+// Reads what is on stdin now (never blocks) and sends it to task 0;
+// false once stdin has ended and that was said.
+bool forward_stdin(Client& client, JobId id) {
+    pollfd p{0, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0)
+        return true;
+    char buf[65536];
+    ssize_t n = read(0, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return true;
+    bool eof = n <= 0;
+    std::string data = n > 0 ? valid_utf8(std::string(buf, static_cast<size_t>(n))) : "";
+    // The answer is not waited for: it comes back with a matchtag nobody asks.
+    (void)client.send(Message::request("job-manager.input", {{"id", id}, {"data", data}, {"eof", eof}}, 0));
+    return !eof;
+}
+
+int attach_job(Client& client, JobId id, bool interactive, bool with_stdin) {
     std::string jid = format_jobid(id);
     if (interactive) {
         interrupts = 0;
@@ -56,12 +98,15 @@ int attach_job(Client& client, JobId id, bool interactive) {
     bool excepted = false;
     int seen_interrupts = 0;
     Clock::time_point last_interrupt{};
+    bool started = false;  // input is sent once the tasks exist
     for (;;) {
         auto tag = must(client.send(Message::request(
             "job-manager.attach", {{"id", id}, {"events_from", events_from}, {"output_from", output_from}}, 0)));
         std::optional<Message> answer;
         while (!answer) {
-            auto msg = client.recv(std::chrono::milliseconds(100));
+            auto msg = client.recv(std::chrono::milliseconds(with_stdin && started ? 10 : 100));
+            if (with_stdin && started)
+                with_stdin = forward_stdin(client, id);
             if (msg && msg->matchtag == tag)
                 answer = std::move(*msg);
             else if (!msg && msg.error().code != ETIMEDOUT)
@@ -90,6 +135,8 @@ int attach_job(Client& client, JobId id, bool interactive) {
             const auto& c = ev.value("context", nlohmann::json::object());
             if (ev.value("name", "") == "finish")
                 status = c.value("status", 1);
+            if (ev.value("name", "") == "start")
+                started = true;
             if (ev.value("name", "") == "exception") {
                 excepted = true;
                 fmt::print(stderr, "banyan: job {}: {}: {}\n", jid, c.value("type", ""), c.value("note", ""));
@@ -108,7 +155,7 @@ int attach_job(Client& client, JobId id, bool interactive) {
 }
 
 void add_job(CLI::App& app, int& exit_code) {
-    auto* job = app.add_subcommand("job", "One job: info, eventlog, attach, wait, urgency");
+    auto* job = app.add_subcommand("job", "One job: info, eventlog, attach, wait, urgency, kill");
     job->require_subcommand(1);
     static std::string id_text;
 
@@ -138,7 +185,18 @@ void add_job(CLI::App& app, int& exit_code) {
     attach->add_option("ID", id_text, "job id")->required();
     attach->callback([&exit_code] {
         Client client = connect_to_instance();
-        exit_code = attach_job(client, job_id_argument(id_text), true);
+        exit_code = attach_job(client, job_id_argument(id_text), true, false);
+    });
+
+    auto* kill = job->add_subcommand("kill", "Send a signal to the job's tasks (default SIGTERM)");
+    kill->add_option("ID", id_text, "job id")->required();
+    static std::string signal_text = "TERM";
+    kill->add_option("-s,--signal", signal_text, "signal name or number (TERM, SIGUSR1, 9)");
+    kill->callback([&exit_code] {
+        int signo = signal_number(signal_text);
+        Client client = connect_to_instance();
+        ask(client, "job-manager.kill", {{"id", job_id_argument(id_text)}, {"signal", signo}});
+        exit_code = 0;
     });
 
     static bool all = false;

@@ -98,9 +98,13 @@ void add_run(CLI::App& app, int& exit_code) {
     cmd->callback([cmd, &exit_code] {
         std::vector<std::string> command = cmd->remaining();
         nlohmann::json jobspec = build_jobspec(o, command);
+        // Task 0 reads run's stdin, unless it reads a file (--input).
+        bool with_stdin = o.input.empty();
+        if (with_stdin)
+            jobspec["attributes"]["system"]["shell"]["options"]["stdin"] = "forward";
         Client client = connect_to_instance();
         JobId id = submit_all(client, {jobspec}, o.urgency, false).front();
-        exit_code = attach_job(client, id, true);
+        exit_code = attach_job(client, id, true, with_stdin);
     });
 }
 

@@ -108,12 +108,14 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
     cmd->add_option("--dependency", o.dependencies, "afterok|afterany|afternotok|afterstart:JOBID[,...]")
         ->allow_extra_args(false);
     cmd->add_option("--job-name", o.job_name, "name shown by banyan jobs (default: the command)");
-    cmd->add_option("--output", o.output, "write stdout (and stderr, unless --error) to FILE; {{id}} is the job id");
+    cmd->add_option("--output", o.output, "write stdout (and stderr, unless --error) to FILE; {{id}}, {{taskid}}, {{node}} are replaced");
     cmd->add_option("--error", o.error, "write stderr to FILE");
     cmd->add_option("--env", o.env, "set NAME=VALUE in the job's environment (repeatable)")->allow_extra_args(false);
     cmd->add_option("--cwd", o.cwd, "the tasks' working directory (default: this one)");
     cmd->add_option("-S,--setattr", o.setattr, "jobspec attribute KEY=VALUE (system. implied)")->allow_extra_args(false);
     cmd->add_option("-o,--setopt", o.setopt, "shell option KEY[=VALUE]")->allow_extra_args(false);
+    cmd->add_option("--input", o.input, "every task reads this file as stdin");
+    cmd->add_flag("-l,--label-io", o.label_io, "start each line of output with the task rank");
 }
 
 nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::string>& command) {
@@ -192,6 +194,11 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
     if (!o.error.empty())
         set_path(jobspec["attributes"]["system"], "shell.options.output.stderr", {{"type", "file"}, {"path", o.error}},
                  "--error");
+    if (!o.input.empty())
+        set_path(jobspec["attributes"]["system"], "shell.options.input.stdin", {{"type", "file"}, {"path", o.input}},
+                 "--input");
+    if (o.label_io)
+        set_path(jobspec["attributes"]["system"], "shell.options.output.label", true, "-l");
     return jobspec;
 }
 

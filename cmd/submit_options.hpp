@@ -23,6 +23,8 @@ struct SubmitOptions {
     std::string job_name;
     std::string output;
     std::string error;
+    std::string input;
+    bool label_io = false;
     std::vector<std::string> env;
     std::string cwd;
     std::vector<std::string> setattr;

@@ -125,10 +125,13 @@ void Shell::start(const nlohmann::json& message) {
         return reactor_.stop();
     }
     job_ = std::move(*job);
-    if (auto r = prepare(); !r)
-        raise("exec", r.error().message, 0);
-    else if (auto l = launch_tasks(); !l)
-        raise("exec", l.error().message, 0);
+    auto ready = prepare();
+    if (ready)
+        ready = launch_tasks();
+    if (!ready) {
+        raise("exec", ready.error().message, 0);
+        failed_status_ = std::max(failed_status_, 1);
+    }
     on_task_change();  // no task, or none started: finish at once
 }
 

@@ -191,7 +191,7 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
         nlohmann::json body{{"id", id},
                             {"type", m.value("exception", "exec")},
                             {"severity", m.value("severity", 0)},
-                            {"note", fmt::format("rank {}: {}", rank, m.value("note", ""))}};
+                            {"note", fmt::format("{} (rank {})", m.value("note", ""), rank)}};
         broker_.rpc(Message::request("job-manager.raise", body, 0), [](const Message&) {});
     } else if (type == "fence") {
         nlohmann::json body{{"id", id},          {"seq", m.value("seq", uint64_t{0})}, {"rank", rank},

@@ -354,7 +354,13 @@ void JobManager::on_output(const Message& req) {
     if (job->output_truncated)
         return;
     if (job->output_bytes + data->size() > output_limit_) {
-        // One notice where the output stops, so a reader knows it is cut.
+        // What fits is kept (cut at a character boundary), then one notice
+        // where the output stops, so a reader knows it is cut.
+        size_t keep = output_limit_ - job->output_bytes;
+        while (keep > 0 && (static_cast<unsigned char>((*data)[keep]) & 0xc0) == 0x80)
+            keep--;
+        if (keep > 0)
+            db_->add_output(job->id, {job->next_output_seq++, *task, *stream, data->substr(0, keep)});
         job->output_truncated = true;
         std::string notice = fmt::format("banyan: output truncated: the job wrote more than {} bytes "
                                          "(job-manager.output-limit); use --output to keep it all\n",

@@ -1,0 +1,122 @@
+#!/bin/bash
+# The job shell through `banyan run` / `banyan submit` on a real 2-broker
+# instance: task layout, environment, cwd, CPU binding, output to rank 0
+# and to files, labels, stdin, exit codes, signals, time limit, exit-timeout,
+# a cancel that must leave no process behind, programs that cannot run,
+# and the per-job output limit.
+. "$(dirname "$0")/lib.sh"
+
+cat >"$T_DIR/shell.sh" <<'SCRIPT'
+set -u
+cd "$T_DIR"
+
+# Layout and environment.
+check_output "-N2 -n4: two tasks on each broker" '^0 0 4 2 1 1 4 2 2 0 4 2 3 1 4 2 $' sh -c \
+    "banyan run -N2 -n4 sh -c 'echo \$BANYAN_TASK_RANK \$BANYAN_TASK_LOCAL_ID \$BANYAN_JOB_SIZE \$BANYAN_JOB_NNODES' | sort | tr '\n' ' '"
+check_output "-N2 -n3: 2 tasks on the first broker, 1 on the second (as Flux)" '^0 0 1 1 2 0 $' sh -c \
+    "banyan run -N2 -n3 sh -c 'echo \$BANYAN_TASK_RANK \$BANYAN_TASK_LOCAL_ID' | sort | tr '\n' ' '"
+check_output "BANYAN_JOB_ID is the job's id, BANYAN_URI the broker" '^f[1-9A-Za-z]+ local://' \
+    banyan run sh -c 'echo $BANYAN_JOB_ID $BANYAN_URI'
+export MY_SETTING=from-submitter
+check_output "the submitter's environment by default" '^from-submitter$' banyan run printenv MY_SETTING
+check_output "--env NAME=VALUE" '^given$' banyan run --env MY_SETTING=given printenv MY_SETTING
+mkdir -p "$T_DIR/work dir"
+check_output "--cwd" "^$T_DIR/work dir\$" banyan run --cwd "$T_DIR/work dir" pwd
+check_output "the submitter's cwd by default" "^$T_DIR/work dir\$" sh -c "cd '$T_DIR/work dir' && banyan run pwd"
+
+# Binding: each broker holds this machine's cores; a task sees its own.
+ncores=$(hwloc-calc --number-of core machine:0 2>/dev/null || echo 1)
+if [ "$ncores" -ge 2 ]; then
+    check_output "cpu-affinity=on (default): -c2 binds to both cores" 'Cpus_allowed_list:\s+0-1$' \
+        banyan run -c2 grep Cpus_allowed_list /proc/self/status
+    check_output "cpu-affinity=on: -c1 binds to one core" 'Cpus_allowed_list:\s+0$' \
+        banyan run -c1 grep Cpus_allowed_list /proc/self/status
+    check_output "cpu-affinity=per-task: each task its own core" '^0 1 $' sh -c \
+        "banyan run -n2 -o cpu-affinity=per-task sh -c 'taskset -cp \$\$ | sed \"s/.*: //\"' | sort | tr '\n' ' '"
+    check_output "cpu-affinity=off: the whole machine" 'Cpus_allowed_list:\s+0-1$' \
+        banyan run -c1 -o cpu-affinity=off grep Cpus_allowed_list /proc/self/status
+fi
+check_fails "cpu-affinity=bad: one clear line" 'cpu-affinity.*expected on, per-task or off' \
+    banyan run -o cpu-affinity=bad true
+
+# Output: to rank 0 in order per task, stderr apart, labels, files.
+check_output "stdout of 4 tasks over 2 brokers, 200 lines each, in order per task" '^800 ok$' sh -c \
+    "banyan run -N2 -n4 -l sh -c 'for i in \$(seq 1 200); do echo \$i; done' |
+     awk -F': ' '{ if (\$2 != last[\$1] + 1) bad = 1; last[\$1] = \$2; n++ } END { print n, bad ? \"bad\" : \"ok\" }'"
+check_output "stderr stays stderr" '^to-stderr$' sh -c "banyan run sh -c 'echo to-stderr >&2' 2>&1 >/dev/null"
+check_output "-l labels each line with the task rank" '^1: b$' banyan run -n2 -l sh -c 'echo b'
+check_output "output without a final newline is kept" '^no-newline$' banyan run printf no-newline
+banyan run -N2 -n2 --output='out.{{id}}.{{taskid}}.{{node}}' sh -c 'echo task $BANYAN_TASK_RANK' >/dev/null
+check_output "--output with {{taskid}}: one file per task" '^2$' sh -c "ls out.f*.?.vm* 2>/dev/null | wc -l || ls out.* | wc -l"
+check_output "--output files hold each task's line" '^task 1$' sh -c 'cat out.*.1.*'
+check_output "--error apart from --output" '^err$' sh -c \
+    "banyan run --output=o.txt --error=e.txt sh -c 'echo out; echo err >&2' && cat e.txt"
+id=$(banyan submit -n2 sh -c 'echo attached-$BANYAN_TASK_RANK')
+banyan job wait "$id"
+check_output "job attach replays the output of a finished job" 'attached-1' banyan job attach "$id"
+
+# Input: stdin of run goes to task 0 only; --input to every task.
+check_output "stdin of banyan run reaches task 0" '^0: line-in$' sh -c "echo line-in | banyan run -n2 -l cat"
+seq 1 5 >in.txt
+check_output "--input: every task reads the file" '^5 5 $' sh -c "banyan run -n2 --input=in.txt wc -l | tr '\n' ' '"
+check_output "submit: stdin is empty, nothing hangs" '^0$' banyan run --input=/dev/null wc -c
+
+# Exit codes and signals.
+banyan run -n3 sh -c 'exit $BANYAN_TASK_RANK'
+check_output "the job's code is the highest task's: 2 of 0, 1, 2" '^2$' echo $?
+banyan run sh -c 'kill -9 $$'
+check_output "a task killed by signal 9 gives 137" '^137$' echo $?
+id=$(banyan submit sh -c 'trap "echo got-usr1; exit 5" USR1; while :; do sleep 0.1; done')
+wait_for "the trapping job runs" 10 sh -c "banyan jobs --no-header -o '{id} {st}' | grep -q '$id R'"
+sleep 0.3
+check "job kill -s USR1" banyan job kill -s USR1 "$id"
+banyan job wait "$id" >/dev/null 2>&1
+check_output "the task's trap ran and its code came back" 'finish status=5' banyan job eventlog "$id"
+check_output "job kill of a finished job: one line" 'not running' banyan job kill "$id"
+check_fails "job kill -s BOGUS: one line" 'not a signal' banyan job kill -s BOGUS "$id"
+
+# A time limit ends the job (TO), and SIGKILL follows SIGTERM.
+check_fails "-t 1s: the job times out" 'timeout' banyan run -t 1s sh -c 'trap "" TERM; sleep 30'
+
+# exit-timeout: once a task exits, the others must follow.
+check_fails "-o exit-timeout=1s: a straggler ends the job" 'exit-timeout' \
+    banyan run -n2 -o exit-timeout=1s sh -c '[ $BANYAN_TASK_RANK = 0 ] || sleep 30'
+
+# Cancel of a running job whose tasks fork, daemonize and start sessions:
+# nothing survives.
+cat >forker.sh <<'EOF2'
+#!/bin/sh
+sleep 1000 &
+setsid sleep 1001 &
+(setsid sh -c 'sleep 1002 & wait') &
+nohup sleep 1003 >/dev/null 2>&1 &
+echo started
+wait
+EOF2
+chmod +x forker.sh
+id=$(banyan submit -N2 -n2 ./forker.sh)
+wait_for "the forking job started its children" 10 sh -c "pgrep -f '^sleep 100[0-3]$' | wc -l | grep -q 8"
+check "cancel it" banyan cancel "$id"
+banyan job wait "$id" >/dev/null 2>&1
+check_output "no process of the canceled job survives" '^0$' sh -c "pgrep -f '^sleep 100[0-3]$' | wc -l"
+id=$(banyan submit sh -c 'setsid sleep 1004 & echo bye')
+banyan job wait "$id"
+check_output "nor a daemon left by a task that exited" '^0$' sh -c "sleep 0.2; pgrep -f '^sleep 1004$' | wc -l"
+
+# Programs that cannot run: one line naming the command and the error.
+check_fails "a missing program" 'exec: /no/such/program: No such file or directory' banyan run /no/such/program
+printf '#!/bin/sh\necho hi\n' >not-executable.sh
+check_fails "a program without execute permission" 'not-executable.sh: Permission denied' banyan run ./not-executable.sh
+check_fails "an --output file that cannot be created" 'output file /no/such/dir/out: No such file' \
+    banyan run --output=/no/such/dir/out true
+SCRIPT
+banyan start --test-size=2 bash "$T_DIR/shell.sh"
+
+# The per-job output limit: cut, with a notice where it stops.
+cat >"$T_DIR/limit.sh" <<'SCRIPT'
+set -u
+banyan run sh -c 'head -c 300000 /dev/zero | tr "\0" x' >"$T_DIR/big.out" 2>"$T_DIR/big.err"
+check_output "output past job-manager.output-limit is cut" '^100000$' sh -c "wc -c <'$T_DIR/big.out'"
+check_output "with one clear notice" 'output truncated.*output-limit' cat "$T_DIR/big.err"
+SCRIPT
+banyan start --test-size=1 -S job-manager.output-limit=100000 bash "$T_DIR/limit.sh"
