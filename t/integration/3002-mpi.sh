@@ -1,0 +1,43 @@
+#!/bin/bash
+# Open MPI programs started by `banyan run` with no mpirun: the shells'
+# PMIx servers bootstrap them and exchange fence data through the brokers.
+# hello, ring, allreduce and MPI_Abort at 1, 2 and 4 brokers, 1 to 16 ranks.
+. "$(dirname "$0")/lib.sh"
+
+MPI_DIR=${BANYAN_MPI_DIR:-}
+if [ -z "$MPI_DIR" ] || [ ! -x "$MPI_DIR/mpi-hello" ]; then
+    echo "the MPI test programs are not built (BANYAN_MPI_DIR)"
+    exit 1
+fi
+export MPI_DIR
+# 16 ranks share this machine's cores: let idle ranks yield.
+export OMPI_MCA_mpi_yield_when_idle=1
+
+cat >"$T_DIR/mpi.sh" <<'SCRIPT'
+set -u
+nbrokers=$1
+hello() {  # N n: every rank says hello, with the right size
+    out=$(banyan run -N"$1" -n"$2" "$MPI_DIR/mpi-hello") || return 1
+    [ "$(echo "$out" | grep -c "of $2 on")" = "$2" ] &&
+        [ "$(echo "$out" | sed 's/hello from rank \([0-9]*\) .*/\1/' | sort -n | tr '\n' ' ')" = "$(seq 0 $(($2 - 1)) | tr '\n' ' ')" ]
+}
+export -f hello
+for n in $(echo 1 $nbrokers $((nbrokers * 4)) | tr ' ' '\n' | sort -un); do
+    nodes=$((n < nbrokers ? n : nbrokers))
+    check "$nodes of $nbrokers broker(s): hello, $n ranks, each rank once with size $n" hello "$nodes" "$n"
+done
+n=$((nbrokers * 4))
+check_output "$nbrokers broker(s): ring of $n ranks" "ring: size $n token $((n * (n - 1))) expected $((n * (n - 1)))" \
+    banyan run -N"$nbrokers" -n"$n" "$MPI_DIR/mpi-ring"
+check_output "$nbrokers broker(s): allreduce of $n ranks, no errors" "allreduce: size $n checksum [0-9]+ errors 0" \
+    banyan run -N"$nbrokers" -n"$n" "$MPI_DIR/mpi-allreduce"
+start=$SECONDS
+check_fails "$nbrokers broker(s): MPI_Abort ends the job with an abort exception" \
+    'abort: task [0-9]+ called MPI_Abort \(status 7\)' banyan run -N"$nbrokers" -n"$n" "$MPI_DIR/mpi-abort"
+check "... at once, not after the exit timeout ($((SECONDS - start)) s)" test $((SECONDS - start)) -lt 20
+check_output "... and the job failed" '^F$' sh -c "banyan jobs -a --no-header -n1 -o '{st}'"
+SCRIPT
+# Four cores per broker, whatever this machine has (tasks run unbound).
+for nbrokers in 1 2 4; do
+    HWLOC_SYNTHETIC="core:4 pu:1" banyan start --test-size=$nbrokers bash "$T_DIR/mpi.sh" $nbrokers
+done
