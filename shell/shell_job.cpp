@@ -68,8 +68,8 @@ Result<std::vector<std::pair<int, rlim_t>>> rlimits(const nlohmann::json& option
                                                   name));
         if (value.is_string() && value.get<std::string>() == "unlimited")
             out.emplace_back(known->resource, RLIM_INFINITY);
-        else if (value.is_number_unsigned())
-            out.emplace_back(known->resource, value.get<rlim_t>());
+        else if (value.is_number_integer() && value.get<int64_t>() >= 0)
+            out.emplace_back(known->resource, static_cast<rlim_t>(value.get<int64_t>()));
         else
             return make_error(EINVAL, fmt::format("-o rlimit.{}={}: expected a number or unlimited", name, value.dump()));
     }

@@ -1,0 +1,91 @@
+#include <catch2/catch.hpp>
+
+#include "broker/exec/job_cgroup.hpp"
+#include "shell/binding.hpp"
+#include "shell/shell_job.hpp"
+
+using namespace banyan;
+
+namespace {
+
+nlohmann::json message(nlohmann::json options) {
+    auto jobspec = nlohmann::json::parse(R"({"version":1,
+        "resources":[{"type":"node","count":2,"with":[{"type":"slot","count":2,"label":"task",
+                      "with":[{"type":"core","count":1}]}]}],
+        "tasks":[{"command":["app","-x"],"slot":"task","count":{"per_slot":1}}],
+        "attributes":{"system":{"duration":0,"cwd":"/work","environment":{"A":"1","BANYAN_JOB_ID":"old"}}}})");
+    jobspec["attributes"]["system"]["shell"]["options"] = std::move(options);
+    return {{"id", 58u},
+            {"rank", 1u},
+            {"uri", "local:///run/b/local.sock"},
+            {"tmpdir", "/run/b/jobs/f21-1"},
+            {"jobspec", jobspec},
+            {"R", nlohmann::json::parse(R"({"version":1,"execution":{"R_lite":[{"rank":"0-1","children":
+                  {"core":"2-3","gpu":"0-1"}}],"nodelist":["n[7-8]"],"starttime":0,"expiration":0}})")}};
+}
+
+}  // namespace
+
+TEST_CASE("shell job: the first line, with defaults", "[shell]") {
+    auto job = ShellJob::parse(message(nlohmann::json::object())).value();
+    CHECK(job.local.first_task == 2);
+    CHECK(job.local.ntasks == 2);
+    CHECK(job.command == std::vector<std::string>{"app", "-x"});
+    CHECK(job.environment == std::vector<std::string>{"A=1"});  // BANYAN_* are the shell's to set
+    CHECK(job.cwd == "/work");
+    CHECK(job.host_of(1) == "n8");
+    CHECK(job.options.cpu_affinity == Affinity::on);
+    CHECK(job.options.exit_timeout == 30.0);
+    CHECK_FALSE(job.options.label);
+    CHECK(expand_output_template("o.{{id}}.{{taskid}}.{{node}}", 58, 3, "n8") == "o.f21.3.n8");
+}
+
+TEST_CASE("shell job: options and their errors", "[shell]") {
+    auto job = ShellJob::parse(message({{"cpu-affinity", "per-task"},
+                                        {"gpu-affinity", "off"},
+                                        {"exit-timeout", "none"},
+                                        {"output", {{"label", true}, {"stdout", {{"path", "x"}}}}},
+                                        {"stdin", "forward"},
+                                        {"rlimit", {{"nofile", 1024}, {"core", "unlimited"}}}}))
+                   .value();
+    CHECK(job.options.cpu_affinity == Affinity::per_task);
+    CHECK(job.options.gpu_affinity == Affinity::off);
+    CHECK_FALSE(job.options.exit_timeout.has_value());
+    CHECK(job.options.label);
+    CHECK(job.options.stdout_path == "x");
+    CHECK(job.options.forward_stdin);
+    CHECK(job.options.rlimits.size() == 2);
+    CHECK(ShellJob::parse(message({{"exit-timeout", "soon"}})).error().message ==
+          R"(-o exit-timeout="soon": expected a duration like 30s, or none)");
+    CHECK(ShellJob::parse(message({{"rlimit", {{"bogus", 1}}}})).error().message.starts_with("-o rlimit.bogus: unknown"));
+    CHECK(ShellJob::parse(message({{"gpu-affinity", 3.5}})).ok());  // a number is on/off
+    auto missing = message(nlohmann::json::object());
+    missing["rank"] = 5u;
+    CHECK(ShellJob::parse(missing).error().message == "R holds no resources on rank 5");
+}
+
+TEST_CASE("binding: on, per-task and off, for CPUs and GPUs", "[shell]") {
+    std::vector<std::vector<int>> core_cpus{{0, 4}, {1, 5}, {2, 6}, {3, 7}};  // two hyperthreads a core
+    IdSet cores = IdSet::parse("1-3").value(), gpus = IdSet::parse("0-1").value();
+    auto on = task_bindings(core_cpus, cores, gpus, 2, Affinity::on, Affinity::on);
+    CHECK(on[1].cpus == std::vector<int>{1, 5, 2, 6, 3, 7});
+    CHECK(on[1].gpus == "0,1");
+    auto per_task = task_bindings(core_cpus, cores, gpus, 2, Affinity::per_task, Affinity::per_task);
+    CHECK(per_task[0].cpus == std::vector<int>{1, 5});
+    CHECK(per_task[1].cpus == std::vector<int>{2, 6, 3, 7});
+    CHECK(per_task[1].gpus == "1");
+    auto crowded = task_bindings(core_cpus, cores, {}, 4, Affinity::per_task, Affinity::on);
+    CHECK(crowded[3].cpus == std::vector<int>{1, 5});  // more tasks than cores: shared round robin
+    CHECK(crowded[3].gpus.empty());
+    CHECK(task_bindings(core_cpus, cores, gpus, 1, Affinity::off, Affinity::off)[0].cpus.empty());
+    // Cores this machine does not have (a synthetic topology): no binding.
+    CHECK(task_bindings({{0}}, cores, {}, 1, Affinity::on, Affinity::on)[0].cpus.empty());
+}
+
+TEST_CASE("cgroup: the unified hierarchy from mounts and /proc/self/cgroup", "[shell]") {
+    std::string hybrid = "cgroup /sys/fs/cgroup/cpu cgroup rw 0 0\ncgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n";
+    CHECK(own_unified_cgroup(hybrid, "4:memory:/x\n0::/\n") == "/sys/fs/cgroup/unified");
+    CHECK(own_unified_cgroup("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n", "0::/system.slice/banyan.service\n") ==
+          "/sys/fs/cgroup/system.slice/banyan.service");
+    CHECK_FALSE(own_unified_cgroup("cgroup /sys/fs/cgroup/cpu cgroup rw 0 0\n", "1:cpu:/\n").has_value());
+}
