@@ -259,7 +259,8 @@ Result<void> register_namespace(const ShellJob& job, const std::string& nspace) 
 
 }  // namespace
 
-Result<std::unique_ptr<PmixServer>> PmixServer::start(Reactor& reactor, const ShellJob& job, Handlers handlers) {
+Result<std::unique_ptr<PmixServer>> PmixServer::start(Reactor& reactor, const ShellJob& job, void* hwloc_topology,
+                                                     Handlers handlers) {
     if (g_state)
         return make_error(EBUSY, "PMIx: a server already runs in this process");
     static pmix_server_module_t module{};
@@ -290,6 +291,9 @@ Result<std::unique_ptr<PmixServer>> PmixServer::start(Reactor& reactor, const Sh
     init.add_bool(PMIX_SERVER_REMOTE_CONNECTIONS, false);
     init.add_string(PMIX_SERVER_NSPACE, fmt::format("banyan-shell.{}.{}", format_jobid(job.id), job.rank));
     init.add_rank(PMIX_SERVER_RANK, job.rank);
+    pmix_topology_t topology{const_cast<char*>("hwloc"), hwloc_topology};
+    if (hwloc_topology)
+        init.add(PMIX_TOPOLOGY2, &topology, PMIX_TOPO);
     if (pmix_status_t rc = PMIx_server_init(&module, init.data(), init.size()); rc != PMIX_SUCCESS) {
         g_state.reset();
         return pmix_error(rc, "server init");

@@ -26,8 +26,12 @@ class PmixServer {
         std::function<void(uint32_t task, int status, std::string message)> abort;
     };
 
-    // Error: the library cannot start (names the PMIx status).
-    static Result<std::unique_ptr<PmixServer>> start(Reactor& reactor, const ShellJob& job, Handlers handlers);
+    // `hwloc_topology`: this machine's loaded topology, for the library to
+    // share with its clients instead of loading its own (may be null; must
+    // outlive the server). Error: the library cannot start (names the PMIx
+    // status).
+    static Result<std::unique_ptr<PmixServer>> start(Reactor& reactor, const ShellJob& job, void* hwloc_topology,
+                                                     Handlers handlers);
     ~PmixServer();
 
     // The PMIX_* variables task `task` (a global task rank) needs.

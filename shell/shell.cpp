@@ -151,8 +151,9 @@ Result<void> Shell::prepare() {
     if (job_->local.ntasks == 0)
         return {};
     mkdir(job_->tmpdir.c_str(), 0700);
+    topology_ = std::make_unique<MachineTopology>();
     auto pmix = PmixServer::start(
-        reactor_, *job_,
+        reactor_, *job_, topology_->hwloc(),
         {.fence =
              [this](uint64_t seq, std::string data) {
                  auto nshells = std::count_if(job_->map.blocks.begin(), job_->map.blocks.end(),
@@ -178,8 +179,9 @@ Result<void> Shell::prepare() {
 Result<void> Shell::launch_tasks() {
     const ShellJob& job = *job_;
     const RankChildren& mine = job.R.ranks.at(job.rank);
-    auto bindings = task_bindings(job.options.cpu_affinity == Affinity::off ? std::vector<std::vector<int>>()
-                                                                            : this_machine_core_cpus(),
+    auto bindings = task_bindings(job.options.cpu_affinity == Affinity::off || !topology_
+                                      ? std::vector<std::vector<int>>()
+                                      : topology_->core_cpus(),
                                   mine.cores, mine.gpus, job.local.ntasks, job.options.cpu_affinity,
                                   job.options.gpu_affinity);
     std::string node = job.host_of(job.rank);

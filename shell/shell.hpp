@@ -13,6 +13,7 @@
 
 #include "core/line_channel.hpp"
 #include "core/reactor.hpp"
+#include "shell/binding.hpp"
 #include "shell/pmix_server.hpp"
 #include "shell/shell_job.hpp"
 #include "shell/task.hpp"
@@ -44,6 +45,7 @@ class Shell {
     Reactor& reactor_;
     std::unique_ptr<LineChannel> channel_;
     std::optional<ShellJob> job_;
+    std::unique_ptr<MachineTopology> topology_;
     std::unique_ptr<PmixServer> pmix_;
     std::vector<std::unique_ptr<Task>> tasks_;
     std::map<std::string, int> output_files_;  // path -> fd, shared by tasks writing one file
