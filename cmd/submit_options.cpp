@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include <sys/resource.h>
+
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -183,6 +185,19 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
         auto [key, value] = split_setting(s, "-S", nullptr);
         bool qualified = key.starts_with("system.") || key.starts_with("user.");
         set_path(jobspec["attributes"], qualified ? key : "system." + key, option_value(value), "-S");
+    }
+    // The submitter's limits go with the job (as `ulimit` set them), so a
+    // core file or a file-descriptor limit is the same inside; -o
+    // rlimit.NAME=VALUE overrides one.
+    static const std::pair<const char*, int> kLimits[] = {{"core", RLIMIT_CORE},   {"fsize", RLIMIT_FSIZE},
+                                                          {"nofile", RLIMIT_NOFILE}, {"stack", RLIMIT_STACK},
+                                                          {"memlock", RLIMIT_MEMLOCK}, {"as", RLIMIT_AS},
+                                                          {"cpu", RLIMIT_CPU},     {"data", RLIMIT_DATA}};
+    for (auto [name, resource] : kLimits) {
+        rlimit limit{};
+        if (getrlimit(resource, &limit) == 0)
+            jobspec["attributes"]["system"]["shell"]["options"]["rlimit"][name] =
+                limit.rlim_cur == RLIM_INFINITY ? nlohmann::json("unlimited") : nlohmann::json(limit.rlim_cur);
     }
     for (const auto& s : o.setopt) {
         auto [key, value] = split_setting(s, "-o", "1");

@@ -139,12 +139,12 @@ Result<void> Shell::prepare() {
     // Whatever a task leaves behind (a daemon, a setsid() child) becomes
     // this shell's child instead of init's, so it can be found and ended.
     prctl(PR_SET_CHILD_SUBREAPER, 1);
+    // Soft limits only, capped by the hard ones: a task may still raise
+    // them as far as the broker's hard limits allow.
     for (auto [resource, value] : job_->options.rlimits) {
-        rlimit limit{value, value};
-        rlimit current{};
-        getrlimit(resource, &current);
-        if (value > current.rlim_max && current.rlim_max != RLIM_INFINITY)
-            limit = {current.rlim_max, current.rlim_max};  // cannot raise the hard limit; keep the most allowed
+        rlimit limit{};
+        getrlimit(resource, &limit);
+        limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? value : std::min(value, limit.rlim_max);
         if (setrlimit(resource, &limit) != 0)
             return make_error(errno, fmt::format("rlimit {}: {}", resource, std::strerror(errno)));
     }

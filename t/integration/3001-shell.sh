@@ -21,6 +21,8 @@ export MY_SETTING=from-submitter
 check_output "the submitter's environment by default" '^from-submitter$' banyan run printenv MY_SETTING
 check_output "--env NAME=VALUE" '^given$' banyan run --env MY_SETTING=given printenv MY_SETTING
 mkdir -p "$T_DIR/work dir"
+check_output "the submitter's limits go with the job (ulimit -n 200)" '^200$' sh -c "ulimit -n 200; banyan run sh -c 'ulimit -n'"
+check_output "-o rlimit.nofile=300 overrides" '^300$' banyan run -o rlimit.nofile=300 sh -c 'ulimit -n'
 check_output "--cwd" "^$T_DIR/work dir\$" banyan run --cwd "$T_DIR/work dir" pwd
 check_output "the submitter's cwd by default" "^$T_DIR/work dir\$" sh -c "cd '$T_DIR/work dir' && banyan run pwd"
 
