@@ -265,7 +265,8 @@ Result<std::unique_ptr<Subprocess>> Subprocess::spawn(Reactor& reactor, const Sp
             return make_error(errno, fmt::format("{}: cannot bind to the CPUs given: {}", options.argv[0],
                                                  std::strerror(errno)));
     }
-    int rc = posix_spawnp(&pid, argv[0], &r.actions, &r.attr, argv.data(), options.env ? envp.data() : environ);
+    const char* program = options.program.empty() ? argv[0] : options.program.c_str();
+    int rc = posix_spawnp(&pid, program, &r.actions, &r.attr, argv.data(), options.env ? envp.data() : environ);
     if (bind)
         sched_setaffinity(0, sizeof saved, &saved);
     if (rc != 0)

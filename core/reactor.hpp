@@ -96,6 +96,7 @@ class SignalWatcher {
 
 struct SpawnOptions {
     std::vector<std::string> argv;                // argv[0] is looked up in PATH
+    std::string program;                          // what to execute instead of argv[0]; empty: argv[0]
     std::optional<std::vector<std::string>> env;  // "K=V" list; nullopt: inherit
     std::string cwd;                              // empty: inherit
     bool new_process_group = true;                // so signal() reaches descendants

@@ -205,8 +205,8 @@ Result<void> Shell::launch_tasks() {
         Task::Setup setup;
         setup.rank = rank;
         setup.label = job.options.label;
-        setup.spawn.argv = job.command;
-        setup.spawn.argv[0] = command;
+        setup.spawn.argv = job.command;  // argv[0] as the user gave it
+        setup.spawn.program = command;
         setup.spawn.cwd = job.cwd;
         setup.spawn.cpus = bindings[i].cpus;
         std::vector<std::string> env = job.environment;

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -86,7 +87,23 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
 }
 
 ExecService::ExecService(Broker& broker) : broker_(broker) {}
-ExecService::~ExecService() = default;
+ExecService::~ExecService() {
+    // The broker is stopping: a shell ends its tasks when its pipe closes,
+    // so each gets up to a second for that before destroying it sends
+    // SIGKILL (which would orphan its tasks where there is no cgroup).
+    for (auto& [id, job] : jobs_)
+        job->channel.reset();
+    auto deadline = Clock::now() + std::chrono::seconds(1);
+    for (auto& [id, job] : jobs_) {
+        while (job->shell && Clock::now() < deadline) {
+            siginfo_t info{};
+            if (waitid(P_PID, static_cast<id_t>(job->shell->pid()), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+                info.si_pid != 0)
+                break;  // exited (reaped by its Subprocess next)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+}
 
 void ExecService::on_run(const Message& req) {
     auto body = req.json();
