@@ -338,27 +338,30 @@ void ExecService::on_stdin(const Message& req) {
 }
 
 // At the job's first rank: answered for all shells once all have come.
+// A contribution may arrive before this rank's own exec.run: it waits
+// here all the same.
 void ExecService::on_fence(const Message& req) {
-    nlohmann::json body;
-    LocalJob* job = job_for(req, body);
-    if (!job)
-        return;
-    auto seq = json_field<uint64_t>(body, "seq", 0, "exec.fence");
-    auto rank = json_field<uint32_t>(body, "rank", 0, "exec.fence");
-    auto data = json_field<std::string>(body, "data", "", "exec.fence");
-    if (!seq || !rank || !data)
-        return broker_.respond_error(req, EPROTO, (!seq ? seq.error() : !rank ? rank.error() : data.error()).message);
-    JobId id = body["id"].get<uint64_t>();
-    Fence& fence = fences_[{id, *seq}];
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    auto id = json_field<uint64_t>(*body, "id", 0, "exec.fence");
+    auto seq = json_field<uint64_t>(*body, "seq", 0, "exec.fence");
+    auto rank = json_field<uint32_t>(*body, "rank", 0, "exec.fence");
+    auto nshells = json_field<uint32_t>(*body, "nshells", 1, "exec.fence");
+    auto data = json_field<std::string>(*body, "data", "", "exec.fence");
+    if (!id || !seq || !rank || !nshells || !data)
+        return broker_.respond_error(req, EPROTO,
+                                     (!id ? id.error() : !seq ? seq.error() : !rank ? rank.error()
+                                                       : !nshells ? nshells.error() : data.error()).message);
+    Fence& fence = fences_[{*id, *seq}];
     fence.data[std::to_string(*rank)] = std::move(*data);
     fence.waiting.push_back(req);
     fence.waiting.back().payload.reset();
-    // Only shells with tasks fence: the shell says how many there are.
-    if (fence.data.size() < body.value("nshells", job->nshells))
+    if (fence.data.size() < *nshells)
         return;
     for (const Message& w : fence.waiting)
         broker_.respond(Message::response_to(w, {{"seq", *seq}, {"data", fence.data}}));
-    fences_.erase({id, *seq});
+    fences_.erase({*id, *seq});
 }
 
 }  // namespace banyan
