@@ -73,7 +73,8 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char ms
     if (!state)
         return PMIX_ERR_NOT_SUPPORTED;
     uint32_t task = proc->rank;
-    std::string message = msg ? msg : "";
+    // "N/A" is what Open MPI passes when MPI_Abort was given no message.
+    std::string message = msg && std::strcmp(msg, "N/A") != 0 ? msg : "";
     state->reactor->post([state, task, status, message] {
         if (!state->stopped)
             state->handlers.abort(task, status, message);

@@ -165,8 +165,6 @@ Result<void> Shell::prepare() {
              },
          .abort =
              [this](uint32_t task, int status, std::string msg) {
-                 if (msg == "N/A")  // what Open MPI passes when MPI_Abort has no message
-                     msg.clear();
                  raise("abort", fmt::format("task {} called MPI_Abort (status {}){}{}", task, status,
                                             msg.empty() ? "" : ": ", msg),
                        0);
