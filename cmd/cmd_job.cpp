@@ -14,7 +14,6 @@
 #include "cmd/cli_util.hpp"
 #include "core/idset.hpp"
 #include "core/reactor.hpp"
-#include "core/utf8.hpp"
 
 namespace banyan::cli {
 namespace {
@@ -79,7 +78,8 @@ bool forward_stdin(Client& client, JobId id) {
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return true;
     bool eof = n <= 0;
-    std::string data = n > 0 ? valid_utf8(std::string(buf, static_cast<size_t>(n))) : "";
+    // Invalid UTF-8 becomes U+FFFD when the message is written.
+    std::string data = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
     // The answer is not waited for: it comes back with a matchtag nobody asks.
     (void)client.send(Message::request("job-manager.input", {{"id", id}, {"data", data}, {"eof", eof}}, 0));
     return !eof;

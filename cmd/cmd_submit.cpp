@@ -6,17 +6,12 @@
 #include "cmd/cli_util.hpp"
 #include "cmd/submit_options.hpp"
 #include "core/idset.hpp"
+#include "core/text.hpp"
 
 namespace banyan::cli {
 namespace {
 
 constexpr size_t kSubmitWindow = 512;  // submissions in flight at once
-
-std::string replace_all(std::string text, std::string_view from, const std::string& to) {
-    for (size_t pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size()))
-        text.replace(pos, from.size(), to);
-    return text;
-}
 
 // Submits every jobspec, `kSubmitWindow` in flight; returns the ids in
 // order. With `print`, each id is printed as soon as it and all before it

@@ -22,6 +22,7 @@ LineChannel::~LineChannel() {
 }
 
 void LineChannel::send(const nlohmann::json& message) {
+    // As the message codec does: invalid UTF-8 in a string becomes U+FFFD.
     std::string line = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     line += '\n';
     writer_.write(std::move(line));

@@ -48,7 +48,13 @@ struct Completion {
         c->done = true;
         c->cv.notify_all();
     }
-    pmix_status_t wait() {
+    // The outcome of a call that was given callback(): it either said so
+    // at once or reports later.
+    pmix_status_t result_of(pmix_status_t rc) {
+        if (rc == PMIX_OPERATION_SUCCEEDED)
+            return PMIX_SUCCESS;
+        if (rc != PMIX_SUCCESS)
+            return rc;
         std::unique_lock lock(mutex);
         cv.wait(lock, [this] { return done; });
         return status;
@@ -235,23 +241,16 @@ Result<void> register_namespace(const ShellJob& job, const std::string& nspace) 
     Completion done;
     pmix_nspace_t ns;
     PMIX_LOAD_NSPACE(ns, nspace.c_str());
-    pmix_status_t rc = PMIx_server_register_nspace(ns, static_cast<int>(local.ntasks), info.data(), info.size(),
-                                                   Completion::callback, &done);
-    if (rc == PMIX_SUCCESS)
-        rc = done.wait();
-    else if (rc == PMIX_OPERATION_SUCCEEDED)
-        rc = PMIX_SUCCESS;
+    pmix_status_t rc = done.result_of(PMIx_server_register_nspace(ns, static_cast<int>(local.ntasks), info.data(),
+                                                                  info.size(), Completion::callback, &done));
     if (rc != PMIX_SUCCESS)
         return pmix_error(rc, "register namespace");
     for (uint32_t t = 0; t < local.ntasks; t++) {
         pmix_proc_t proc;
         PMIX_LOAD_PROCID(&proc, ns, local.first_task + t);
         Completion client;
-        rc = PMIx_server_register_client(&proc, getuid(), getgid(), nullptr, Completion::callback, &client);
-        if (rc == PMIX_SUCCESS)
-            rc = client.wait();
-        else if (rc == PMIX_OPERATION_SUCCEEDED)
-            rc = PMIX_SUCCESS;
+        rc = client.result_of(
+            PMIx_server_register_client(&proc, getuid(), getgid(), nullptr, Completion::callback, &client));
         if (rc != PMIX_SUCCESS)
             return pmix_error(rc, "register client");
     }

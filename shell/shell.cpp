@@ -17,7 +17,6 @@
 
 #include "core/base64.hpp"
 #include "core/log.hpp"
-#include "core/utf8.hpp"
 #include "shell/binding.hpp"
 
 namespace banyan {
@@ -184,21 +183,6 @@ Result<void> Shell::launch_tasks() {
                                       : topology_->core_cpus(),
                                   mine.cores, mine.gpus, job.local.ntasks, job.options.cpu_affinity,
                                   job.options.gpu_affinity);
-    std::string node = job.host_of(job.rank);
-    auto file_for = [&](const std::string& tmpl, uint32_t task) -> Result<int> {
-        if (tmpl.empty())
-            return -1;
-        std::string path = expand_output_template(tmpl, job.id, task, node);
-        if (!path.starts_with("/") && !job.cwd.empty())
-            path = job.cwd + "/" + path;
-        if (auto it = output_files_.find(path); it != output_files_.end())
-            return it->second;
-        int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (fd < 0)
-            return make_error(errno, fmt::format("output file {}: {}", path, std::strerror(errno)));
-        output_files_[path] = fd;
-        return fd;
-    };
     std::string command = resolve_command(job.command[0], job.environment);
     for (uint32_t i = 0; i < job.local.ntasks; i++) {
         uint32_t rank = job.local.first_task + i;
@@ -225,20 +209,18 @@ Result<void> Shell::launch_tasks() {
             env.insert(env.end(), pmix_env->begin(), pmix_env->end());
         }
         setup.spawn.env = std::move(env);
-        // Labels are added by the shell, so labelled output goes through it.
-        auto out = file_for(job.options.label ? "" : job.options.stdout_path, rank);
-        auto err = file_for(job.options.label ? ""
-                            : job.options.stderr_path.empty() ? job.options.stdout_path
-                                                              : job.options.stderr_path,
-                            rank);
-        if (!out || !err)
-            return !out ? out.error() : err.error();
-        setup.stdout_fd = *out;
-        setup.stderr_fd = *err;
+        // Labels are added by the shell, so labelled output goes through it
+        // (emit_output) even when it ends in a file.
+        if (!job.options.label) {
+            auto out = output_file(false, rank);
+            auto err = output_file(true, rank);
+            if (!out || !err)
+                return !out ? out.error() : err.error();
+            setup.stdout_fd = *out;
+            setup.stderr_fd = *err;
+        }
         if (!job.options.input_path.empty()) {
-            std::string path = job.options.input_path;
-            if (!path.starts_with("/") && !job.cwd.empty())
-                path = job.cwd + "/" + path;
+            std::string path = in_cwd(job.options.input_path);
             setup.stdin_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
             if (setup.stdin_fd < 0)
                 return make_error(errno, fmt::format("--input {}: {}", path, std::strerror(errno)));
@@ -260,28 +242,36 @@ Result<void> Shell::launch_tasks() {
     return {};
 }
 
-void Shell::emit_output(uint32_t task, bool is_stderr, std::string data) {
+std::string Shell::in_cwd(const std::string& path) const {
+    return path.starts_with("/") || job_->cwd.empty() ? path : job_->cwd + "/" + path;
+}
+
+Result<int> Shell::output_file(bool is_stderr, uint32_t task) {
     const auto& o = job_->options;
-    // Labelled output comes here even when it goes to a file.
-    if (o.label) {
-        const std::string& tmpl = is_stderr && !o.stderr_path.empty() ? o.stderr_path : o.stdout_path;
-        if (!tmpl.empty()) {
-            std::string path = expand_output_template(tmpl, job_->id, task, job_->host_of(job_->rank));
-            if (!path.starts_with("/") && !job_->cwd.empty())
-                path = job_->cwd + "/" + path;
-            auto it = output_files_.find(path);
-            if (it == output_files_.end())
-                it = output_files_.emplace(path, open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644))
-                         .first;
-            if (it->second >= 0 && write(it->second, data.data(), data.size()) < 0)
-                log::warning("shell", "{}: {}: {}", format_jobid(job_->id), path, std::strerror(errno));
+    const std::string& tmpl = is_stderr && !o.stderr_path.empty() ? o.stderr_path : o.stdout_path;
+    if (tmpl.empty())
+        return -1;
+    std::string path = in_cwd(expand_output_template(tmpl, job_->id, task, job_->host_of(job_->rank)));
+    if (auto it = output_files_.find(path); it != output_files_.end())
+        return it->second;
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return make_error(errno, fmt::format("output file {}: {}", path, std::strerror(errno)));
+    output_files_[path] = fd;
+    return fd;
+}
+
+void Shell::emit_output(uint32_t task, bool is_stderr, std::string data) {
+    if (job_->options.label) {
+        auto file = output_file(is_stderr, task);
+        if (file && *file >= 0) {
+            if (write(*file, data.data(), data.size()) < 0)
+                log::warning("shell", "{}: output file: {}", format_jobid(job_->id), std::strerror(errno));
             return;
         }
     }
-    channel_->send({{"type", "output"},
-                    {"task", task},
-                    {"stream", is_stderr ? "stderr" : "stdout"},
-                    {"data", valid_utf8(data)}});
+    // Invalid UTF-8 becomes U+FFFD when the line is written.
+    channel_->send({{"type", "output"}, {"task", task}, {"stream", is_stderr ? "stderr" : "stdout"}, {"data", data}});
 }
 
 void Shell::on_task_change() {

@@ -36,6 +36,11 @@ class Shell {
     Result<void> launch_tasks();
     void on_task_change();
     void emit_output(uint32_t task, bool is_stderr, std::string data);
+    // `path` relative to the job's cwd unless absolute.
+    std::string in_cwd(const std::string& path) const;
+    // The fd of the file task `task`'s stdout (or stderr) goes to, opened
+    // once per path; -1 when it goes to rank 0.
+    Result<int> output_file(bool is_stderr, uint32_t task);
     void on_fence_result(const nlohmann::json& message);
     void raise(const std::string& type, const std::string& note, int severity);
     void signal_tasks(int signo);

@@ -6,6 +6,7 @@
 
 #include "core/duration.hpp"
 #include "core/json_field.hpp"
+#include "core/text.hpp"
 #include "sched/jobspec.hpp"
 
 namespace banyan {
@@ -103,12 +104,6 @@ Result<ShellOptions> shell_options(const nlohmann::json& system) {
         opts.input_path = input["path"].get<std::string>();
     opts.forward_stdin = o.contains("stdin") && o["stdin"] == "forward";
     return opts;
-}
-
-std::string replace_all(std::string text, std::string_view from, std::string_view to) {
-    for (size_t pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size()))
-        text.replace(pos, from.size(), to);
-    return text;
 }
 
 }  // namespace

@@ -197,10 +197,10 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
     nlohmann::json& m = *message;
     std::string type = m.value("type", "");
     uint32_t rank = broker_.bootstrap().rank;
-    if (type == "output") {
-        nlohmann::json body{{"id", id}, {"task", m.value("task", 0u)}, {"stream", m.value("stream", "stdout")},
-                            {"data", m.value("data", "")}};
-        broker_.rpc(Message::request("job-manager.output", body, 0), [id](const Message& resp) {
+    if (type == "output") {  // {task, stream, data} as the job manager takes it, plus the id
+        m.erase("type");
+        m["id"] = id;
+        broker_.rpc(Message::request("job-manager.output", m, 0), [id](const Message& resp) {
             if (resp.errnum)
                 log::warning("exec", "{}: output lost: {}", format_jobid(id), resp.error_text());
         });
