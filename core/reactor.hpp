@@ -104,9 +104,10 @@ struct SpawnOptions {
     int stdout_fd = -1;
     int stderr_fd = -1;
     std::vector<int> cpus;  // CPUs the child may run on; empty: inherit
+    int cgroup_fd = -1;     // a cgroup v2 directory the child starts in; -1: ours
 };
 
-// A child process, started with posix_spawn and watched through a pidfd.
+// A child process, started with clone3 (and exec) and watched through a pidfd.
 // `on_exit(wait_status)` runs once, on the loop, when it ends. Destroying a
 // Subprocess that still runs kills its process group and reaps it, so no
 // child outlives its handle.

@@ -158,9 +158,27 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
         return make_error(errno, fmt::format("pipe: {}", std::strerror(errno)));
     }
     const Bootstrap& boot = broker_.bootstrap();
-    auto proc = Subprocess::spawn(broker_.reactor(),
-                                  {.argv = {shell_path_}, .stdin_fd = to_shell[0], .stdout_fd = from_shell[1]},
-                                  [this, id](int status) { on_shell_exit(id, status); });
+    // Started in its cgroup, so before any task exists.
+    if (cgroup_parent_) {
+        auto cg = JobCgroup::create(fmt::format("{}/banyan-{}-{}", *cgroup_parent_, boot.rank, format_jobid(id)));
+        if (cg)
+            job.cgroup.emplace(std::move(*cg));
+        else
+            log::warning("exec", "{}: no cgroup ({}); process groups only", format_jobid(id), cg.error().message);
+    }
+    SpawnOptions shell{.argv = {shell_path_},
+                       .stdin_fd = to_shell[0],
+                       .stdout_fd = from_shell[1],
+                       .cgroup_fd = job.cgroup ? job.cgroup->fd() : -1};
+    auto on_exit = [this, id](int status) { on_shell_exit(id, status); };
+    auto proc = Subprocess::spawn(broker_.reactor(), shell, on_exit);
+    if (!proc && job.cgroup) {
+        log::warning("exec", "{}: cannot start the shell in {} ({}); process groups only", format_jobid(id),
+                     job.cgroup->dir(), proc.error().message);
+        job.cgroup.reset();
+        shell.cgroup_fd = -1;
+        proc = Subprocess::spawn(broker_.reactor(), shell, on_exit);
+    }
     close(to_shell[0]);
     close(from_shell[1]);
     job.channel = std::make_unique<LineChannel>(
@@ -169,15 +187,6 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     if (!proc)
         return proc.error();
     job.shell = std::move(*proc);
-    // Into its cgroup before it reads its job, so before any task exists.
-    if (cgroup_parent_) {
-        auto cg = JobCgroup::create(fmt::format("{}/banyan-{}-{}", *cgroup_parent_, boot.rank, format_jobid(id)));
-        if (cg && cg->add(job.shell->pid()))
-            job.cgroup.emplace(std::move(*cg));
-        else
-            log::warning("exec", "{}: no cgroup ({}); process groups only", format_jobid(id),
-                         cg ? cg.error().message : "cannot add the shell");
-    }
     request.erase("userid");
     request["rank"] = boot.rank;
     request["uri"] = fmt::format("local://{}/local.sock", boot.rundir);

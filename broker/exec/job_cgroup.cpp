@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,21 +56,23 @@ std::optional<std::string> own_unified_cgroup(const std::string& mounts, const s
 Result<JobCgroup> JobCgroup::create(std::string dir) {
     if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
         return make_error(errno, fmt::format("cgroup {}: {}", dir, std::strerror(errno)));
-    return JobCgroup(std::move(dir));
+    int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        rmdir(dir.c_str());
+        return make_error(err, fmt::format("cgroup {}: {}", dir, std::strerror(err)));
+    }
+    return JobCgroup(std::move(dir), fd);
 }
 
 JobCgroup::~JobCgroup() {
+    if (fd_ >= 0)
+        close(fd_);
     if (dir_.empty())
         return;
     for (int i = 0; i < 50 && !kill_all(); i++)
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
     rmdir(dir_.c_str());
-}
-
-Result<void> JobCgroup::add(pid_t pid) {
-    if (!write_file(dir_ + "/cgroup.procs", std::to_string(pid)))
-        return make_error(EIO, fmt::format("cgroup {}: cannot add pid {}", dir_, pid));
-    return {};
 }
 
 bool JobCgroup::kill_all() {

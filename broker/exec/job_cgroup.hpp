@@ -21,22 +21,29 @@ std::optional<std::string> own_unified_cgroup(const std::string& mounts, const s
 
 class JobCgroup {
   public:
-    // Creates `dir`. Error when it cannot be created (read-only, no v2).
+    // Creates `dir` and opens it. Error when it cannot be created
+    // (read-only, no v2).
     static Result<JobCgroup> create(std::string dir);
-    JobCgroup(JobCgroup&& other) noexcept : dir_(std::move(other.dir_)) { other.dir_.clear(); }
+    JobCgroup(JobCgroup&& other) noexcept : dir_(std::move(other.dir_)), fd_(other.fd_) {
+        other.dir_.clear();
+        other.fd_ = -1;
+    }
     JobCgroup& operator=(JobCgroup&&) = delete;
     // Kills what is left and removes the directory.
     ~JobCgroup();
 
-    Result<void> add(pid_t pid);
+    // The open directory, for starting a process in it
+    // (SpawnOptions::cgroup_fd).
+    int fd() const { return fd_; }
     // SIGKILL to every process in it (cgroup.kill, or one by one on kernels
     // before 5.14); true when it is empty afterwards.
     bool kill_all();
     const std::string& dir() const { return dir_; }
 
   private:
-    explicit JobCgroup(std::string dir) : dir_(std::move(dir)) {}
+    JobCgroup(std::string dir, int fd) : dir_(std::move(dir)), fd_(fd) {}
     std::string dir_;
+    int fd_ = -1;
 };
 
 }  // namespace banyan

@@ -106,7 +106,10 @@ void JobDb::queue(Write write) {
     if (writes_.size() >= kCommitAtOnce)
         timer_.start(Duration::zero(), [this] { commit_now(); });
     else if (!timer_.active())
-        timer_.start(kCommitDelay, [this] { commit_now(); });
+        // At most one commit (one fdatasync) per kCommitDelay: under load
+        // the writes of that time share it, and a lone write (one user's
+        // one job) is not kept waiting.
+        timer_.start(std::max(last_commit_ + kCommitDelay - Clock::now(), Duration::zero()), [this] { commit_now(); });
 }
 
 void JobDb::after_commit(std::function<void()> fn) {
@@ -144,6 +147,7 @@ Result<void> JobDb::flush() {
     writes_.clear();
     last_id_stored_ = last_id_;
     commits_++;
+    last_commit_ = Clock::now();
     return {};
 }
 

@@ -69,6 +69,7 @@ class JobDb {
     std::vector<std::function<void()>> waiters_;
     std::function<void()> on_commit_;
     size_t commits_ = 0;
+    Clock::time_point last_commit_{};
     JobId last_id_ = 0;         // the largest id added
     JobId last_id_stored_ = 0;  // ... and committed
 };

@@ -3,6 +3,7 @@
 #include <csignal>
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -117,6 +118,28 @@ TEST_CASE("subprocess applies env, cwd and stdout redirection", "[reactor]") {
     ssize_t n = read(fds[0], buf, sizeof buf - 1);
     close(fds[0]);
     CHECK(std::string(buf, static_cast<size_t>(n)) == "hi\n/tmp\n");
+}
+
+TEST_CASE("subprocess starts with default signal dispositions and an empty mask", "[reactor]") {
+    // What the parent ignores or blocks must not reach the child: a shell
+    // started with USR1 ignored could not be killed by it.
+    Reactor reactor;
+    auto old = std::signal(SIGUSR1, SIG_IGN);
+    sigset_t usr2, saved;
+    sigemptyset(&usr2);
+    sigaddset(&usr2, SIGUSR2);
+    pthread_sigmask(SIG_BLOCK, &usr2, &saved);
+    int status = -1;
+    auto p = Subprocess::spawn(reactor, {.argv = {"sh", "-c", "grep -q '^SigBlk:[[:space:]0]*$' /proc/self/status && kill -USR1 $$; exit 3"}},
+                               [&](int s) {
+                                   status = s;
+                                   reactor.stop();
+                               });
+    pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+    std::signal(SIGUSR1, old);
+    REQUIRE(p.ok());
+    reactor.run_for(5s);
+    CHECK(exit_code_from_wait_status(status) == 128 + SIGUSR1);
 }
 
 TEST_CASE("subprocess names a program that cannot run", "[reactor]") {

@@ -1,6 +1,10 @@
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include "broker/exec/job_cgroup.hpp"
+#include "core/reactor.hpp"
+#include "core/text_file.hpp"
 #include "shell/binding.hpp"
 #include "shell/shell_job.hpp"
 
@@ -88,4 +92,31 @@ TEST_CASE("cgroup: the unified hierarchy from mounts and /proc/self/cgroup", "[s
     CHECK(own_unified_cgroup("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n", "0::/system.slice/banyan.service\n") ==
           "/sys/fs/cgroup/system.slice/banyan.service");
     CHECK_FALSE(own_unified_cgroup("cgroup /sys/fs/cgroup/cpu cgroup rw 0 0\n", "1:cpu:/\n").has_value());
+}
+
+TEST_CASE("cgroup: a shell starts inside its job's cgroup", "[shell]") {
+    auto mounts = read_text_file("/proc/self/mounts");
+    auto own = read_text_file("/proc/self/cgroup");
+    REQUIRE(mounts.ok());
+    REQUIRE(own.ok());
+    auto parent = own_unified_cgroup(*mounts, *own);
+    if (!parent || access(parent->c_str(), W_OK) != 0) {
+        WARN("no writable cgroup2 hierarchy here: nothing to check");
+        return;
+    }
+    auto cg = JobCgroup::create(fmt::format("{}/banyan-unit-{}", *parent, getpid()));
+    REQUIRE(cg.ok());
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    Reactor reactor;
+    auto p = Subprocess::spawn(reactor, {.argv = {"cat", "/proc/self/cgroup"}, .stdout_fd = fds[1], .cgroup_fd = cg->fd()},
+                               [&](int) { reactor.stop(); });
+    close(fds[1]);
+    REQUIRE(p.ok());
+    reactor.run_for(std::chrono::seconds(5));
+    char buf[4096] = {};
+    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    std::string leaf = cg->dir().substr(cg->dir().rfind('/'));
+    CHECK(std::string(buf, static_cast<size_t>(std::max<ssize_t>(n, 0))).find("0::" + leaf) != std::string::npos);
 }
