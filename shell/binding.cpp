@@ -1,7 +1,5 @@
 #include "shell/binding.hpp"
 
-#include <hwloc.h>
-
 namespace banyan {
 namespace {
 
@@ -40,38 +38,6 @@ std::vector<TaskBinding> task_bindings(const std::vector<std::vector<int>>& core
                 out[t].cpus.insert(out[t].cpus.end(), core_cpus[c].begin(), core_cpus[c].end());
         if (gpu != Affinity::off && !gpu_ids.empty())
             out[t].gpus = comma_list(gpu == Affinity::on ? gpu_ids : share(gpu_ids, t, ntasks));
-    }
-    return out;
-}
-
-MachineTopology::MachineTopology() {
-    hwloc_topology_t topo = nullptr;
-    if (hwloc_topology_init(&topo) != 0)
-        return;
-    if (hwloc_topology_load(topo) != 0 || !hwloc_topology_is_thissystem(topo)) {
-        hwloc_topology_destroy(topo);
-        return;
-    }
-    hwloc_bitmap_t bound = hwloc_bitmap_alloc();
-    if (hwloc_get_cpubind(topo, bound, HWLOC_CPUBIND_PROCESS) == 0 && !hwloc_bitmap_iszero(bound))
-        hwloc_topology_restrict(topo, bound, 0);
-    hwloc_bitmap_free(bound);
-    topology_ = topo;
-}
-
-MachineTopology::~MachineTopology() {
-    if (topology_)
-        hwloc_topology_destroy(static_cast<hwloc_topology_t>(topology_));
-}
-
-std::vector<std::vector<int>> MachineTopology::core_cpus() const {
-    std::vector<std::vector<int>> out;
-    auto topo = static_cast<hwloc_topology_t>(topology_);
-    for (hwloc_obj_t core = nullptr; topo && (core = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_CORE, core));) {
-        std::vector<int> cpus;
-        for (int cpu = hwloc_bitmap_first(core->cpuset); cpu >= 0; cpu = hwloc_bitmap_next(core->cpuset, cpu))
-            cpus.push_back(cpu);
-        out.push_back(std::move(cpus));
     }
     return out;
 }

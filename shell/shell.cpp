@@ -64,6 +64,19 @@ std::string resolve_command(const std::string& command, const std::vector<std::s
     return command;
 }
 
+// The exec service's saved topology, or this shell's own discovery where
+// there is none or it cannot be read; nullptr when hwloc does not describe
+// this machine.
+std::unique_ptr<MachineTopology> machine_topology(const std::string& xml) {
+    if (!xml.empty()) {
+        auto saved = MachineTopology::load_xml(xml);
+        if (saved)
+            return std::move(*saved);
+        log::warning("shell", "{}; discovering it", saved.error().message);
+    }
+    return MachineTopology::discover();
+}
+
 }  // namespace
 
 Shell::Shell(Reactor& reactor, int in_fd, int out_fd)
@@ -150,9 +163,9 @@ Result<void> Shell::prepare() {
     if (job_->local.ntasks == 0)
         return {};
     mkdir(job_->tmpdir.c_str(), 0700);
-    topology_ = std::make_unique<MachineTopology>();
+    topology_ = machine_topology(job_->topology);
     auto pmix = PmixServer::start(
-        reactor_, *job_, topology_->hwloc(),
+        reactor_, *job_, topology_ ? topology_->hwloc() : nullptr,
         {.fence =
              [this](uint64_t seq, std::string data) {
                  auto nshells = std::count_if(job_->map.blocks.begin(), job_->map.blocks.end(),

@@ -13,6 +13,7 @@
 
 #include "core/line_channel.hpp"
 #include "core/reactor.hpp"
+#include "resource/machine_topology.hpp"
 #include "shell/binding.hpp"
 #include "shell/pmix_server.hpp"
 #include "shell/shell_job.hpp"

@@ -130,12 +130,14 @@ Result<ShellJob> ShellJob::parse(const nlohmann::json& m) {
     auto rank = json_field<uint32_t>(m, "rank", 0, "shell");
     auto uri = json_field<std::string>(m, "uri", "", "shell");
     auto tmpdir = json_field<std::string>(m, "tmpdir", "", "shell");
-    if (!id || !rank || !uri || !tmpdir)
-        return (!id ? id.error() : !rank ? rank.error() : !uri ? uri.error() : tmpdir.error());
+    auto topology = json_field<std::string>(m, "topology", "", "shell");
+    if (!id || !rank || !uri || !tmpdir || !topology)
+        return (!id ? id.error() : !rank ? rank.error() : !uri ? uri.error() : !tmpdir ? tmpdir.error() : topology.error());
     job.id = *id;
     job.rank = *rank;
     job.uri = *uri;
     job.tmpdir = *tmpdir;
+    job.topology = *topology;
     if (!m.contains("jobspec") || !m["jobspec"].is_object())
         return make_error(EPROTO, "shell: expected a jobspec");
     auto spec = Jobspec::from_json(m["jobspec"]);

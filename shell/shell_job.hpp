@@ -43,6 +43,7 @@ struct ShellJob {
     std::string cwd;
     std::string uri;     // the broker's socket, for BANYAN_URI
     std::string tmpdir;  // this shell's own directory (PMIx rendezvous files)
+    std::string topology;  // this machine's hwloc XML, saved by the exec service; empty: discover
     ShellOptions options;
 
     // The host name of broker rank `rank`, from R's nodelist ("rank<N>"

@@ -18,6 +18,7 @@
 #include "core/line_channel.hpp"
 #include "core/log.hpp"
 #include "core/text_file.hpp"
+#include "resource/machine_topology.hpp"
 #include "resource/rv1.hpp"
 
 namespace banyan {
@@ -77,6 +78,16 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     if (mounts && own)
         if (auto dir = own_unified_cgroup(*mounts, *own); dir && access(dir->c_str(), W_OK) == 0)
             svc->cgroup_parent_ = *dir;
+    // Discovered once here rather than by every shell (doc/spec/shell.md
+    // section 1). None where hwloc describes another machine (synthetic,
+    // XML): shells then find none either and run tasks unbound.
+    if (auto topology = MachineTopology::discover()) {
+        std::string path = broker.bootstrap().rundir + "/topology.xml";
+        if (auto saved = topology->save_xml(path); saved)
+            svc->topology_xml_ = path;
+        else
+            log::warning("exec", "{}; each shell discovers it", saved.error().message);
+    }
     ExecService* s = svc.get();
     broker.register_method("exec.run", true, [s](const Message& r) { s->on_run(r); });
     broker.register_method("exec.kill", true, [s](const Message& r) { s->on_kill(r); });
@@ -191,6 +202,8 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     request["rank"] = boot.rank;
     request["uri"] = fmt::format("local://{}/local.sock", boot.rundir);
     request["tmpdir"] = fmt::format("{}/jobs/{}-{}", boot.rundir, format_jobid(id), boot.rank);
+    if (topology_xml_)
+        request["topology"] = *topology_xml_;
     mkdir((boot.rundir + "/jobs").c_str(), 0700);
     job.channel->send(request);
     return {};

@@ -42,6 +42,7 @@ class ExecService {
     Duration kill_timeout_;
     std::string shell_path_;
     std::optional<std::string> cgroup_parent_;  // where job cgroups go; nullopt: none
+    std::optional<std::string> topology_xml_;  // this machine's hwloc XML, for the shells; nullopt: none
     std::map<JobId, std::unique_ptr<LocalJob>> jobs_;
     std::map<std::pair<JobId, uint64_t>, Fence> fences_;  // at a job's first rank
 };

@@ -7,6 +7,7 @@
 
 #include "resource/cgroup.hpp"
 #include "resource/discovery.hpp"
+#include "resource/machine_topology.hpp"
 
 using namespace banyan;
 namespace fs = std::filesystem;
@@ -113,4 +114,24 @@ TEST_CASE("discovery names a topology it cannot load", "[discovery][malformed]")
     auto syn = discover_node(0, "h", {.synthetic = "pack:x"});
     REQUIRE(!syn.ok());
     CHECK(syn.error().message.find("pack:x") != std::string::npos);
+}
+
+TEST_CASE("machine topology: saved as XML, loaded back the same", "[resource]") {
+    auto discovered = MachineTopology::discover();
+    REQUIRE(discovered);  // the unit tests run on a real machine
+    REQUIRE(!discovered->core_cpus().empty());
+    char dir[] = "/tmp/banyan-topo-XXXXXX";
+    REQUIRE(mkdtemp(dir));
+    std::string path = std::string(dir) + "/topology.xml";
+    REQUIRE(discovered->save_xml(path).ok());
+    auto loaded = MachineTopology::load_xml(path);
+    REQUIRE(loaded.ok());
+    CHECK((*loaded)->core_cpus() == discovered->core_cpus());
+    unlink(path.c_str());
+    rmdir(dir);
+
+    auto missing = MachineTopology::load_xml(path);
+    REQUIRE(!missing.ok());
+    CHECK(missing.error().message == fmt::format("topology {}: cannot be loaded", path));
+    CHECK(!discovered->save_xml("/nonexistent/dir/topology.xml").ok());
 }
