@@ -212,15 +212,21 @@ struct ChildPlan {
     char** envp;
     const char* cwd;  // nullptr: inherit
     bool new_process_group;
-    int dup_from[3];  // -1: inherit fd 0, 1, 2
+    int dup_from[3];        // -1: inherit fd 0, 1, 2
     const cpu_set_t* cpus;  // nullptr: inherit
-    int cgroup_fd;      // >= 0: join it here (when clone could not start us in it)
-    int error_fd;       // the errno of a failed step goes here
+    int cgroup_fd;          // >= 0: join it here (when clone could not start us in it)
+    int error_fd;           // a ChildFailure goes here
 };
 
-[[noreturn]] void child_failed(int error_fd) {
-    int err = errno;
-    ssize_t ignored = write(error_fd, &err, sizeof err);
+// Which step failed in the child, and its errno.
+struct ChildFailure {
+    enum Step : int { cgroup, process_group, redirect, cwd, bind, exec } step;
+    int err;
+};
+
+[[noreturn]] void child_failed(const ChildPlan& plan, ChildFailure::Step step) {
+    ChildFailure failure{step, errno};
+    ssize_t ignored = write(plan.error_fd, &failure, sizeof failure);
     (void)ignored;
     _exit(127);
 }
@@ -235,25 +241,44 @@ struct ChildPlan {
     if (plan.cgroup_fd >= 0) {
         int procs = openat(plan.cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
         if (procs < 0 || write(procs, "0", 1) != 1)
-            child_failed(plan.error_fd);
+            child_failed(plan, ChildFailure::cgroup);
         close(procs);
     }
     if (plan.new_process_group && setpgid(0, 0) != 0)
-        child_failed(plan.error_fd);
+        child_failed(plan, ChildFailure::process_group);
     for (int target = 0; target < 3; target++) {
         int from = plan.dup_from[target];
         if (from == target ? fcntl(from, F_SETFD, 0) != 0 : from >= 0 && dup2(from, target) < 0)
-            child_failed(plan.error_fd);
+            child_failed(plan, ChildFailure::redirect);
     }
     if (plan.cwd && chdir(plan.cwd) != 0)
-        child_failed(plan.error_fd);
+        child_failed(plan, ChildFailure::cwd);
     if (plan.cpus && sched_setaffinity(0, sizeof *plan.cpus, plan.cpus) != 0)
-        child_failed(plan.error_fd);
+        child_failed(plan, ChildFailure::bind);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     execvpe(plan.program, plan.argv, plan.envp);
-    child_failed(plan.error_fd);
+    child_failed(plan, ChildFailure::exec);
+}
+
+std::string describe(const ChildFailure& f, const SpawnOptions& options) {
+    const std::string& name = options.argv[0];
+    switch (f.step) {
+        case ChildFailure::cgroup:
+            return fmt::format("{}: cannot start in its cgroup: {}", name, std::strerror(f.err));
+        case ChildFailure::process_group:
+            return fmt::format("{}: cannot start a process group: {}", name, std::strerror(f.err));
+        case ChildFailure::redirect:
+            return fmt::format("{}: cannot redirect its stdin/stdout/stderr: {}", name, std::strerror(f.err));
+        case ChildFailure::cwd:
+            return fmt::format("{}: cannot change to {}: {}", name, options.cwd, std::strerror(f.err));
+        case ChildFailure::bind:
+            return fmt::format("{}: cannot bind to the CPUs given: {}", name, std::strerror(f.err));
+        case ChildFailure::exec:
+            break;
+    }
+    return fmt::format("{}: {}", name, std::strerror(f.err));
 }
 
 // Starts the child, in `cgroup_fd` when it is >= 0, and returns its pid and
@@ -320,16 +345,18 @@ Result<std::unique_ptr<Subprocess>> Subprocess::spawn(Reactor& reactor, const Sp
     auto child = clone_child(plan);
     close(error_pipe[1]);
     // The child has exec'd (the pipe closed) or written why it could not.
-    int child_errno = 0;
-    ssize_t n = child ? read(error_pipe[0], &child_errno, sizeof child_errno) : 0;
+    ChildFailure failure{};
+    ssize_t n = 0;
+    while (child && (n = read(error_pipe[0], &failure, sizeof failure)) < 0 && errno == EINTR) {
+    }
     close(error_pipe[0]);
     if (!child)
         return child.error();
     auto [pid, pidfd] = *child;
-    if (n == sizeof child_errno) {
+    if (n == sizeof failure) {
         waitpid(pid, nullptr, 0);
         close(pidfd);
-        return make_error(child_errno, fmt::format("{}: {}", options.argv[0], std::strerror(child_errno)));
+        return make_error(failure.err, describe(failure, options));
     }
 
     std::unique_ptr<Subprocess> proc(new Subprocess());
