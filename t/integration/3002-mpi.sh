@@ -44,3 +44,14 @@ unset HWLOC_COMPONENTS
 for nbrokers in 1 2 4; do
     HWLOC_SYNTHETIC="core:4 pu:1" banyan start --test-size=$nbrokers bash "$T_DIR/mpi.sh" $nbrokers
 done
+
+# On this machine's own topology (no synthetic one): the ranks load the
+# topology the shell hands them through PMIx instead of discovering it
+# again, each of them (~25 ms per rank here).
+cat >"$T_DIR/topology.sh" <<'SCRIPT'
+set -u
+check_output "ranks load the shell's topology, not their own discovery" '^2 0$' \
+    sh -c "OMPI_MCA_hwloc_base_verbose=1 banyan run -n2 $MPI_DIR/mpi-hello 2>&1 |
+           awk '/loading topology from XML/ {x++} /discovering topology/ {d++} END {print x+0, d+0}'"
+SCRIPT
+banyan start --test-size=1 bash "$T_DIR/topology.sh"
