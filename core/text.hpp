@@ -9,4 +9,10 @@ namespace banyan {
 // `text` with every `from` replaced by `to` (left to right, no rescans).
 std::string replace_all(std::string text, std::string_view from, std::string_view to);
 
+// The length of `text` without a UTF-8 character cut short at its end (the
+// first bytes of a multi-byte sequence whose rest has not arrived yet):
+// what a stream read in chunks can pass on now. Invalid bytes are not
+// held back.
+size_t utf8_complete_length(std::string_view text);
+
 }  // namespace banyan

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "core/text.hpp"
+
 namespace banyan {
 namespace {
 
@@ -136,8 +138,14 @@ void Task::read(Stream& s) {
 
 void Task::emit(Stream& s, std::string data, bool at_eof) {
     if (!label_) {
-        if (!data.empty())
-            sink_(rank_, s.is_stderr, std::move(data));
+        // A character cut by the pipe's chunking waits for its other bytes
+        // (alone, each chunk would end in U+FFFD when written as JSON).
+        std::string text = s.partial.empty() ? std::move(data) : s.partial + data;
+        size_t complete = at_eof ? text.size() : utf8_complete_length(text);
+        s.partial = text.substr(complete);
+        text.resize(complete);
+        if (!text.empty())
+            sink_(rank_, s.is_stderr, std::move(text));
         return;
     }
     s.partial += data;

@@ -46,7 +46,7 @@ class Task {
     struct Stream {
         int fd = -1;
         bool is_stderr = false;
-        std::string partial;  // an unfinished line, when labelling
+        std::string partial;  // an unfinished line (labelling) or UTF-8 character
         std::unique_ptr<FdWatcher> watch;
         bool open() const { return fd >= 0; }
     };

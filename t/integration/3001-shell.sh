@@ -56,6 +56,10 @@ check_output "--error apart from --output" '^err$' sh -c \
 id=$(banyan submit -n2 sh -c 'echo attached-$BANYAN_TASK_RANK')
 banyan job wait "$id"
 check_output "job attach replays the output of a finished job" 'attached-1' banyan job attach "$id"
+# Multi-byte characters cut by the pipe's chunks come through whole.
+yes 'ééééé' | head -n 50000 >accents.txt
+check "550,000 bytes of two-byte characters, byte for byte" \
+    sh -c "banyan run sh -c \"yes 'ééééé' | head -n 50000\" | cmp - accents.txt"
 
 # Input: stdin of run goes to task 0 only; --input to every task.
 check_output "stdin of banyan run reaches task 0" '^0: line-in$' sh -c "echo line-in | banyan run -n2 -l cat"
