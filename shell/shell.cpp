@@ -222,13 +222,14 @@ Result<void> Shell::launch_tasks() {
             env.insert(env.end(), pmix_env->begin(), pmix_env->end());
         }
         setup.spawn.env = std::move(env);
-        // Labels are added by the shell, so labelled output goes through it
-        // (emit_output) even when it ends in a file.
+        // Opened now, so a file that cannot be opened fails the launch.
+        // Labels are added by the shell: labelled output goes through it
+        // (emit_output), which writes to the file opened here.
+        auto out = output_file(false, rank);
+        auto err = output_file(true, rank);
+        if (!out || !err)
+            return !out ? out.error() : err.error();
         if (!job.options.label) {
-            auto out = output_file(false, rank);
-            auto err = output_file(true, rank);
-            if (!out || !err)
-                return !out ? out.error() : err.error();
             setup.stdout_fd = *out;
             setup.stderr_fd = *err;
         }

@@ -115,6 +115,9 @@ printf '#!/bin/sh\necho hi\n' >not-executable.sh
 check_fails "a program without execute permission" 'not-executable.sh: Permission denied' banyan run ./not-executable.sh
 check_fails "an --output file that cannot be created" 'output file /no/such/dir/out: No such file' \
     banyan run --output=/no/such/dir/out true
+check_fails "... with -l too, before anything runs" 'output file /no/such/dir/out: No such file' \
+    banyan run -l --output=/no/such/dir/out touch never-ran
+check "(it never ran)" test ! -e never-ran
 check_fails "a --cwd that does not exist" '^banyan: job .*: exec: true: cannot change to /no/such/dir: No such file or directory \(rank 0\)$' \
     banyan run --cwd=/no/such/dir true
 SCRIPT
