@@ -140,6 +140,8 @@ void Shell::start(const nlohmann::json& message) {
     auto ready = prepare();
     if (ready)
         ready = launch_tasks();
+    if (ready)
+        channel_->send({{"type", "started"}});
     if (!ready) {
         raise("exec", ready.error().message, 0);
         failed_status_ = std::max(failed_status_, 1);

@@ -145,7 +145,7 @@ void ExecService::on_run(const Message& req) {
         job->simulated->start(std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000)),
                               [this, id = *id] { finish(id, 0); });
         jobs_.emplace(*id, std::move(job));
-        return;
+        return report_started(*id);
     }
     auto R = Rv1::from_json(p.value("R", nlohmann::json()));
     if (!R || R->ranks.empty())
@@ -250,11 +250,22 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
             (*result)["type"] = "fence";
             j->second->channel->send(*result);
         });
+    } else if (type == "started") {
+        report_started(id);
     } else if (type == "finish") {
         job.status = m.value("status", 0);
     } else {
         log::error("exec", "{}: unknown message from the shell: {}", format_jobid(id), m.dump());
     }
+}
+
+// This rank's tasks all run (doc/spec/jobs.md section 8).
+void ExecService::report_started(JobId id) {
+    broker_.rpc(Message::request("job-manager.started", {{"id", id}, {"rank", broker_.bootstrap().rank}}, 0),
+                [id](const Message& resp) {
+                    if (resp.errnum)
+                        log::warning("exec", "{}: start not recorded: {}", format_jobid(id), resp.error_text());
+                });
 }
 
 void ExecService::on_shell_exit(JobId id, int wait_status) {

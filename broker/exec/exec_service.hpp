@@ -30,6 +30,7 @@ class ExecService {
     void on_run(const Message& req);
     Result<void> start_shell(JobId id, LocalJob& job, nlohmann::json request);
     void on_shell_message(JobId id, Result<nlohmann::json> message);
+    void report_started(JobId id);
     void on_shell_exit(JobId id, int wait_status);
     void finish(JobId id, int status);
     void on_kill(const Message& req);

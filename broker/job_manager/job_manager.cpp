@@ -331,6 +331,7 @@ void JobManager::launch(Job& job, const nlohmann::json& R) {
         Message req = Message::request("exec.run", nlohmann::json::object(), rank);
         req.payload = fmt::format(R"({{"id":{},"userid":{},"R":{},"jobspec":{}}})", job.id, job.userid, r_text, *spec);
         ex.ranks_left++;
+        ex.ranks_starting++;
         broker_.rpc(std::move(req), [this, id = job.id](const Message& resp) { on_exec_response(id, resp); });
     }
     double end = r->expiration > 0 ? r->expiration : job.duration > 0 ? wall_now() + job.duration : 0;
@@ -341,7 +342,6 @@ void JobManager::launch(Job& job, const nlohmann::json& R) {
                 raise(it->second, "timeout", "the job reached its time limit", 0);
         });
     }
-    post(job, "start");
 }
 
 void JobManager::on_exec_response(JobId id, const Message& resp) {

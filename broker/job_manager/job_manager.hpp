@@ -43,6 +43,7 @@ class JobManager {
     void on_urgency(const Message& req);
     void on_output(const Message& req);
     void on_raise(const Message& req);
+    void on_started(const Message& req);
     void on_input(const Message& req);
     // An attach waiting for news: what it has seen so far.
     struct Watch {
@@ -100,7 +101,8 @@ class JobManager {
     std::unordered_set<JobId> held_by_sched_;  // R given by this scheduler, not yet freed
 
     struct Execution {
-        size_t ranks_left = 0;
+        size_t ranks_left = 0;      // to answer exec.run (finish)
+        size_t ranks_starting = 0;  // to report their tasks started (start)
         int max_status = 0;
         bool failed = false;
         std::unique_ptr<Timer> time_limit;

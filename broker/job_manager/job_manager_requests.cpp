@@ -51,6 +51,7 @@ void JobManager::register_methods() {
     method("job-manager.urgency", false, &JobManager::on_urgency);
     method("job-manager.output", true, &JobManager::on_output);
     method("job-manager.raise", true, &JobManager::on_raise);
+    method("job-manager.started", true, &JobManager::on_started);
     method("job-manager.input", false, &JobManager::on_input);
 }
 
@@ -389,6 +390,21 @@ void JobManager::on_raise(const Message& req) {
     if (*severity == 0)
         return raise(*job, *type, *note, req.userid);
     post(*job, "exception", {{"type", *type}, {"severity", *severity}, {"note", *note}, {"userid", req.userid}});
+}
+
+// An exec service's report that its rank's tasks all run: `start` once
+// every rank of R has said so.
+void JobManager::on_started(const Message& req) {
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
+    if (!job)
+        return;
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    auto ex = executing_.find(job->id);
+    if (ex == executing_.end() || ex->second.ranks_starting == 0)
+        return;  // ended already, or a duplicate
+    if (--ex->second.ranks_starting == 0)
+        post(*job, "start");
 }
 
 // Input for task 0 (banyan run's stdin), passed to the exec service of the

@@ -111,6 +111,9 @@ check_output "nor a daemon left by a task that exited" '^0$' sh -c "sleep 0.2; p
 
 # Programs that cannot run: one line naming the command and the error.
 check_fails "a missing program" 'exec: /no/such/program: No such file or directory' banyan run /no/such/program
+# start means every shell has its tasks running: this job never started.
+check_output "... and the job has no start event" '^submit depend priority alloc exception finish free clean $' \
+    sh -c "banyan job eventlog \$(banyan jobs -a --no-header -n1 -o '{id}') | awk '{printf \"%s \", \$2}'"
 printf '#!/bin/sh\necho hi\n' >not-executable.sh
 check_fails "a program without execute permission" 'not-executable.sh: Permission denied' banyan run ./not-executable.sh
 check_fails "an --output file that cannot be created" 'output file /no/such/dir/out: No such file' \
