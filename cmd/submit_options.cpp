@@ -1,6 +1,10 @@
 #include "cmd/submit_options.hpp"
 
 #include <filesystem>
+#include <map>
+#include <sstream>
+
+#include <fnmatch.h>
 
 #include <sys/resource.h>
 
@@ -11,6 +15,7 @@
 #include "cmd/cli_util.hpp"
 #include "core/duration.hpp"
 #include "core/jobid.hpp"
+#include "core/text_file.hpp"
 
 extern char** environ;
 
@@ -56,25 +61,62 @@ std::pair<std::string, std::string> split_setting(const std::string& text, std::
     return {text.substr(0, eq), text.substr(eq + 1)};
 }
 
-nlohmann::json environment(const std::vector<std::string>& settings) {
-    nlohmann::json env = nlohmann::json::object();
+using Environment = std::map<std::string, std::string>;
+
+// One --env rule, as in Flux: NAME=VALUE sets; -PATTERN removes the
+// names matching a glob; ^FILE applies the rules in FILE, one a line
+// (blank lines and # comments skipped); a bare PATTERN (re)exports the
+// matching names from the submitter's environment.
+void apply_env_rule(Environment& env, const Environment& submitter, const std::string& rule, int depth) {
+    if (rule.empty() || rule == "-" || rule == "^" || rule[0] == '=')
+        fail(fmt::format("--env '{}': expected NAME=VALUE, -PATTERN, ^FILE or PATTERN", rule));
+    if (rule[0] == '-') {
+        std::erase_if(env, [&](const auto& kv) { return fnmatch(rule.c_str() + 1, kv.first.c_str(), 0) == 0; });
+        return;
+    }
+    if (rule[0] == '^') {
+        if (depth > 8)
+            fail(fmt::format("--env {}: rule files include each other too deep", rule));
+        auto text = read_text_file(rule.substr(1));
+        if (!text)
+            fail(fmt::format("--env {}: {}", rule, text.error().message));
+        std::istringstream lines(*text);
+        for (std::string line; std::getline(lines, line);) {
+            auto first = line.find_first_not_of(" \t");
+            if (first == std::string::npos || line[first] == '#')
+                continue;
+            apply_env_rule(env, submitter, line.substr(first, line.find_last_not_of(" \t\r") + 1 - first),
+                           depth + 1);
+        }
+        return;
+    }
+    if (auto eq = rule.find('='); eq != std::string::npos) {
+        env[rule.substr(0, eq)] = rule.substr(eq + 1);
+        return;
+    }
+    bool any = false;
+    for (const auto& [name, value] : submitter)
+        if (fnmatch(rule.c_str(), name.c_str(), 0) == 0) {
+            env[name] = value;
+            any = true;
+        }
+    if (!any)
+        fail(fmt::format("--env {}: not set in this environment (give NAME=VALUE)", rule));
+}
+
+// The submitter's environment (BANYAN_* left out: each job gets its own)
+// with the --env rules applied in order.
+nlohmann::json environment(const std::vector<std::string>& rules) {
+    Environment submitter;
     for (char** e = environ; *e; e++) {
         std::string_view entry(*e);
         auto eq = entry.find('=');
         if (eq != std::string_view::npos && !entry.starts_with("BANYAN_"))
-            env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+            submitter.emplace(entry.substr(0, eq), entry.substr(eq + 1));
     }
-    for (const auto& s : settings) {
-        auto eq = s.find('=');
-        if (eq == 0 || s.empty())
-            fail(fmt::format("--env {}: expected NAME=VALUE or NAME", s));
-        if (eq == std::string::npos) {
-            if (!env.contains(s))
-                fail(fmt::format("--env {}: not set in this environment (give NAME=VALUE)", s));
-            continue;
-        }
-        env[s.substr(0, eq)] = s.substr(eq + 1);
-    }
+    Environment env = submitter;
+    for (const auto& rule : rules)
+        apply_env_rule(env, submitter, rule, 0);
     return env;
 }
 
@@ -112,7 +154,20 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
     cmd->add_option("--job-name", o.job_name, "name shown by banyan jobs (default: the command)");
     cmd->add_option("--output", o.output, "write stdout (and stderr, unless --error) to FILE; {{id}}, {{taskid}}, {{node}} are replaced");
     cmd->add_option("--error", o.error, "write stderr to FILE");
-    cmd->add_option("--env", o.env, "set NAME=VALUE in the job's environment (repeatable)")->allow_extra_args(false);
+    // The three environment options feed one list of rules, in the order given.
+    auto env_rule = [&o](std::string prefix) {
+        return [&o, prefix](const std::string& value) { o.env.push_back(prefix + value); };
+    };
+    cmd->add_option_function<std::string>("--env", env_rule(""),
+                                          "NAME=VALUE, -PATTERN (remove), ^FILE (rules), PATTERN (export); repeatable")
+        ->trigger_on_parse()
+        ->allow_extra_args(false);
+    cmd->add_option_function<std::string>("--env-remove", env_rule("-"), "remove the variables matching PATTERN")
+        ->trigger_on_parse()
+        ->allow_extra_args(false);
+    cmd->add_option_function<std::string>("--env-file", env_rule("^"), "apply the --env rules in FILE, one a line")
+        ->trigger_on_parse()
+        ->allow_extra_args(false);
     cmd->add_option("--cwd", o.cwd, "the tasks' working directory (default: this one)");
     cmd->add_option("-S,--setattr", o.setattr, "jobspec attribute KEY=VALUE (system. implied)")->allow_extra_args(false);
     cmd->add_option("-o,--setopt", o.setopt, "shell option KEY[=VALUE]")->allow_extra_args(false);

@@ -20,6 +20,16 @@ check_output "BANYAN_JOB_ID is the job's id, BANYAN_URI the broker" '^f[1-9A-Za-
 export MY_SETTING=from-submitter
 check_output "the submitter's environment by default" '^from-submitter$' banyan run printenv MY_SETTING
 check_output "--env NAME=VALUE" '^given$' banyan run --env MY_SETTING=given printenv MY_SETTING
+# Flux's rules, in order: remove everything, export PATH back, set one.
+check_output "--env=-* --env PATH --env A=1: just those (and the job's own)" '^A PATH $' \
+    sh -c "banyan run --env=-* --env PATH --env A=1 env | grep -v -e '^BANYAN_' -e '^PMIX_' -e '^OMPI_' | cut -d= -f1 | sort | tr '\n' ' '"
+printf '# a rule file\n-MY_*\n\nFROM_FILE=yes\n' >"$T_DIR/env.rules"
+check_output "--env-file applies its rules, --env-remove removes" '^yes unset$' \
+    sh -c "banyan run --env-file '$T_DIR/env.rules' --env-remove HOME sh -c 'echo \$FROM_FILE \${MY_SETTING:-unset}\${HOME:-}'"
+check_fails "--env with an unset NAME: one line" '^banyan run: --env NOT_SET_HERE: not set in this environment' \
+    banyan run --env NOT_SET_HERE true
+check_fails "--env-file that cannot be read: one line" '^banyan run: --env \^/no/such/rules: ' \
+    banyan run --env-file /no/such/rules true
 mkdir -p "$T_DIR/work dir"
 check_output "the submitter's limits go with the job (ulimit -n 200)" '^200$' sh -c "ulimit -n 200; banyan run sh -c 'ulimit -n'"
 check_output "-o rlimit.nofile=300 overrides" '^300$' banyan run -o rlimit.nofile=300 sh -c 'ulimit -n'
