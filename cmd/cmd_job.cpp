@@ -13,6 +13,7 @@
 
 #include "cmd/cli_util.hpp"
 #include "core/idset.hpp"
+#include "core/io_data.hpp"
 #include "core/reactor.hpp"
 
 namespace banyan::cli {
@@ -78,10 +79,10 @@ bool forward_stdin(Client& client, JobId id) {
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return true;
     bool eof = n <= 0;
-    // Invalid UTF-8 becomes U+FFFD when the message is written.
-    std::string data = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+    nlohmann::json input{{"id", id}, {"eof", eof}};
+    put_io_data(input, std::string_view(buf, n > 0 ? static_cast<size_t>(n) : 0));
     // The answer is not waited for: it comes back with a matchtag nobody asks.
-    (void)client.send(Message::request("job-manager.input", {{"id", id}, {"data", data}, {"eof", eof}}, 0));
+    (void)client.send(Message::request("job-manager.input", input, 0));
     return !eof;
 }
 
@@ -130,7 +131,7 @@ int attach_job(Client& client, JobId id, bool interactive, bool with_stdin) {
         }
         auto body = must(response_payload(*answer));
         for (const auto& chunk : body["output"])
-            write_all(chunk.value("stream", "") == "stderr" ? stderr : stdout, chunk.value("data", ""));
+            write_all(chunk.value("stream", "") == "stderr" ? stderr : stdout, must(io_data(chunk, "attach")));
         for (const auto& ev : body["events"]) {
             const auto& c = ev.value("context", nlohmann::json::object());
             if (ev.value("name", "") == "finish")

@@ -27,4 +27,29 @@ size_t utf8_complete_length(std::string_view text) {
     return text.size() - lead < need ? lead : text.size();
 }
 
+bool is_valid_utf8(std::string_view text) {
+    auto at = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+    for (size_t i = 0; i < text.size();) {
+        unsigned char b = at(i);
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        size_t length = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+        if (length == 0 || i + length > text.size())
+            return false;
+        // The second byte's range excludes overlong forms, surrogates and
+        // code points past U+10FFFF.
+        unsigned char low = b == 0xE0 ? 0xA0 : b == 0xF0 ? 0x90 : 0x80;
+        unsigned char high = b == 0xED ? 0x9F : b == 0xF4 ? 0x8F : 0xBF;
+        if (at(i + 1) < low || at(i + 1) > high)
+            return false;
+        for (size_t k = 2; k < length; k++)
+            if ((at(i + k) & 0xC0) != 0x80)
+                return false;
+        i += length;
+    }
+    return true;
+}
+
 }  // namespace banyan

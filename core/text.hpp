@@ -15,4 +15,8 @@ std::string replace_all(std::string text, std::string_view from, std::string_vie
 // held back.
 size_t utf8_complete_length(std::string_view text);
 
+// Whether `text` is well-formed UTF-8 (RFC 3629: no overlong forms, no
+// surrogates, nothing past U+10FFFF).
+bool is_valid_utf8(std::string_view text);
+
 }  // namespace banyan

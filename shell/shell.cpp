@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "core/base64.hpp"
+#include "core/io_data.hpp"
 #include "core/log.hpp"
 #include "shell/binding.hpp"
 
@@ -107,10 +108,13 @@ void Shell::on_message(Result<nlohmann::json> message) {
     std::string type = m.value("type", "");
     if (type == "signal" && m.value("signal", 0) > 0 && m.value("signal", 0) < NSIG) {
         signal_tasks(m["signal"].get<int>());
-    } else if (type == "stdin" && m.contains("data") && m["data"].is_string()) {
+    } else if (type == "stdin") {
+        auto data = io_data(m, "stdin");
+        if (!data)
+            return log::error("shell", "{}: {}", format_jobid(job_->id), data.error().message);
         for (auto& t : tasks_)
             if (t->rank() == 0)
-                t->write_stdin(m["data"].get<std::string>(), m.value("eof", false));
+                t->write_stdin(std::move(*data), m.value("eof", false));
     } else if (type == "fence") {
         on_fence_result(m);
     } else {
@@ -286,8 +290,9 @@ void Shell::emit_output(uint32_t task, bool is_stderr, std::string data) {
             return;
         }
     }
-    // Invalid UTF-8 becomes U+FFFD when the line is written.
-    channel_->send({{"type", "output"}, {"task", task}, {"stream", is_stderr ? "stderr" : "stdout"}, {"data", data}});
+    nlohmann::json m{{"type", "output"}, {"task", task}, {"stream", is_stderr ? "stderr" : "stdout"}};
+    put_io_data(m, data);
+    channel_->send(m);
 }
 
 void Shell::on_task_change() {

@@ -14,6 +14,7 @@
 
 #include "broker/exec/job_cgroup.hpp"
 #include "core/duration.hpp"
+#include "core/io_data.hpp"
 #include "core/json_field.hpp"
 #include "core/line_channel.hpp"
 #include "core/log.hpp"
@@ -363,10 +364,14 @@ void ExecService::on_stdin(const Message& req) {
     LocalJob* job = job_for(req, body);
     if (!job)
         return;
-    if (!body.contains("data") || !body["data"].is_string())
-        return broker_.respond_error(req, EPROTO, "exec.stdin: expected {\"id\", \"data\": STRING, \"eof\"?}");
-    if (job->channel)
-        job->channel->send({{"type", "stdin"}, {"data", body["data"]}, {"eof", body.value("eof", false)}});
+    auto data = io_data(body, "exec.stdin");
+    if (!data)
+        return broker_.respond_error(req, EPROTO, data.error().message);
+    if (job->channel) {
+        nlohmann::json m{{"type", "stdin"}, {"eof", body.value("eof", false)}};
+        put_io_data(m, *data);
+        job->channel->send(m);
+    }
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
 }
 

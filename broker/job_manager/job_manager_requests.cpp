@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include "broker/job_manager/job_manager.hpp"
+#include "core/io_data.hpp"
 #include "core/json_field.hpp"
+#include "core/text.hpp"
 #include "sched/jobspec.hpp"
 
 namespace banyan {
@@ -249,7 +251,7 @@ bool JobManager::try_answer_attach(const Watch& w) {
     for (const auto& ev : *events)
         ev_list.push_back(ev.to_json());
     for (const auto& c : *output)
-        out_list.push_back({{"rank", c.rank}, {"stream", c.stream}, {"data", c.data}});
+        put_io_data(out_list.emplace_back(nlohmann::json{{"rank", c.rank}, {"stream", c.stream}}), c.data);
     broker_.respond(Message::response_to(w.req, {{"events", std::move(ev_list)},
                                                  {"output", std::move(out_list)},
                                                  {"events_next", events_next},
@@ -344,7 +346,7 @@ void JobManager::on_output(const Message& req) {
         return;
     auto task = json_field<uint32_t>(body, "task", 0, "output");
     auto stream = json_field<std::string>(body, "stream", "stdout", "output");
-    auto data = json_field<std::string>(body, "data", "", "output");
+    auto data = io_data(body, "output");
     if (!task || !stream || !data)
         return broker_.respond_error(req, EPROTO, (!task ? task.error() : !stream ? stream.error() : data.error()).message);
     if (*stream != "stdout" && *stream != "stderr")
@@ -357,9 +359,7 @@ void JobManager::on_output(const Message& req) {
     if (job->output_bytes + data->size() > output_limit_) {
         // What fits is kept (cut at a character boundary), then one notice
         // where the output stops, so a reader knows it is cut.
-        size_t keep = output_limit_ - job->output_bytes;
-        while (keep > 0 && (static_cast<unsigned char>((*data)[keep]) & 0xc0) == 0x80)
-            keep--;
+        size_t keep = utf8_complete_length(std::string_view(*data).substr(0, output_limit_ - job->output_bytes));
         if (keep > 0)
             db_->add_output(job->id, {job->next_output_seq++, *task, *stream, data->substr(0, keep)});
         job->output_truncated = true;
@@ -414,14 +414,16 @@ void JobManager::on_input(const Message& req) {
     Job* job = visible_job(req, body);
     if (!job)
         return;
-    auto data = json_field<std::string>(body, "data", "", "input");
+    auto data = io_data(body, "input");
     auto eof = json_field<bool>(body, "eof", false, "input");
     if (!data || !eof)
         return broker_.respond_error(req, EPROTO, (!data ? data.error() : eof.error()).message);
     if (job->state != JobState::run || job->ranks.empty())
         return broker_.respond_error(req, EINVAL, fmt::format("{}: job is not running", format_jobid(job->id)));
-    Message forward = Message::request("exec.stdin", {{"id", job->id}, {"data", *data}, {"eof", *eof}},
-                                       *std::min_element(job->ranks.begin(), job->ranks.end()));
+    nlohmann::json forward_body{{"id", job->id}, {"eof", *eof}};
+    put_io_data(forward_body, *data);
+    Message forward =
+        Message::request("exec.stdin", forward_body, *std::min_element(job->ranks.begin(), job->ranks.end()));
     broker_.rpc(std::move(forward), [this, req](const Message& resp) {
         if (resp.errnum)
             return broker_.respond_error(req, static_cast<int>(resp.errnum), resp.error_text());

@@ -71,6 +71,14 @@ yes 'ééééé' | head -n 50000 >accents.txt
 check "550,000 bytes of two-byte characters, byte for byte" \
     sh -c "banyan run sh -c \"yes 'ééééé' | head -n 50000\" | cmp - accents.txt"
 
+# Binary output and input arrive byte for byte (base64 where not UTF-8).
+head -c 300000 /dev/urandom >random.bin
+check "binary output of a task, byte for byte" sh -c "banyan run cat random.bin | cmp - random.bin"
+check "binary stdin of banyan run, byte for byte" sh -c "banyan run cat <random.bin | cmp - random.bin"
+id=$(banyan submit cat random.bin)
+banyan job wait "$id"
+check "binary output replayed by job attach" sh -c "banyan job attach $id | cmp - random.bin"
+
 # Input: stdin of run goes to task 0 only; --input to every task.
 check_output "stdin of banyan run reaches task 0" '^0: line-in$' sh -c "echo line-in | banyan run -n2 -l cat"
 seq 1 5 >in.txt

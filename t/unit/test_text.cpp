@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "core/io_data.hpp"
 #include "core/text.hpp"
 
 using namespace banyan;
@@ -22,4 +23,37 @@ TEST_CASE("utf8_complete_length holds back only a cut character", "[text]") {
     // Invalid bytes pass: nothing would ever complete them.
     CHECK(utf8_complete_length("a\xFF") == 2);
     CHECK(utf8_complete_length("a\x80\x80\x80\x80") == 5);
+}
+
+TEST_CASE("is_valid_utf8 follows RFC 3629", "[text]") {
+    CHECK(is_valid_utf8(""));
+    CHECK(is_valid_utf8(std::string("a\0b", 3)));
+    CHECK(is_valid_utf8("é € 😀"));
+    CHECK(!is_valid_utf8("\xC3"));              // cut short
+    CHECK(!is_valid_utf8("\xC0\xAF"));          // overlong '/'
+    CHECK(!is_valid_utf8("\xE0\x80\xAF"));      // overlong, 3 bytes
+    CHECK(!is_valid_utf8("\xED\xA0\x80"));      // a surrogate
+    CHECK(!is_valid_utf8("\xF4\x90\x80\x80"));  // past U+10FFFF
+    CHECK(!is_valid_utf8("\xFF"));
+    CHECK(!is_valid_utf8("a\x80"));             // a lone continuation byte
+}
+
+TEST_CASE("task I/O: text as it is, anything else in base64", "[text]") {
+    nlohmann::json text;
+    put_io_data(text, "héllo\n");
+    CHECK(text == nlohmann::json{{"data", "héllo\n"}});
+    CHECK(io_data(text, "output").value() == "héllo\n");
+
+    std::string bytes("\xFF\x00\xC3", 3);
+    nlohmann::json binary;
+    put_io_data(binary, bytes);
+    CHECK(binary["encoding"] == "base64");
+    CHECK(io_data(binary, "output").value() == bytes);
+    // What the JSON codec writes and reads back stays the same bytes.
+    CHECK(io_data(nlohmann::json::parse(binary.dump()), "output").value() == bytes);
+
+    CHECK(io_data(nlohmann::json{{"data", 5}}, "input").error().message == "input.data: expected a string");
+    CHECK(io_data(nlohmann::json{{"data", "x"}, {"encoding", "hex"}}, "input").error().message ==
+          "input.encoding: expected base64");
+    CHECK(!io_data(nlohmann::json{{"data", "!!"}, {"encoding", "base64"}}, "input").ok());
 }
