@@ -38,7 +38,7 @@ rpc sched.alloc '{"id":11}' >"$out.bad1"
 rpc sched.alloc '{"id":12,"jobspec":{"version":1}}' >"$out.bad2"
 rpc sched.free '{"id":"x"}' >"$out.bad3"
 rpc sched.free '{"id":77}' >"$out.bad4"
-true
+instance_dir >"$T_DIR/instance"
 SCRIPT
 check "the stand-in job manager runs its script" \
     banyan start --test-size=1 -S 'resource.synthetic="node[0-1]: socket:1,core:4"' -S 'sched.queue-policy="easy"' \
@@ -62,4 +62,4 @@ check_output "free with a bad id names the field" "^error 71: sched.free.id: exp
 check_output "free of an unknown job" "^error 2: job 77 holds no resources" cat "$o.bad4"
 check_fails "a bad queue policy stops the broker with one line" "sched.queue-policy: unknown queue policy 'lifo'" \
     banyan start --test-size=1 -S 'sched.queue-policy="lifo"' true
-no_brokers_left "no broker is left" "banyan-broker"
+no_brokers_left "no broker of the instance is left" "$(cat "$T_DIR/instance")"
