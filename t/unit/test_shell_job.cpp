@@ -1,5 +1,13 @@
 #include <catch2/catch.hpp>
 
+#include <cstddef>
+#include <optional>
+
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "broker/exec/job_cgroup.hpp"
@@ -94,29 +102,78 @@ TEST_CASE("cgroup: the unified hierarchy from mounts and /proc/self/cgroup", "[s
     CHECK_FALSE(own_unified_cgroup("cgroup /sys/fs/cgroup/cpu cgroup rw 0 0\n", "1:cpu:/\n").has_value());
 }
 
-TEST_CASE("cgroup: a shell starts inside its job's cgroup", "[shell]") {
+namespace {
+
+// A fresh cgroup under ours, or nullopt (with a warning) where there is
+// no writable cgroup2 hierarchy.
+std::optional<JobCgroup> scratch_cgroup(const char* name) {
     auto mounts = read_text_file("/proc/self/mounts");
     auto own = read_text_file("/proc/self/cgroup");
-    REQUIRE(mounts.ok());
-    REQUIRE(own.ok());
-    auto parent = own_unified_cgroup(*mounts, *own);
+    auto parent = mounts && own ? own_unified_cgroup(*mounts, *own) : std::nullopt;
     if (!parent || access(parent->c_str(), W_OK) != 0) {
         WARN("no writable cgroup2 hierarchy here: nothing to check");
-        return;
+        return std::nullopt;
     }
-    auto cg = JobCgroup::create(fmt::format("{}/banyan-unit-{}", *parent, getpid()));
-    REQUIRE(cg.ok());
+    auto cg = JobCgroup::create(fmt::format("{}/banyan-unit-{}-{}", *parent, name, getpid()));
+    if (!cg)
+        FAIL(cg.error().message);
+    return std::move(*cg);
+}
+
+// The first line of `cat /proc/self/cgroup` started in `cg`: "0::/..." on
+// the unified hierarchy.
+std::string cgroup_of_child(const JobCgroup& cg) {
     int fds[2];
-    REQUIRE(pipe(fds) == 0);
+    if (pipe(fds) != 0)
+        return "pipe failed";
     Reactor reactor;
-    auto p = Subprocess::spawn(reactor, {.argv = {"cat", "/proc/self/cgroup"}, .stdout_fd = fds[1], .cgroup_fd = cg->fd()},
+    auto p = Subprocess::spawn(reactor, {.argv = {"cat", "/proc/self/cgroup"}, .stdout_fd = fds[1], .cgroup_fd = cg.fd()},
                                [&](int) { reactor.stop(); });
     close(fds[1]);
-    REQUIRE(p.ok());
+    if (!p) {
+        close(fds[0]);
+        return p.error().message;
+    }
     reactor.run_for(std::chrono::seconds(5));
     char buf[4096] = {};
     ssize_t n = read(fds[0], buf, sizeof buf - 1);
     close(fds[0]);
+    return std::string(buf, static_cast<size_t>(std::max<ssize_t>(n, 0)));
+}
+
+}  // namespace
+
+TEST_CASE("cgroup: a shell starts inside its job's cgroup", "[shell]") {
+    auto cg = scratch_cgroup("clone3");
+    if (!cg)
+        return;
     std::string leaf = cg->dir().substr(cg->dir().rfind('/'));
-    CHECK(std::string(buf, static_cast<size_t>(std::max<ssize_t>(n, 0))).find("0::" + leaf) != std::string::npos);
+    CHECK(cgroup_of_child(*cg).find("0::" + leaf) != std::string::npos);
+}
+
+TEST_CASE("cgroup: where clone3 is refused, the child joins its cgroup itself", "[shell]") {
+    auto cg = scratch_cgroup("fork");
+    if (!cg)
+        return;
+    std::string leaf = cg->dir().substr(cg->dir().rfind('/'));
+    // In a child of this test: a seccomp filter answers clone3 with ENOSYS,
+    // as container runtimes' default profiles do.
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        sock_filter filter[] = {
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_clone3, 0, 1),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        };
+        sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0)
+            _exit(2);
+        _exit(cgroup_of_child(*cg).find("0::" + leaf) != std::string::npos ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
 }
