@@ -10,9 +10,19 @@ namespace banyan {
 LineChannel::LineChannel(Reactor& reactor, int read_fd, int write_fd,
                          std::function<void(Result<nlohmann::json>)> on_message, std::function<void()> on_close)
     : read_fd_(read_fd), writer_(reactor, write_fd), on_message_(std::move(on_message)),
-      on_close_(std::move(on_close)) {
+      on_close_(std::move(on_close)), reactor_(reactor) {
     fcntl(read_fd_, F_SETFL, fcntl(read_fd_, F_GETFL) | O_NONBLOCK);
-    read_watch_ = std::make_unique<FdWatcher>(reactor, read_fd_, FdWatcher::Event::readable, [this] { read_available(); });
+    resume_reading();
+}
+
+void LineChannel::pause_reading() {
+    read_watch_.reset();
+}
+
+void LineChannel::resume_reading() {
+    if (read_fd_ >= 0 && !read_watch_)
+        read_watch_ =
+            std::make_unique<FdWatcher>(reactor_, read_fd_, FdWatcher::Event::readable, [this] { read_available(); });
 }
 
 LineChannel::~LineChannel() {

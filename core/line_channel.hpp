@@ -31,6 +31,12 @@ class LineChannel {
     // Writes what is queued, blocking up to a second for room (before exit).
     void flush() { writer_.flush(1000); }
     size_t queued_bytes() const { return writer_.queued_bytes(); }
+    // Runs `fn` each time everything sent has been written.
+    void on_drained(std::function<void()> fn) { writer_.on_drained(std::move(fn)); }
+    // Stops and resumes reading (the other end then blocks once the pipe
+    // is full): backpressure. read_available() still reads.
+    void pause_reading();
+    void resume_reading();
     // Reads and hands on what the pipe holds now (also called by the loop).
     void read_available();
 
@@ -41,6 +47,7 @@ class LineChannel {
     std::function<void(Result<nlohmann::json>)> on_message_;
     std::function<void()> on_close_;
     std::string partial_;
+    Reactor& reactor_;
     std::unique_ptr<FdWatcher> read_watch_;
 };
 

@@ -63,6 +63,8 @@ void PipeWriter::on_writable() {
         ::close(fd_);
         fd_ = -1;
     }
+    if (queue_.empty() && on_drained_)
+        on_drained_();
 }
 
 void PipeWriter::flush(int timeout_ms) {

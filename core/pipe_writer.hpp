@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -25,6 +26,8 @@ class PipeWriter {
     // Writes what is queued, waiting up to `timeout_ms` for room.
     void flush(int timeout_ms);
     size_t queued_bytes() const { return queued_bytes_; }
+    // Runs `fn` each time the queue empties (a paused producer may go on).
+    void on_drained(std::function<void()> fn) { on_drained_ = std::move(fn); }
 
   private:
     void on_writable();
@@ -36,6 +39,7 @@ class PipeWriter {
     size_t written_ = 0;  // of queue_.front()
     bool closing_ = false;
     std::unique_ptr<FdWatcher> watch_;
+    std::function<void()> on_drained_;
 };
 
 }  // namespace banyan

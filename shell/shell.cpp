@@ -24,6 +24,10 @@ namespace banyan {
 namespace {
 
 constexpr auto kDrainLimit = std::chrono::seconds(5);
+// Output queued for the exec service beyond which the tasks' pipes are no
+// longer read (until the queue empties): a task writing faster than its
+// output can travel waits in write() instead of filling this shell's memory.
+constexpr size_t kOutputQueueLimit = size_t{4} << 20;
 
 // Every child of this process (tasks, and orphans it reaped as subreaper).
 std::set<pid_t> children_of_self() {
@@ -85,6 +89,13 @@ Shell::Shell(Reactor& reactor, int in_fd, int out_fd)
     channel_ = std::make_unique<LineChannel>(
         reactor, in_fd, out_fd, [this](Result<nlohmann::json> m) { on_message(std::move(m)); },
         [this] { on_exec_service_gone(); });
+    channel_->on_drained([this] {
+        if (!output_paused_)
+            return;
+        output_paused_ = false;
+        for (auto& t : tasks_)
+            t->resume_output();
+    });
 }
 
 Shell::~Shell() {
@@ -293,6 +304,11 @@ void Shell::emit_output(uint32_t task, bool is_stderr, std::string data) {
     nlohmann::json m{{"type", "output"}, {"task", task}, {"stream", is_stderr ? "stderr" : "stdout"}};
     put_io_data(m, data);
     channel_->send(m);
+    if (!output_paused_ && channel_->queued_bytes() > kOutputQueueLimit) {
+        output_paused_ = true;
+        for (auto& t : tasks_)
+            t->pause_output();
+    }
 }
 
 void Shell::on_task_change() {

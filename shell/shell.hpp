@@ -58,6 +58,7 @@ class Shell {
     int failed_status_ = 0;                    // a task that could not start: 126 / 127
     bool first_exit_seen_ = false;
     bool finishing_ = false;
+    bool output_paused_ = false;  // the exec service is behind (kOutputQueueLimit)
     Timer exit_timer_;
     Timer drain_timer_;
     int exit_code_ = 1;

@@ -84,14 +84,28 @@ Result<std::unique_ptr<Task>> Task::start(Reactor& reactor, Setup setup, Sink si
         return proc.error();
     task->proc_ = std::move(*proc);
     task->pgid_ = task->proc_->pid();
-    for (Stream* s : {&task->out_, &task->err_})
-        if (s->open())
-            s->watch = std::make_unique<FdWatcher>(reactor, s->fd, FdWatcher::Event::readable, [raw, s] {
-                raw->read(*s);
-                if (!s->open())
-                    raw->on_change_();
-            });
+    task->resume_output();
     return task;
+}
+
+void Task::watch(Stream& s) {
+    if (!s.open() || s.watch)
+        return;
+    s.watch = std::make_unique<FdWatcher>(*reactor_, s.fd, FdWatcher::Event::readable, [this, &s] {
+        read(s);
+        if (!s.open())
+            on_change_();
+    });
+}
+
+void Task::pause_output() {
+    out_.watch.reset();
+    err_.watch.reset();
+}
+
+void Task::resume_output() {
+    watch(out_);
+    watch(err_);
 }
 
 Task::~Task() {

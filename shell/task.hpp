@@ -41,6 +41,11 @@ class Task {
     // Sends `signo` to the task's process group (its children included).
     void signal(int signo);
     void write_stdin(std::string data, bool eof);
+    // Stops and resumes reading the output pipes: a task that writes faster
+    // than its output can be passed on then blocks in write(). What is in
+    // the pipes when the task exits is still read at once.
+    void pause_output();
+    void resume_output();
 
   private:
     struct Stream {
@@ -53,6 +58,8 @@ class Task {
     Task() = default;
     void read(Stream& s);
     void emit(Stream& s, std::string data, bool at_eof);
+
+    void watch(Stream& s);
 
     Reactor* reactor_ = nullptr;
     uint32_t rank_ = 0;

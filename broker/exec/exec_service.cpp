@@ -28,6 +28,10 @@ namespace {
 // After SIGKILL went to the tasks, how long the shell has to report before
 // it and its cgroup are killed too.
 constexpr auto kShellGrace = std::chrono::seconds(2);
+// Output sent to rank 0 and not yet answered beyond which the shell's
+// pipe is no longer read (it resumes at half): bounds what a fast writer
+// queues in the brokers.
+constexpr size_t kOutputInFlightLimit = size_t{4} << 20;
 
 // Seconds from a run_duration given as a number or as "10s"-style text.
 Result<double> run_duration(const nlohmann::json& v) {
@@ -54,6 +58,7 @@ struct ExecService::LocalJob {
     std::unique_ptr<LineChannel> channel;
     std::optional<JobCgroup> cgroup;
     std::optional<int> status;  // from the shell's finish
+    size_t output_in_flight = 0;  // bytes sent to job-manager.output, not yet answered
     std::unique_ptr<Timer> simulated;
     std::unique_ptr<Timer> escalate;  // terminate: SIGKILL, then the shell itself
 };
@@ -223,9 +228,22 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
     if (type == "output") {  // {task, stream, data} as the job manager takes it, plus the id
         m.erase("type");
         m["id"] = id;
-        broker_.rpc(Message::request("job-manager.output", m, 0), [id](const Message& resp) {
+        Message req = Message::request("job-manager.output", m, 0);
+        size_t bytes = req.payload ? req.payload->size() : 0;
+        // Backpressure: past kOutputInFlightLimit unanswered, the shell's
+        // pipe is not read until rank 0 has caught up.
+        job.output_in_flight += bytes;
+        if (job.output_in_flight > kOutputInFlightLimit)
+            job.channel->pause_reading();
+        broker_.rpc(std::move(req), [this, id, bytes](const Message& resp) {
             if (resp.errnum)
                 log::warning("exec", "{}: output lost: {}", format_jobid(id), resp.error_text());
+            auto j = jobs_.find(id);
+            if (j == jobs_.end())
+                return;
+            j->second->output_in_flight -= bytes;
+            if (j->second->output_in_flight <= kOutputInFlightLimit / 2 && j->second->channel)
+                j->second->channel->resume_reading();
         });
     } else if (type == "exception") {
         nlohmann::json body{{"id", id},

@@ -207,15 +207,23 @@ Result<std::vector<JobEvent>> JobDb::events(JobId id, uint32_t from_seq) {
     return out;
 }
 
-Result<std::vector<OutputChunk>> JobDb::output(JobId id, uint32_t from_seq) {
-    auto rows = db_.query("SELECT seq, rank, stream, data FROM output WHERE id = ? AND seq >= ? ORDER BY seq",
-                          {static_cast<int64_t>(id), static_cast<int64_t>(from_seq)});
+Result<std::vector<OutputChunk>> JobDb::output(JobId id, uint32_t from_seq, size_t max_bytes) {
+    // Rows are read a bounded batch at a time when the answer is bounded.
+    int64_t max_rows = max_bytes == SIZE_MAX ? -1 : 4096;
+    auto rows =
+        db_.query("SELECT seq, rank, stream, data FROM output WHERE id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+                  {static_cast<int64_t>(id), static_cast<int64_t>(from_seq), max_rows});
     if (!rows)
         return rows.error();
     std::vector<OutputChunk> out;
-    for (auto& row : *rows)
+    size_t bytes = 0;
+    for (auto& row : *rows) {
+        if (!out.empty() && bytes >= max_bytes)
+            break;
         out.push_back({static_cast<uint32_t>(as_int(row[0])), static_cast<uint32_t>(as_int(row[1])),
                        as_text(row[2]), as_text(row[3])});
+        bytes += out.back().data.size();
+    }
     return out;
 }
 

@@ -50,7 +50,9 @@ class JobDb {
     Result<std::vector<StoredJob>> load_all();
     // Committed events / output chunks of a job from `seq` on.
     Result<std::vector<JobEvent>> events(JobId id, uint32_t from_seq);
-    Result<std::vector<OutputChunk>> output(JobId id, uint32_t from_seq);
+    // Output: from `from_seq` on, as many chunks as make `max_bytes` (at
+    // least one).
+    Result<std::vector<OutputChunk>> output(JobId id, uint32_t from_seq, size_t max_bytes = SIZE_MAX);
     Result<std::string> jobspec(JobId id);
     Result<JobId> max_id();
 

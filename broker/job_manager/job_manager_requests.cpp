@@ -15,6 +15,7 @@ namespace banyan {
 namespace {
 
 constexpr size_t kMaxOutputChunk = 1 << 20;
+constexpr size_t kAttachOutputBytes = 1 << 20;  // raw bytes per attach answer, plus one chunk
 
 bool is_owner(const Message& req) { return req.rolemask & role::owner; }
 
@@ -235,7 +236,9 @@ bool JobManager::try_answer_attach(const Watch& w) {
         return true;
     }
     auto events = db_->events(w.id, w.events_from);
-    auto output = db_->output(w.id, w.output_from);
+    // A bounded share of the output per answer: JSON escaping can make
+    // text up to 6 times longer, and a message holds at most 16 MiB.
+    auto output = db_->output(w.id, w.output_from, kAttachOutputBytes);
     if (!events || !output) {
         broker_.respond_error(w.req, EIO, (!events ? events.error() : output.error()).message);
         return true;

@@ -152,3 +152,16 @@ check_output "output past job-manager.output-limit is cut" '^100000$' sh -c "wc 
 check_output "with one clear notice" 'output truncated.*output-limit' cat "$T_DIR/big.err"
 SCRIPT
 banyan start --test-size=1 -S job-manager.output-limit=100000 bash "$T_DIR/limit.sh"
+
+# A task writing faster than its output travels waits in write(): its
+# shell stays small. The default limit (16 MiB) is more than one message
+# holds once escaped as JSON: banyan run gets it all, a share at a time.
+cat >"$T_DIR/flood.sh" <<'SCRIPT'
+set -u
+banyan run sh -c "yes | head -c 40000000; grep VmHWM /proc/\$PPID/status >'$T_DIR/hwm'" \
+    >"$T_DIR/flood.out" 2>"$T_DIR/flood.err"
+check_output "16 MiB of 40 MB reach banyan run" '^16777216$' sh -c "wc -c <'$T_DIR/flood.out'"
+check_output "the shell of a 40 MB writer peaks under 32 MB" '^small$' \
+    awk '{print ($2 < 32768 ? "small" : "big: " $2 " kB")}' "$T_DIR/hwm"
+SCRIPT
+banyan start --test-size=1 bash "$T_DIR/flood.sh"
