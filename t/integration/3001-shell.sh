@@ -161,7 +161,12 @@ set -u
 banyan run sh -c "yes | head -c 40000000; grep VmHWM /proc/\$PPID/status >'$T_DIR/hwm'" \
     >"$T_DIR/flood.out" 2>"$T_DIR/flood.err"
 check_output "16 MiB of 40 MB reach banyan run" '^16777216$' sh -c "wc -c <'$T_DIR/flood.out'"
-check_output "the shell of a 40 MB writer peaks under 32 MB" '^small$' \
-    awk '{print ($2 < 32768 ? "small" : "big: " $2 " kB")}' "$T_DIR/hwm"
+if ldd "$(command -v banyan-shell)" | grep -q libasan; then
+    # ASan's allocator keeps freed memory (quarantine, size classes).
+    echo "# skipped under AddressSanitizer: the shell's peak memory"
+else
+    check_output "the shell of a 40 MB writer peaks under 32 MB" '^small$' \
+        awk '{print ($2 < 32768 ? "small" : "big: " $2 " kB")}' "$T_DIR/hwm"
+fi
 SCRIPT
 banyan start --test-size=1 bash "$T_DIR/flood.sh"
