@@ -325,15 +325,11 @@ void JobManager::launch(Job& job, const nlohmann::json& R) {
     if (!spec)
         return raise(job, "exec", spec.error().message, 0);
     std::string r_text = R.dump();
+    // Counted and timed before anything is sent: the exec service of this
+    // rank answers (and reports started) within broker_.rpc, and the last
+    // answer ends the execution.
     Execution& ex = executing_[job.id];
-    for (const auto& [rank, children] : r->ranks) {
-        // Written as text: the jobspec goes on as stored, unparsed.
-        Message req = Message::request("exec.run", nlohmann::json::object(), rank);
-        req.payload = fmt::format(R"({{"id":{},"userid":{},"R":{},"jobspec":{}}})", job.id, job.userid, r_text, *spec);
-        ex.ranks_left++;
-        ex.ranks_starting++;
-        broker_.rpc(std::move(req), [this, id = job.id](const Message& resp) { on_exec_response(id, resp); });
-    }
+    ex.ranks_left = ex.ranks_starting = r->ranks.size();
     double end = r->expiration > 0 ? r->expiration : job.duration > 0 ? wall_now() + job.duration : 0;
     if (end > 0) {
         ex.time_limit = std::make_unique<Timer>(broker_.reactor());
@@ -341,6 +337,12 @@ void JobManager::launch(Job& job, const nlohmann::json& R) {
             if (auto it = jobs_.find(id); it != jobs_.end() && it->second.state == JobState::run)
                 raise(it->second, "timeout", "the job reached its time limit", 0);
         });
+    }
+    for (const auto& [rank, children] : r->ranks) {
+        // Written as text: the jobspec goes on as stored, unparsed.
+        Message req = Message::request("exec.run", nlohmann::json::object(), rank);
+        req.payload = fmt::format(R"({{"id":{},"userid":{},"R":{},"jobspec":{}}})", job.id, job.userid, r_text, *spec);
+        broker_.rpc(std::move(req), [this, id = job.id](const Message& resp) { on_exec_response(id, resp); });
     }
 }
 

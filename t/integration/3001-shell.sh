@@ -127,6 +127,12 @@ id=$(banyan submit sh -c 'setsid sleep 1004 & echo bye')
 banyan job wait "$id"
 check_output "nor a daemon left by a task that exited" '^0$' sh -c "sleep 0.2; pgrep -f '^sleep 1004$' | wc -l"
 
+id=$(banyan submit -N2 -n2 -S exec.test.run_duration=0.1 true)
+banyan job wait "$id"
+check_output "a simulated 2-rank job starts once, after both ranks report" \
+    '^submit depend priority alloc start finish free clean $' \
+    sh -c "banyan job eventlog $id | awk '{printf \"%s \", \$2}'"
+
 # Programs that cannot run: one line naming the command and the error.
 check_fails "a missing program" 'exec: /no/such/program: No such file or directory' banyan run /no/such/program
 # start means every shell has its tasks running: this job never started.
