@@ -378,8 +378,18 @@ void Shell::raise(const std::string& type, const std::string& note, int severity
 }
 
 void Shell::signal_tasks(int signo) {
-    for (auto& t : tasks_)
-        t->signal(signo);
+    // What an exited task left in its group is signalled too, but only
+    // while one of this shell's children (its orphans come here) is in it:
+    // an empty group's number may belong to an unrelated process by now.
+    std::set<pid_t> live_groups;
+    for (pid_t pid : children_of_self())
+        live_groups.insert(getpgid(pid));
+    for (auto& t : tasks_) {
+        if (t->running())
+            t->signal(signo);
+        else if (t->pgid() > 0 && live_groups.count(t->pgid()))
+            kill(-t->pgid(), signo);
+    }
 }
 
 void Shell::kill_everything() {

@@ -119,8 +119,6 @@ Task::~Task() {
 void Task::signal(int signo) {
     if (running())
         (void)proc_->signal(signo);
-    else if (pgid_ > 0)
-        kill(-pgid_, signo);  // what the task left behind in its group
 }
 
 void Task::write_stdin(std::string data, bool eof) {

@@ -38,8 +38,12 @@ class Task {
     // The exit code, or 128+N when signal N ended it (valid once exited).
     int status() const { return status_; }
     bool output_done() const { return !out_.open() && !err_.open(); }
-    // Sends `signo` to the task's process group (its children included).
+    // Sends `signo` to the task's process group (its children included)
+    // while the task runs; Shell::signal_tasks handles what it left behind.
     void signal(int signo);
+    // The task's process group (its pid), which outlives it while its
+    // children are in it.
+    pid_t pgid() const { return pgid_; }
     void write_stdin(std::string data, bool eof);
     // Stops and resumes reading the output pipes: a task that writes faster
     // than its output can be passed on then blocks in write(). What is in

@@ -177,7 +177,11 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     const Bootstrap& boot = broker_.bootstrap();
     // Started in its cgroup, so before any task exists.
     if (cgroup_parent_) {
-        auto cg = JobCgroup::create(fmt::format("{}/banyan-{}-{}", *cgroup_parent_, boot.rank, format_jobid(id)));
+        // The broker's pid in the name: brokers of other instances on this
+        // host (test instances, an instance inside another one's job) share
+        // the parent cgroup and can hand out the same job id.
+        auto cg = JobCgroup::create(
+            fmt::format("{}/banyan-{}-{}-{}", *cgroup_parent_, boot.rank, getpid(), format_jobid(id)));
         if (cg)
             job.cgroup.emplace(std::move(*cg));
         else

@@ -54,7 +54,9 @@ std::optional<std::string> own_unified_cgroup(const std::string& mounts, const s
 }
 
 Result<JobCgroup> JobCgroup::create(std::string dir) {
-    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    // One that exists is someone else's: never share it (its end would
+    // kill what runs in it).
+    if (mkdir(dir.c_str(), 0755) != 0)
         return make_error(errno, fmt::format("cgroup {}: {}", dir, std::strerror(errno)));
     int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {

@@ -22,7 +22,7 @@ std::optional<std::string> own_unified_cgroup(const std::string& mounts, const s
 class JobCgroup {
   public:
     // Creates `dir` and opens it. Error when it cannot be created
-    // (read-only, no v2).
+    // (read-only, no v2) or exists already.
     static Result<JobCgroup> create(std::string dir);
     JobCgroup(JobCgroup&& other) noexcept : dir_(std::move(other.dir_)), fd_(other.fd_) {
         other.dir_.clear();

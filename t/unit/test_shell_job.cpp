@@ -149,6 +149,10 @@ TEST_CASE("cgroup: a shell starts inside its job's cgroup", "[shell]") {
         return;
     std::string leaf = cg->dir().substr(cg->dir().rfind('/'));
     CHECK(cgroup_of_child(*cg).find("0::" + leaf) != std::string::npos);
+    // Another broker's cgroup of the same name is never shared.
+    auto again = JobCgroup::create(cg->dir());
+    REQUIRE(!again.ok());
+    CHECK(again.error().code == EEXIST);
 }
 
 TEST_CASE("cgroup: where clone3 is refused, the child joins its cgroup itself", "[shell]") {
