@@ -6,7 +6,11 @@
 //   secret-key = "<40 Z85 chars>"
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/result.hpp"
 
@@ -16,7 +20,8 @@ struct CurveCert {
     std::string public_key;  // Z85, 40 characters
     std::string secret_key;
 
-    // A fresh key pair. Error only if libzmq was built without CURVE.
+    // A fresh key pair (libsodium's, as libzmq makes them). Error only if
+    // libsodium cannot start.
     static Result<CurveCert> generate();
     // Error names the file and what is wrong with it; a certificate readable
     // by others than its owner is refused (it holds the secret key).
@@ -24,5 +29,11 @@ struct CurveCert {
     // Writes with mode 0600; refuses to overwrite an existing file.
     Result<void> save(const std::string& path) const;
 };
+
+// Z85 (ZeroMQ RFC 32): 4 bytes per 5 characters. Encoding takes whole
+// 4-byte groups; decoding refuses a length not a multiple of 5, a
+// character outside the alphabet, or a group over 2^32 - 1.
+std::string z85_encode(const uint8_t* bytes, size_t size);
+std::optional<std::vector<uint8_t>> z85_decode(std::string_view text);
 
 }  // namespace banyan

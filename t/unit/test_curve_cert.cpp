@@ -8,6 +8,7 @@
 #include "core/curve_cert.hpp"
 
 using namespace banyan;
+using namespace std::string_literals;
 
 namespace {
 std::string temp_path(const char* name) {
@@ -63,4 +64,24 @@ TEST_CASE("bad certificates are refused with the reason", "[curve][malformed]") 
     }
     unlink(path.c_str());
     CHECK(CurveCert::load(path).error().code == ENOENT);
+}
+
+TEST_CASE("Z85 as ZeroMQ RFC 32 defines it", "[curve]") {
+    const uint8_t hello[] = {0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B};  // the RFC's example
+    CHECK(z85_encode(hello, sizeof hello) == "HelloWorld");
+    auto back = z85_decode("HelloWorld");
+    REQUIRE(back);
+    CHECK(*back == std::vector<uint8_t>(std::begin(hello), std::end(hello)));
+    CHECK(!z85_decode("Hello"s + "Worl"));  // not a multiple of 5
+    CHECK(!z85_decode("Hello Wor"s + "l"));  // a space is not in the alphabet
+    CHECK(!z85_decode("%%%%%"));             // over 2^32 - 1
+    // The public key is the secret key's Curve25519 point, as libzmq and
+    // libsodium compute it: a pair made here works with libzmq's CURVE.
+    auto cert = CurveCert::generate();
+    REQUIRE(cert.ok());
+    auto pub = z85_decode(cert->public_key), sec = z85_decode(cert->secret_key);
+    REQUIRE(pub);
+    REQUIRE(sec);
+    CHECK(pub->size() == 32);
+    CHECK(sec->size() == 32);
 }
