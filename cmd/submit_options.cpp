@@ -15,6 +15,7 @@
 #include "cmd/cli_util.hpp"
 #include "core/duration.hpp"
 #include "core/jobid.hpp"
+#include "core/rlimits.hpp"
 #include "core/text_file.hpp"
 
 extern char** environ;
@@ -244,13 +245,9 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
     // The submitter's limits go with the job (as `ulimit` set them), so a
     // core file or a file-descriptor limit is the same inside; -o
     // rlimit.NAME=VALUE overrides one.
-    static const std::pair<const char*, int> kLimits[] = {{"core", RLIMIT_CORE},   {"fsize", RLIMIT_FSIZE},
-                                                          {"nofile", RLIMIT_NOFILE}, {"stack", RLIMIT_STACK},
-                                                          {"memlock", RLIMIT_MEMLOCK}, {"as", RLIMIT_AS},
-                                                          {"cpu", RLIMIT_CPU},     {"data", RLIMIT_DATA}};
-    for (auto [name, resource] : kLimits) {
+    for (const auto& [name, resource, propagated] : kRlimitNames) {
         rlimit limit{};
-        if (getrlimit(resource, &limit) == 0)
+        if (propagated && getrlimit(resource, &limit) == 0)
             jobspec["attributes"]["system"]["shell"]["options"]["rlimit"][name] =
                 limit.rlim_cur == RLIM_INFINITY ? nlohmann::json("unlimited") : nlohmann::json(limit.rlim_cur);
     }

@@ -1,5 +1,7 @@
 #include "core/text.hpp"
 
+#include <algorithm>
+
 namespace banyan {
 
 std::string replace_all(std::string text, std::string_view from, std::string_view to) {
@@ -7,6 +9,17 @@ std::string replace_all(std::string text, std::string_view from, std::string_vie
         text.replace(pos, from.size(), to);
     return text;
 }
+
+namespace {
+
+// The length of the UTF-8 sequence a byte starts: 1 for ASCII, 2-4 for a
+// lead byte, 0 for a byte no well-formed sequence starts with.
+size_t sequence_length(unsigned char byte) {
+    return byte < 0x80 ? 1 : byte >= 0xC2 && byte <= 0xDF ? 2 : byte >= 0xE0 && byte <= 0xEF ? 3
+         : byte >= 0xF0 && byte <= 0xF4 ? 4 : 0;
+}
+
+}  // namespace
 
 size_t utf8_complete_length(std::string_view text) {
     // Walk back over at most 3 continuation bytes to the lead byte.
@@ -20,10 +33,8 @@ size_t utf8_complete_length(std::string_view text) {
     }
     if (lead == text.size())
         return text.size();  // empty, or only continuation bytes: nothing to wait for
-    auto byte = static_cast<unsigned char>(text[lead]);
-    size_t need = byte >= 0xF0 && byte <= 0xF4 ? 4 : byte >= 0xE0 ? 3 : byte >= 0xC2 && byte <= 0xDF ? 2 : 1;
-    if (byte >= 0xF5)
-        need = 1;  // not a lead byte
+    // A byte that starts no sequence is not waited for: nothing completes it.
+    size_t need = std::max<size_t>(sequence_length(static_cast<unsigned char>(text[lead])), 1);
     return text.size() - lead < need ? lead : text.size();
 }
 
@@ -31,11 +42,11 @@ bool is_valid_utf8(std::string_view text) {
     auto at = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
     for (size_t i = 0; i < text.size();) {
         unsigned char b = at(i);
-        if (b < 0x80) {
+        size_t length = sequence_length(b);
+        if (length == 1) {
             i++;
             continue;
         }
-        size_t length = b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
         if (length == 0 || i + length > text.size())
             return false;
         // The second byte's range excludes overlong forms, surrogates and

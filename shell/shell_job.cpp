@@ -1,31 +1,15 @@
 #include "shell/shell_job.hpp"
 
-#include <array>
-
 #include <fmt/format.h>
 
 #include "core/duration.hpp"
 #include "core/json_field.hpp"
+#include "core/rlimits.hpp"
 #include "core/text.hpp"
 #include "sched/jobspec.hpp"
 
 namespace banyan {
 namespace {
-
-struct RlimitName {
-    const char* name;
-    int resource;
-};
-constexpr std::array<RlimitName, 10> kRlimits{{{"as", RLIMIT_AS},
-                                               {"core", RLIMIT_CORE},
-                                               {"cpu", RLIMIT_CPU},
-                                               {"data", RLIMIT_DATA},
-                                               {"fsize", RLIMIT_FSIZE},
-                                               {"memlock", RLIMIT_MEMLOCK},
-                                               {"nofile", RLIMIT_NOFILE},
-                                               {"nproc", RLIMIT_NPROC},
-                                               {"stack", RLIMIT_STACK},
-                                               {"rss", RLIMIT_RSS}}};
 
 Result<Affinity> affinity(const nlohmann::json& options, const char* key) {
     auto it = options.find(key);
@@ -62,8 +46,8 @@ Result<std::vector<std::pair<int, rlim_t>>> rlimits(const nlohmann::json& option
     std::vector<std::pair<int, rlim_t>> out;
     const auto& limits = json_object_at(options, {"rlimit"});
     for (const auto& [name, value] : limits.items()) {
-        auto known = std::find_if(kRlimits.begin(), kRlimits.end(), [&](const auto& r) { return name == r.name; });
-        if (known == kRlimits.end())
+        auto known = std::find_if(kRlimitNames.begin(), kRlimitNames.end(), [&](const auto& r) { return name == r.name; });
+        if (known == kRlimitNames.end())
             return make_error(EINVAL, fmt::format("-o rlimit.{}: unknown limit (as, core, cpu, data, fsize, memlock, "
                                                   "nofile, nproc, stack, rss)",
                                                   name));

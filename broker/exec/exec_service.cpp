@@ -14,7 +14,6 @@
 
 #include "broker/exec/job_cgroup.hpp"
 #include "core/duration.hpp"
-#include "core/io_data.hpp"
 #include "core/json_field.hpp"
 #include "core/line_channel.hpp"
 #include "core/log.hpp"
@@ -386,14 +385,13 @@ void ExecService::on_stdin(const Message& req) {
     LocalJob* job = job_for(req, body);
     if (!job)
         return;
-    auto data = io_data(body, "exec.stdin");
-    if (!data)
-        return broker_.respond_error(req, EPROTO, data.error().message);
-    if (job->channel) {
-        nlohmann::json m{{"type", "stdin"}, {"eof", body.value("eof", false)}};
-        put_io_data(m, *data);
-        job->channel->send(m);
-    }
+    if (!body.contains("data") || !body["data"].is_string())
+        return broker_.respond_error(req, EPROTO, "exec.stdin: expected {\"id\", \"data\": STRING, \"eof\"?}");
+    // {data, encoding?, eof} is what the shell takes: passed on as it is.
+    body.erase("id");
+    body["type"] = "stdin";
+    if (job->channel)
+        job->channel->send(body);
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
 }
 

@@ -423,8 +423,10 @@ void JobManager::on_input(const Message& req) {
         return broker_.respond_error(req, EPROTO, (!data ? data.error() : eof.error()).message);
     if (job->state != JobState::run || job->ranks.empty())
         return broker_.respond_error(req, EINVAL, fmt::format("{}: job is not running", format_jobid(job->id)));
-    nlohmann::json forward_body{{"id", job->id}, {"eof", *eof}};
-    put_io_data(forward_body, *data);
+    // Checked above; passed on as it came (data and encoding).
+    nlohmann::json forward_body{{"id", job->id}, {"eof", *eof}, {"data", std::move(body["data"])}};
+    if (body.contains("encoding"))
+        forward_body["encoding"] = std::move(body["encoding"]);
     Message forward =
         Message::request("exec.stdin", forward_body, *std::min_element(job->ranks.begin(), job->ranks.end()));
     broker_.rpc(std::move(forward), [this, req](const Message& resp) {
