@@ -1,7 +1,9 @@
 // banyan-broker: one per node. See doc/spec/overlay.md and doc/man/banyan-broker.8.md.
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include <sys/prctl.h>
@@ -18,6 +20,7 @@
 #include "broker/resource/resource_service.hpp"
 #include "broker/sched/sched_service.hpp"
 #include "core/log.hpp"
+#include "core/private_dir.hpp"
 #include "core/reactor.hpp"
 
 using namespace banyan;
@@ -43,6 +46,21 @@ void follow_starter() {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (std::to_string(getppid()) != pid)
         std::exit(1);  // the starter died before we could follow it
+}
+
+// $XDG_RUNTIME_DIR/banyan/rank-N (the user's own tmpfs), else a fresh
+// private directory in /tmp: a fixed name there could be made first by
+// anyone.
+Result<std::string> default_rundir(uint32_t rank) {
+    const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+    if (xdg && xdg[0] == '/')
+        return fmt::format("{}/banyan/rank-{}", xdg, rank);
+    std::string tmpl = fmt::format("/tmp/banyan-{}-XXXXXX", getuid());
+    if (!mkdtemp(tmpl.data()))
+        return make_error(errno, fmt::format("cannot make a directory in /tmp: {}", std::strerror(errno)));
+    std::string dir = fmt::format("{}/rank-{}", tmpl, rank);
+    std::fprintf(stderr, "banyan-broker: no --rundir: the local socket is %s/local.sock\n", dir.c_str());
+    return dir;
 }
 
 }  // namespace
@@ -83,19 +101,21 @@ int main(int argc, char** argv) {
     auto boot = make_bootstrap(options);
     if (!boot)
         return fail(boot.error().message);
-    if (boot->rundir.empty())
-        boot->rundir = fmt::format("/tmp/banyan-{}/rank-{}", getuid(), boot->rank);
-    std::error_code ec;
-    std::filesystem::create_directories(boot->rundir, ec);
-    if (ec)
-        return fail(fmt::format("rundir {}: {}", boot->rundir, ec.message()));
+    if (boot->rundir.empty()) {
+        auto dir = default_rundir(boot->rank);
+        if (!dir)
+            return fail(dir.error().message);
+        boot->rundir = *dir;
+    }
+    // Both hold what the broker trusts when it reads it back (the socket it
+    // serves, the job database): no other user may own or write them.
+    if (auto r = make_private_dir(boot->rundir, 0700); !r)
+        return fail("rundir " + r.error().message);
     if (boot->statedir.empty())
         boot->statedir = boot->rundir + "/state";
-    if (boot->rank == 0) {
-        std::filesystem::create_directories(boot->statedir, ec);
-        if (ec)
-            return fail(fmt::format("statedir {}: {}", boot->statedir, ec.message()));
-    }
+    if (boot->rank == 0)
+        if (auto r = make_private_dir(boot->statedir, 0700); !r)
+            return fail("statedir " + r.error().message);
     log::configure({.program = "broker", .rank = boot->rank, .level = *level});
 
     Reactor reactor;

@@ -15,6 +15,7 @@
 #include "cmd/cli_util.hpp"
 #include "core/duration.hpp"
 #include "core/jobid.hpp"
+#include "core/json_parse.hpp"
 #include "core/rlimits.hpp"
 #include "core/text_file.hpp"
 
@@ -25,8 +26,8 @@ namespace {
 
 // A KEY=VALUE option's value: JSON when it parses as JSON, else the text.
 nlohmann::json option_value(const std::string& text) {
-    auto v = nlohmann::json::parse(text, nullptr, false);
-    return v.is_discarded() ? nlohmann::json(text) : v;
+    auto v = parse_json(text);
+    return v ? *v : nlohmann::json(text);
 }
 
 // Sets the dotted PATH under `root` ("a.b.c" -> root[a][b][c]).

@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "core/json_parse.hpp"
+
 namespace banyan {
 
 LineChannel::LineChannel(Reactor& reactor, int read_fd, int write_fd,
@@ -62,11 +64,11 @@ void LineChannel::read_available() {
             std::string_view line(partial_.data() + start, nl - start);
             if (line.empty())
                 continue;
-            auto doc = nlohmann::json::parse(line, nullptr, false);
-            if (doc.is_discarded() || !doc.is_object())
+            auto doc = parse_json(line);
+            if (!doc || !doc->is_object())
                 on_message_(make_error(EPROTO, "a line that is not a JSON object"));
             else
-                on_message_(std::move(doc));
+                on_message_(std::move(*doc));
         }
         partial_.erase(0, start);
     }

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "core/json_parse.hpp"
+
 namespace banyan {
 namespace {
 
@@ -161,17 +163,19 @@ Message Message::control(uint32_t control_type, uint32_t status) {
 Result<nlohmann::json> Message::json() const {
     if (!payload)
         return nlohmann::json::object();
-    auto body = nlohmann::json::parse(*payload, nullptr, false);
-    if (body.is_discarded() || !body.is_object())
+    auto body = parse_json(*payload);
+    if (!body)
+        return bad("payload: " + body.error().message);
+    if (!body->is_object())
         return bad("payload is not a JSON object");
     return body;
 }
 
 std::string Message::error_text() const {
     if (payload) {
-        auto body = nlohmann::json::parse(*payload, nullptr, false);
-        if (body.is_object() && body.contains("errstr") && body["errstr"].is_string())
-            return body["errstr"].get<std::string>();
+        auto body = parse_json(*payload);
+        if (body && body->is_object() && body->contains("errstr") && (*body)["errstr"].is_string())
+            return (*body)["errstr"].get<std::string>();
     }
     return std::strerror(static_cast<int>(errnum));
 }

@@ -3,10 +3,16 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include "core/private_dir.hpp"
+
 namespace banyan {
 void Database::StatementDeleter::operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
 
 Result<Database> Database::open(const std::string& path) {
+    // Only the owner may read it (jobs' environments and output are in it):
+    // 0600 before sqlite creates it with the umask's mode.
+    if (auto r = make_private_file(path); !r)
+        return r.error();
     Database d;
     d.path_ = path;
     if (sqlite3_open_v2(path.c_str(), &d.db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/json_parse.hpp"
+
 namespace banyan {
 namespace {
 
@@ -137,10 +139,10 @@ Result<Rv1> Rv1::from_json(const nlohmann::json& j) {
 }
 
 Result<Rv1> Rv1::parse(std::string_view text) {
-    auto j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded())
-        return bad("not valid JSON");
-    return from_json(j);
+    auto j = parse_json(text);
+    if (!j)
+        return bad(j.error().message);
+    return from_json(*j);
 }
 
 }  // namespace banyan

@@ -208,6 +208,65 @@ Result<MatchResult> Matcher::match(const Jobspec& jobspec, MatchOp op, int64_t n
     return res;
 }
 
+Result<void> Matcher::could_ever_fit(const Jobspec& jobspec) {
+    auto requests = compile(jobspec);
+    if (!requests)
+        return make_error(ENOSPC, requests.error().message);
+    if (!try_at(*requests, 0, kForever, true, true))
+        return make_error(ENOSPC, "unsatisfiable: the resource graph can never hold this request");
+    return {};
+}
+
+void Matcher::set_node_states(const IdSet& drained, const IdSet& down) {
+    for (auto [rank, v] : pool_.nodes_by_rank()) {
+        auto r = static_cast<uint32_t>(rank);
+        pool_.set_status(v, down.contains(r)      ? VertexStatus::down
+                            : drained.contains(r) ? VertexStatus::drained
+                                                  : VertexStatus::up);
+    }
+}
+
+std::vector<uint64_t> Matcher::reload(const ResourceGraph& graph) {
+    struct Held {
+        uint64_t id;
+        Rv1 r;
+        int64_t start, end;
+    };
+    std::vector<Held> held;
+    for (const auto& [id, job] : jobs_)
+        if (!job.reserved)
+            held.push_back({id, to_rv1(job.claims, job.start, job.end), job.start, job.end});
+    pool_ = ResourcePool(graph);
+    node_type_ = pool_.find_type("node");
+    marked_.assign(pool_.size(), 0);
+    taken_.assign(pool_.size(), 0);
+    claim_of_.assign(pool_.size(), 0);
+    epoch_ = 0;
+    jobs_.clear();
+    std::vector<uint64_t> lost;
+    for (const auto& h : held)
+        if (!allocate_exact(h.id, h.r, h.start, h.end))
+            lost.push_back(h.id);
+    return lost;
+}
+
+Rv1 Matcher::allocated() const {
+    Rv1 all;
+    for (const auto& [id, job] : jobs_) {
+        if (job.reserved)
+            continue;
+        for (const auto& [rank, children] : to_rv1(job.claims, job.start, job.end).ranks) {
+            auto& c = all.ranks[rank];
+            c.cores = c.cores.union_with(children.cores);
+            c.gpus = c.gpus.union_with(children.gpus);
+        }
+    }
+    for (const auto& [rank, children] : all.ranks)
+        if (auto node = pool_.node_of_rank(static_cast<int32_t>(rank)))
+            all.nodelist.append(pool_.name(*node));
+    return all;
+}
+
 Result<void> Matcher::cancel(uint64_t jobid) {
     auto it = jobs_.find(jobid);
     if (it == jobs_.end())
@@ -280,11 +339,13 @@ Result<void> Matcher::extend(uint64_t jobid, int64_t end) {
     return {};
 }
 
-bool Matcher::try_at(const std::vector<Request>& requests, int64_t start, int64_t end, bool ignore_use) {
+bool Matcher::try_at(const std::vector<Request>& requests, int64_t start, int64_t end, bool ignore_use,
+                     bool ignore_status) {
     next_epoch();
     start_ = start;
     end_ = end;
     ignore_use_ = ignore_use;
+    ignore_status_ = ignore_status;
     // Most jobs that do not fit fail here, on the root's aggregates.
     Needs all;
     for (const auto& r : requests)
@@ -355,7 +416,7 @@ int64_t Matcher::collect(uint32_t v, const Request& r, int64_t want, bool exclus
     int64_t found = 0;
     for_each_child(v, r.scan_type, want, [&](uint32_t u) {
         ++visits_;
-        if (!pool_.up(u) || taken_[u] == epoch_)
+        if ((!ignore_status_ && !pool_.up(u)) || taken_[u] == epoch_)
             return true;
         if (pool_.type(u) == r.type) {
             if (r.leaf) {

@@ -57,6 +57,23 @@ class Matcher {
     Result<MatchResult> match(const Jobspec& jobspec, MatchOp op, int64_t now, uint64_t jobid);
     // Gives back what job `jobid` holds or has reserved. Error ENOENT.
     Result<void> cancel(uint64_t jobid);
+    // Whether `jobspec` could run here at all: it fits the whole graph
+    // with nothing in use and every vertex up (drained and down nodes
+    // return). Error ENOSPC, with the reason, when it never could.
+    Result<void> could_ever_fit(const Jobspec& jobspec);
+
+    // Marks the node of each rank drained, down or up (ranks not named in
+    // either set). Allocations on a node that goes down stay until
+    // cancelled; nothing new is placed there.
+    void set_node_states(const IdSet& drained, const IdSet& down);
+    // Replaces the graph (a node came back with another shape, or joined)
+    // and records every allocation again by its R on the new graph. Drops
+    // reservations. Returns the jobs whose R the new graph cannot hold
+    // (their node shrank): they hold nothing now, and cancel() of them is
+    // ENOENT.
+    std::vector<uint64_t> reload(const ResourceGraph& graph);
+    // R v1 of everything allocated now (reservations left out).
+    Rv1 allocated() const;
 
     struct Job {
         std::vector<Claim> claims;
@@ -90,7 +107,10 @@ class Matcher {
     };
 
     Result<std::vector<Request>> compile(const Jobspec& jobspec) const;
-    bool try_at(const std::vector<Request>& requests, int64_t start, int64_t end, bool ignore_use);
+    // `ignore_use`: as if nothing were in use; `ignore_status`: as if every
+    // vertex were up.
+    bool try_at(const std::vector<Request>& requests, int64_t start, int64_t end, bool ignore_use,
+                bool ignore_status = false);
     bool match_request(uint32_t v, const Request& r, bool exclusive);
     int64_t collect(uint32_t v, const Request& r, int64_t want, bool exclusive);
     bool claim_unit(uint32_t u, const Request& r, bool exclusive);
@@ -112,6 +132,7 @@ class Matcher {
     // State of the match in progress.
     int64_t start_ = 0, end_ = 0, now_ = 0;
     bool ignore_use_ = false;
+    bool ignore_status_ = false;
     uint32_t epoch_ = 0;
     std::vector<uint32_t> marked_;  // epoch: the vertex has a claim in this match
     std::vector<uint32_t> taken_;   // epoch: claimed as a unit; no other request may use it

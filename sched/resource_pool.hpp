@@ -61,6 +61,8 @@ class ResourcePool {
     VertexStatus status(uint32_t v) const { return vertices_[v].status; }
     void set_status(uint32_t v, VertexStatus status) { vertices_[v].status = status; }
     std::optional<uint32_t> node_of_rank(int32_t rank) const;
+    // Every node vertex with a rank, by rank.
+    const std::unordered_map<int32_t, uint32_t>& nodes_by_rank() const { return nodes_by_rank_; }
 
     // Children in ascending id order (graph order breaks ties).
     std::span<const uint32_t> children(uint32_t v) const;

@@ -16,15 +16,13 @@ Result<QueuePolicy> queue_policy_from_name(std::string_view name) {
     return make_error(EINVAL, fmt::format("unknown queue policy '{}' (known: fcfs, easy, conservative)", name));
 }
 
-Result<void> SchedQueue::submit(uint64_t id, Jobspec jobspec, int64_t priority, double t_submit, int64_t now) {
+Result<void> SchedQueue::submit(uint64_t id, Jobspec jobspec, int64_t priority, double t_submit) {
     if (pending_.count(id) || running_.count(id))
         return make_error(EEXIST, fmt::format("job {} is already known to the scheduler", id));
-    // An impossible job is refused now rather than left waiting forever.
-    auto sat = matcher_.match(jobspec, MatchOp::satisfiability, now, id);
-    if (!sat)
-        return sat.error();
-    if (!sat->matched)
-        return make_error(ENOSPC, sat->reason);
+    // An impossible job is refused now rather than left waiting forever;
+    // one that needs nodes that are drained or down now waits for them.
+    if (auto fits = matcher_.could_ever_fit(jobspec); !fits)
+        return fits.error();
     PendingJob job{id, std::move(jobspec), priority, t_submit, "priority", std::nullopt};
     order_.emplace(Order{priority, t_submit, id}, id);
     pending_.emplace(id, std::move(job));
@@ -47,7 +45,14 @@ Result<void> SchedQueue::cancel(uint64_t id) {
 Result<void> SchedQueue::free(uint64_t id) {
     if (!running_.erase(id))
         return make_error(ENOENT, fmt::format("job {} holds no resources", id));
-    return matcher_.cancel(id);
+    // A job that a reload could not place again holds nothing to give back.
+    (void)matcher_.cancel(id);
+    return {};
+}
+
+std::vector<uint64_t> SchedQueue::reload(const ResourceGraph& graph) {
+    drop_reservations();
+    return matcher_.reload(graph);
 }
 
 Result<void> SchedQueue::prioritize(uint64_t id, int64_t priority) {
@@ -95,7 +100,7 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
         job.t_estimate.reset();
         if (blocked && config_.policy == QueuePolicy::fcfs)
             break;  // the rest wait on the first (pending() says so)
-        MatchOp op = reservations > 0 ? MatchOp::allocate_orelse_reserve : MatchOp::allocate;
+        MatchOp op = reservations > 0 ? MatchOp::allocate_orelse_reserve : MatchOp::allocate_with_satisfiability;
         auto r = matcher_.match(job.jobspec, op, now, job.id);
         if (r && r->matched && !r->reserved) {
             started.push_back({job.id, matcher_.to_rv1(r->claims, r->start, r->end)});
@@ -109,9 +114,13 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
             --reservations;
             job.t_estimate = r->start;
         }
-        job.reason = r && r->unsatisfiable ? "unsatisfiable with the resources up now" : "insufficient resources";
-        blocked = true;
         ++it;
+        if (r && r->unsatisfiable) {
+            job.reason = "waiting for drained or down nodes";
+            continue;
+        }
+        job.reason = "insufficient resources";
+        blocked = true;
     }
     return started;
 }

@@ -5,6 +5,9 @@
 //   easy          it gets a reservation; later jobs run only where they do
 //                 not delay it (backfill)
 //   conservative  every blocked job, up to reservation_depth, gets one
+// A job that could not start even on an idle cluster because it needs
+// drained or down nodes waits without blocking anyone (under any policy):
+// nothing the jobs ahead of it do can start it sooner.
 // Reservations live in the matcher's planners for one pass, so a backfilled
 // job is one whose window misses every reserved resource.
 #pragma once
@@ -44,8 +47,8 @@ class SchedQueue {
     SchedQueue(Matcher& matcher, QueueConfig config) : matcher_(matcher), config_(config) {}
 
     // Queues a job. Error: EEXIST id known; ENOSPC it can never fit the
-    // graph (the reason names why).
-    Result<void> submit(uint64_t id, Jobspec jobspec, int64_t priority, double t_submit, int64_t now);
+    // graph, even with every node up (the reason names why).
+    Result<void> submit(uint64_t id, Jobspec jobspec, int64_t priority, double t_submit);
     // Takes a pending job out. Error ENOENT.
     Result<void> cancel(uint64_t id);
     // Gives back a running job's resources. Error ENOENT.
@@ -55,6 +58,11 @@ class SchedQueue {
     // Records a job that already runs on `r` (after a restart). Errors as
     // Matcher::allocate_exact.
     Result<void> restore(uint64_t id, const Rv1& r, int64_t start, int64_t end);
+
+    // The graph changed (Matcher::reload); reservations are dropped.
+    // Running jobs the new graph cannot hold are logged by the caller from
+    // the returned ids and stay running here until freed.
+    std::vector<uint64_t> reload(const ResourceGraph& graph);
 
     struct Started {
         uint64_t id;

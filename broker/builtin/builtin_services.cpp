@@ -25,7 +25,10 @@ std::string_view state_name(Broker::State state) {
 
 void register_broker_methods(Broker& b) {
     b.register_method("broker.ping", false, [&b](const Message& req) {
-        nlohmann::json body = req.json().value_or(nlohmann::json::object());
+        auto request = req.json();
+        if (!request)
+            return b.respond_error(req, EPROTO, request.error().message);
+        nlohmann::json body = std::move(*request);
         body["rank"] = b.bootstrap().rank;
         body["hostname"] = b.bootstrap().hostname;
         body["route"] = req.route;
@@ -63,7 +66,9 @@ void register_broker_methods(Broker& b) {
 void register_event_methods(Broker& b) {
     b.register_method("event.publish", false, b.at_rank0([&b](const Message& req) {
         auto body = req.json();
-        if (!body || !body->contains("topic") || !(*body)["topic"].is_string())
+        if (!body)
+            return b.respond_error(req, EPROTO, body.error().message);
+        if (!body->contains("topic") || !(*body)["topic"].is_string())
             return b.respond_error(req, EPROTO, "event.publish: expected {\"topic\": STRING, \"payload\": OBJECT}");
         std::string topic = (*body)["topic"].get<std::string>();
         auto payload = json_field(*body, "payload", nlohmann::json::object());

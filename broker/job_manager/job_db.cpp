@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/json_parse.hpp"
 #include "core/log.hpp"
 
 namespace banyan {
@@ -37,10 +38,10 @@ Result<void> ran(const Result<std::vector<SqlRow>>& r) {
 std::string as_text(const SqlValue& v) { return std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : ""; }
 
 Result<JobEvent> event_from_row(const SqlRow& row, size_t first) {
-    auto context = nlohmann::json::parse(as_text(row[first + 2]), nullptr, false);
-    if (context.is_discarded())
-        return make_error(EIO, "an event's context is not JSON");
-    return JobEvent{as_real(row[first]), as_text(row[first + 1]), std::move(context)};
+    auto context = parse_json(as_text(row[first + 2]));
+    if (!context)
+        return make_error(EIO, "an event's context: " + context.error().message);
+    return JobEvent{as_real(row[first]), as_text(row[first + 1]), std::move(*context)};
 }
 
 }  // namespace

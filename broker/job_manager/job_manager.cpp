@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/json_parse.hpp"
 #include "core/log.hpp"
 #include "resource/rv1.hpp"
 
@@ -74,9 +75,8 @@ Result<void> JobManager::restore() {
         job.id = s.id;
         job.userid = s.userid;
         job.t_submit = s.t_submit;
-        auto spec = nlohmann::json::parse(s.jobspec, nullptr, false);
-        if (!spec.is_discarded())
-            (void)job.read_jobspec(spec);
+        if (auto spec = parse_json(s.jobspec))
+            (void)job.read_jobspec(*spec);
         for (const auto& ev : s.events)
             apply_event(job, ev);
         if (job.state == JobState::inactive) {

@@ -8,6 +8,7 @@
 #include "broker/job_manager/job_manager.hpp"
 #include "core/io_data.hpp"
 #include "core/json_field.hpp"
+#include "core/json_parse.hpp"
 #include "core/text.hpp"
 #include "sched/jobspec.hpp"
 
@@ -102,10 +103,12 @@ void JobManager::on_submit(const Message& req) {
         return broker_.respond_error(req, EPERM,
                                      fmt::format("urgency {}: only the instance owner may go above {}", *urgency,
                                                  kMaxGuestUrgency));
-    if (auto parsed = Jobspec::from_json(spec); !parsed)
+    // Jobs are version 1 jobspecs, held to RFC 25 as Flux holds them (the
+    // canonical RFC 14 form is for banyan-sched-query).
+    auto parsed = Jobspec::from_json(spec, JobspecRules::v1);
+    if (!parsed)
         return broker_.respond_error(req, EINVAL, "jobspec: " + parsed.error().message);
-    const auto& tasks = spec.value("tasks", nlohmann::json::array());
-    if (tasks.empty() || tasks[0].value("command", nlohmann::json::array()).empty())
+    if (parsed->tasks.empty() || parsed->tasks[0].command.empty())
         return broker_.respond_error(req, EINVAL, "jobspec: tasks[0].command: a job needs a command");
     Job job;
     if (auto r = job.read_jobspec(spec); !r)
@@ -192,7 +195,10 @@ void JobManager::on_info(const Message& req) {
     auto events = db_->events(job->id, 0);
     if (!spec || !events)
         return broker_.respond_error(req, EIO, (!spec ? spec.error() : events.error()).message);
-    nlohmann::json out{{"job", job->summary()}, {"jobspec", nlohmann::json::parse(*spec, nullptr, false)}};
+    auto jobspec = parse_json(*spec);
+    if (!jobspec)
+        return broker_.respond_error(req, EIO, "stored jobspec: " + jobspec.error().message);
+    nlohmann::json out{{"job", job->summary()}, {"jobspec", std::move(*jobspec)}};
     for (const auto& ev : *events)
         if (ev.name == "alloc" && ev.context.contains("R"))
             out["R"] = ev.context["R"];

@@ -82,15 +82,13 @@ Result<std::unique_ptr<ResourceService>> ResourceService::start(Broker& broker) 
         log::info("resource", "this node: {} cores, {} gpus, {} MiB", node->cores().count(), node->gpus().count(),
                   node->memory() >> 20);
         svc->mine_ = std::move(*node);
-        if (boot.rank == 0) {
+        if (boot.rank == 0)
             if (auto r = svc->add_node(svc->mine_); !r)
                 return r.error();
-            ResourceService* self = svc.get();
-            broker.add_subtree_listener([self] { self->on_subtree_change(); });
-        }
     }
     if (boot.rank == 0) {
         ResourceService* self = svc.get();
+        broker.add_subtree_listener([self] { self->on_subtree_change(); });
         broker.add_ready_condition([self] {
             if (self->declared_)
                 return true;
@@ -106,6 +104,9 @@ Result<std::unique_ptr<ResourceService>> ResourceService::start(Broker& broker) 
 }
 
 void ResourceService::on_subtree_change() {
+    publish_states(false);
+    if (declared_)
+        return;
     IdSet online = broker_.overlay().subtree().online;
     IdSet joined = online.difference(known_online_);
     known_online_ = online;
@@ -194,11 +195,15 @@ Result<void> ResourceService::add_node(NodeDescription node) {
         if (!rebuilt)
             return rebuilt.error();
         graph_ = std::move(*rebuilt);
+        log::info("resource", "rank {} came back with another shape: {} cores, {} gpus", rank,
+                  nodes_.at(rank).cores().count(), nodes_.at(rank).gpus().count());
+        publish_states(true);
         return {};
     }
     if (auto r = graph_.add_node(node); !r)
         return r.error();
     nodes_.emplace(rank, std::move(node));
+    publish_states(true);
     return {};
 }
 
@@ -263,80 +268,153 @@ void ResourceService::register_methods() {
     broker_.register_method("resource.jgf", false, broker_.at_rank0([this](const Message& r) {
         broker_.respond(Message::response_to(r, graph_.to_jgf()));
     }));
+    broker_.register_method("resource.acquire", true, broker_.at_rank0([this](const Message& r) { on_acquire(r); }));
     broker_.register_method("resource.drain", true, broker_.at_rank0([this](const Message& r) { on_drain(r, true); }));
     broker_.register_method("resource.undrain", true,
                             broker_.at_rank0([this](const Message& r) { on_drain(r, false); }));
 }
 
-void ResourceService::on_list(const Message& req) {
-    SubtreeStates overlay = broker_.overlay().subtree();
-    struct Sum {
-        uint64_t nnodes = 0, ncores = 0, ngpus = 0;
-        HostList hosts;
-        IdSet ranks;
-    };
-    Sum free, down;
-    for (const auto& [rank, node] : nodes_) {
-        std::string state = state_of(rank, overlay);
-        if (state == "exclude")
-            continue;
-        Sum& s = state == "avail" ? free : down;
-        s.nnodes++;
-        for (const auto& socket : node.sockets) {
-            s.ncores += socket.cores.count();
-            s.ngpus += socket.gpus.count();
-        }
-        s.hosts.append(node.hostname);
-        s.ranks.insert(rank);
-    }
-    // Ranks that never described a node are down, with nothing counted.
-    for (uint32_t r = 0; r < broker_.bootstrap().size; r++) {
-        if (!nodes_.count(r) && !excluded_.contains(r) && !declared_) {
-            down.nnodes++;
-            down.hosts.append(broker_.bootstrap().host_of(r));
-            down.ranks.insert(r);
-        }
-    }
-    broker_.respond(
-        Message::response_to(req, {{"free", summary(free.nnodes, free.ncores, free.ngpus, free.hosts, free.ranks)},
-                                   {"allocated", summary(0, 0, 0, HostList{}, IdSet{})},
-                                   {"down", summary(down.nnodes, down.ncores, down.ngpus, down.hosts, down.ranks)}}));
+void ResourceService::with_allocated(const Message& req,
+                                     std::function<void(const Message&, const Rv1&)> answer) {
+    broker_.rpc(Message::request("sched.resource-status", nlohmann::json::object(), 0),
+                [req, answer = std::move(answer)](const Message& resp) {
+                    auto body = response_payload(resp);
+                    Result<Rv1> allocated =
+                        body && body->contains("allocated") && body->at("allocated").is_object()
+                            ? Rv1::from_json(body->at("allocated"))
+                            : Result<Rv1>(make_error(EPROTO, "no allocated R"));
+                    if (!allocated)
+                        log::warning("resource", "the scheduler did not say what is allocated: {}",
+                                     body ? allocated.error().message : body.error().message);
+                    answer(req, allocated ? *allocated : Rv1{});
+                });
 }
 
-void ResourceService::on_status(const Message& req) {
+void ResourceService::on_list(const Message& request) {
+    with_allocated(request, [this](const Message& req, const Rv1& allocated) {
+        SubtreeStates overlay = broker_.overlay().subtree();
+        struct Sum {
+            uint64_t nnodes = 0, ncores = 0, ngpus = 0;
+            HostList hosts;
+            IdSet ranks;
+            void add(uint32_t rank, const std::string& host, uint64_t cores, uint64_t gpus) {
+                nnodes++;
+                ncores += cores;
+                ngpus += gpus;
+                hosts.append(host);
+                ranks.insert(rank);
+            }
+        };
+        Sum free, used, down;
+        for (const auto& [rank, node] : nodes_) {
+            std::string state = state_of(rank, overlay);
+            if (state == "exclude")
+                continue;
+            IdSet cores = node.cores(), gpus = node.gpus();
+            uint64_t used_cores = 0, used_gpus = 0;
+            if (auto a = allocated.ranks.find(rank); a != allocated.ranks.end()) {
+                used_cores = a->second.cores.intersection(cores).count();
+                used_gpus = a->second.gpus.intersection(gpus).count();
+            }
+            // Allocated is allocated whatever the node's state; the rest of
+            // a node is free if it may take jobs, else down.
+            if (used_cores + used_gpus > 0)
+                used.add(rank, node.hostname, used_cores, used_gpus);
+            uint64_t rest_cores = cores.count() - used_cores, rest_gpus = gpus.count() - used_gpus;
+            if (rest_cores + rest_gpus > 0 || used_cores + used_gpus == 0)
+                (state == "avail" ? free : down).add(rank, node.hostname, rest_cores, rest_gpus);
+        }
+        // Ranks that never described a node are down, with nothing counted.
+        for (uint32_t r = 0; r < broker_.bootstrap().size; r++) {
+            if (!nodes_.count(r) && !excluded_.contains(r) && !declared_) {
+                down.nnodes++;
+                down.hosts.append(broker_.bootstrap().host_of(r));
+                down.ranks.insert(r);
+            }
+        }
+        auto summary_of = [](const Sum& s) { return summary(s.nnodes, s.ncores, s.ngpus, s.hosts, s.ranks); };
+        broker_.respond(Message::response_to(
+            req, {{"free", summary_of(free)}, {"allocated", summary_of(used)}, {"down", summary_of(down)}}));
+    });
+}
+
+void ResourceService::on_status(const Message& request) {
+    with_allocated(request, [this](const Message& req, const Rv1& allocated) {
+        SubtreeStates overlay = broker_.overlay().subtree();
+        // Group ranks by state and, for drained ones, by reason.
+        std::map<std::pair<std::string, std::string>, std::pair<IdSet, double>> groups;
+        uint32_t top =
+            std::max<uint32_t>(broker_.bootstrap().size, nodes_.empty() ? 0 : nodes_.rbegin()->first + 1);
+        for (uint32_t r = 0; r < top; r++) {
+            if (declared_ && !nodes_.count(r))
+                continue;
+            std::string state = state_of(r, overlay);
+            std::string reason;
+            double when = 0;
+            if (auto d = drained_.find(r); d != drained_.end()) {
+                reason = d->second.reason;
+                when = d->second.timestamp;
+                // Drained with jobs still running there, as Flux says it.
+                if (state == "drained" && allocated.ranks.count(r))
+                    state = "draining";
+            }
+            auto& g = groups[{state, reason}];
+            g.first.insert(r);
+            g.second = std::max(g.second, when);
+        }
+        nlohmann::json states = nlohmann::json::array();
+        for (const auto& [key, group] : groups) {
+            HostList hosts;
+            group.first.for_each([&](uint32_t r) { hosts.append(hostname_of(r)); });
+            nlohmann::json s = {{"state", key.first},
+                                {"ranks", group.first.format()},
+                                {"nnodes", group.first.count()},
+                                {"nodelist", hosts.format()}};
+            if (key.first == "drained" || key.first == "draining") {
+                s["reason"] = key.second;
+                s["timestamp"] = group.second;
+            }
+            states.push_back(s);
+        }
+        broker_.respond(Message::response_to(req, {{"states", states}}));
+    });
+}
+
+std::pair<IdSet, IdSet> ResourceService::unschedulable() const {
     SubtreeStates overlay = broker_.overlay().subtree();
-    // Group ranks by state and, for drained ones, by reason.
-    std::map<std::pair<std::string, std::string>, std::pair<IdSet, double>> groups;
-    uint32_t top = std::max<uint32_t>(broker_.bootstrap().size, nodes_.empty() ? 0 : nodes_.rbegin()->first + 1);
-    for (uint32_t r = 0; r < top; r++) {
-        if (declared_ && !nodes_.count(r))
-            continue;
-        std::string state = state_of(r, overlay);
-        std::string reason;
-        double when = 0;
-        if (auto d = drained_.find(r); d != drained_.end()) {
-            reason = d->second.reason;
-            when = d->second.timestamp;
-        }
-        auto& g = groups[{state, reason}];
-        g.first.insert(r);
-        g.second = std::max(g.second, when);
+    IdSet drained, down;
+    for (const auto& [rank, node] : nodes_) {
+        if (drained_.count(rank))
+            drained.insert(rank);
+        bool simulated = rank >= broker_.bootstrap().size;
+        if (excluded_.contains(rank) || (!simulated && !overlay.online.contains(rank)))
+            down.insert(rank);
     }
-    nlohmann::json states = nlohmann::json::array();
-    for (const auto& [key, group] : groups) {
-        HostList hosts;
-        group.first.for_each([&](uint32_t r) { hosts.append(hostname_of(r)); });
-        nlohmann::json s = {{"state", key.first},
-                            {"ranks", group.first.format()},
-                            {"nnodes", group.first.count()},
-                            {"nodelist", hosts.format()}};
-        if (key.first == "drained") {
-            s["reason"] = key.second;
-            s["timestamp"] = group.second;
-        }
-        states.push_back(s);
-    }
-    broker_.respond(Message::response_to(req, {{"states", states}}));
+    return {drained, down};
+}
+
+void ResourceService::publish_states(bool graph_changed) {
+    if (!acquirer_)
+        return;
+    auto states = unschedulable();
+    if (!graph_changed && states == sent_states_)
+        return;
+    sent_states_ = states;
+    nlohmann::json body = {{"drained", states.first.format()}, {"down", states.second.format()}};
+    if (graph_changed)
+        body["graph"] = graph_.to_jgf();
+    // Local delivery: the scheduler applies it before this returns.
+    broker_.respond(Message::response_to(*acquirer_, body));
+}
+
+void ResourceService::on_acquire(const Message& req) {
+    if (!req.has_flag(msgflag::streaming))
+        return broker_.respond_error(req, EPROTO, "resource.acquire: a streaming request is expected");
+    if (acquirer_)
+        return broker_.respond_error(req, EBUSY, "resource.acquire: the resources are acquired already");
+    acquirer_ = req;
+    acquirer_->payload.reset();
+    publish_states(true);
 }
 
 void ResourceService::on_drain(const Message& req, bool drain) {
@@ -374,6 +452,7 @@ void ResourceService::on_drain(const Message& req, bool drain) {
     log::info("resource", "{} rank {}{}", drain ? "drained" : "undrained", ranks->format(),
               reason.empty() ? "" : ": " + reason);
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    publish_states(false);
 }
 
 void ResourceService::on_r(const Message& req) {

@@ -3,9 +3,13 @@
 // up, also after rank 0 itself restarts; rank 0 keeps
 // the cluster graph, node states and drain reasons (persisted in
 // STATEDIR/banyan.db) and answers resource.* (doc/spec/resources.md section 7).
+// It is the one source of node state: the scheduler acquires the graph and
+// then every change of it (resource.acquire, a stream), and resource.list
+// and resource.status ask the scheduler what is allocated.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -15,6 +19,7 @@
 #include "core/sqlite.hpp"
 #include "resource/graph.hpp"
 #include "resource/node.hpp"
+#include "resource/rv1.hpp"
 
 namespace banyan {
 
@@ -52,10 +57,22 @@ class ResourceService {
     void on_status(const Message& req);
     void on_drain(const Message& req, bool drain);
     void on_r(const Message& req);
+    void on_acquire(const Message& req);
+    // Sends the acquirer the node states (and the graph, when it changed)
+    // if they differ from what it last got. Rank 0 only.
+    void publish_states(bool graph_changed);
+    // Ranks whose nodes may not get new jobs, by cause: drained, and down
+    // (offline, torpid, lost, excluded, or not described yet).
+    std::pair<IdSet, IdSet> unschedulable() const;
+    // Asks the scheduler what is allocated now, then calls `answer` with it
+    // (empty if the scheduler cannot say).
+    void with_allocated(const Message& req, std::function<void(const Message&, const Rv1&)> answer);
 
     Broker& broker_;
     bool declared_ = false;                      // nodes come from config, not from discovery
     std::map<uint32_t, NodeDescription> nodes_;  // rank 0 only
+    std::optional<Message> acquirer_;            // the scheduler's resource.acquire stream
+    std::pair<IdSet, IdSet> sent_states_;        // drained, down: as the acquirer last got them
     ResourceGraph graph_;
     IdSet excluded_;
     std::map<uint32_t, Drain> drained_;

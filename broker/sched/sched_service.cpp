@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "core/client.hpp"
 #include "core/json_field.hpp"
 #include "core/log.hpp"
 
@@ -50,7 +51,7 @@ Result<std::unique_ptr<SchedService>> SchedService::start(Broker& broker) {
     svc->queue_config_ = {*qp, static_cast<size_t>(*depth), static_cast<size_t>(*rdepth), 60};
     if (broker.bootstrap().rank == 0) {
         svc->register_methods();
-        broker.when_running([s = svc.get()] { s->load_graph(); });
+        broker.when_running([s = svc.get()] { s->acquire_resources(); });
     }
     return svc;
 }
@@ -67,6 +68,9 @@ void SchedService::register_methods() {
     method("sched.hello", &SchedService::on_hello);
     broker_.register_method("sched.queue", false,
                             broker_.at_rank0(with_graph([this](const Message& r) { on_queue(r); })));
+    // Not held back until the graph is there: nothing is allocated before.
+    broker_.register_method("sched.resource-status", false,
+                            broker_.at_rank0([this](const Message& r) { on_resource_status(r); }));
 }
 
 Broker::Handler SchedService::with_graph(Broker::Handler handle) {
@@ -78,26 +82,59 @@ Broker::Handler SchedService::with_graph(Broker::Handler handle) {
     };
 }
 
-void SchedService::load_graph() {
-    broker_.rpc(Message::request("resource.jgf", nlohmann::json::object(), 0), [this](const Message& resp) {
-        auto body = resp.json();
-        auto graph = resp.errnum ? Result<ResourceGraph>(make_error(static_cast<int>(resp.errnum), resp.error_text()))
-                     : !body     ? Result<ResourceGraph>(body.error())
-                                 : ResourceGraph::from_jgf(*body);
+void SchedService::acquire_resources() {
+    Message request = Message::request("resource.acquire", nlohmann::json::object(), 0);
+    request.flags |= msgflag::streaming;
+    broker_.rpc(std::move(request), [this](const Message& resp) { on_resources(resp); });
+}
+
+void SchedService::on_resources(const Message& resp) {
+    auto body = response_payload(resp);
+    if (!body) {
+        // Only a broker shutting down ends the stream.
+        log::error("sched", "resource.acquire ended: {}", body.error().message);
+        return;
+    }
+    auto drained = json_field<std::string>(*body, "drained", "", resp.topic);
+    auto down = json_field<std::string>(*body, "down", "", resp.topic);
+    auto drained_ranks = drained ? IdSet::parse(*drained) : Result<IdSet>(drained.error());
+    auto down_ranks = down ? IdSet::parse(*down) : Result<IdSet>(down.error());
+    if (!drained_ranks || !down_ranks) {
+        log::error("sched", "resource.acquire: {}", (!drained_ranks ? drained_ranks : down_ranks).error().message);
+        return;
+    }
+    if (body->contains("graph")) {
+        auto graph = ResourceGraph::from_jgf(body->at("graph"));
         if (!graph) {
             log::error("sched", "cannot load the resource graph: {}", graph.error().message);
             return;
         }
-        matcher_ = std::make_unique<Matcher>(*graph, match_policy_);
-        queue_ = std::make_unique<SchedQueue>(*matcher_, queue_config_);
-        log::info("sched", "{} vertices; queue policy {}, match policy {}", matcher_->pool().size(),
-                  queue_config_.policy == QueuePolicy::fcfs   ? "fcfs"
-                  : queue_config_.policy == QueuePolicy::easy ? "easy"
-                                                              : "conservative",
-                  match_policy_.name);
-        for (auto& [handle, req] : std::exchange(early_, {}))
-            handle(req);
-    });
+        if (!matcher_) {
+            matcher_ = std::make_unique<Matcher>(*graph, match_policy_);
+            queue_ = std::make_unique<SchedQueue>(*matcher_, queue_config_);
+            log::info("sched", "{} vertices; queue policy {}, match policy {}", matcher_->pool().size(),
+                      queue_config_.policy == QueuePolicy::fcfs   ? "fcfs"
+                      : queue_config_.policy == QueuePolicy::easy ? "easy"
+                                                                  : "conservative",
+                      match_policy_.name);
+        } else {
+            for (uint64_t id : queue_->reload(*graph))
+                log::warning("sched", "job {}: its resources are no longer in the graph", id);
+            log::info("sched", "the graph changed: {} vertices", matcher_->pool().size());
+        }
+    }
+    if (!matcher_)
+        return;
+    matcher_->set_node_states(*drained_ranks, *down_ranks);
+    log::debug("sched", "drained {}, down {}", *drained, *down);
+    for (auto& [handle, req] : std::exchange(early_, {}))
+        handle(req);
+    schedule_soon();
+}
+
+void SchedService::on_resource_status(const Message& req) {
+    Rv1 allocated = matcher_ ? matcher_->allocated() : Rv1{};
+    broker_.respond(Message::response_to(req, {{"allocated", allocated.to_json()}}));
 }
 
 void SchedService::on_alloc(const Message& req) {
@@ -121,7 +158,7 @@ void SchedService::on_alloc(const Message& req) {
     // be kilobytes, and many thousands of jobs may wait.
     jobspec->attributes = nullptr;
     jobspec->tasks.clear();
-    if (auto r = queue_->submit(*id, std::move(*jobspec), *priority, *t_submit, wall_now()); !r)
+    if (auto r = queue_->submit(*id, std::move(*jobspec), *priority, *t_submit); !r)
         return broker_.respond_error(req, r.error().code, r.error().message);
     // Kept to answer it: without its payload (the jobspec), which at
     // 100,000 pending jobs would be hundreds of MB.

@@ -3,8 +3,11 @@
 // starts), gives resources back (sched.free), takes pending jobs out
 // (sched.cancel), changes priorities (sched.prioritize) and, after either
 // side restarts, says which jobs hold what (sched.hello). sched.queue lists
-// the pending jobs with their reason and estimated start. The graph comes
-// from the resource service (resource.jgf) once the instance runs.
+// the pending jobs with their reason and estimated start;
+// sched.resource-status says what is allocated. Once the instance runs it
+// acquires the graph from the resource service and then every change of
+// node state or shape (resource.acquire, a stream), and applies each before
+// its next pass.
 #pragma once
 
 #include <map>
@@ -28,7 +31,10 @@ class SchedService {
   private:
     explicit SchedService(Broker& broker) : broker_(broker), pass_timer_(broker.reactor()) {}
     void register_methods();
-    void load_graph();
+    void acquire_resources();
+    // One answer of the resource.acquire stream: a graph and/or node states.
+    void on_resources(const Message& response);
+    void on_resource_status(const Message& req);
     // Runs `handle` now if the graph is loaded, else once it is.
     Broker::Handler with_graph(Broker::Handler handle);
     void on_alloc(const Message& req);

@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "core/json_parse.hpp"
 #include "core/text_file.hpp"
 #include "resource/discovery.hpp"
 #include "resource/grug.hpp"
@@ -66,9 +67,10 @@ Result<ResourceGraph> load_graph(const std::string& path, const std::string& for
         return text.error();
     if (format == "grug")
         return read_grug(*text);
-    auto doc = nlohmann::json::parse(*text, nullptr, false);
-    if (doc.is_discarded())
-        return make_error(EINVAL, fmt::format("{}: not JSON", path));
+    auto parsed = parse_json(*text);
+    if (!parsed)
+        return make_error(EINVAL, fmt::format("{}: {}", path, parsed.error().message));
+    const nlohmann::json& doc = *parsed;
     if (format == "jgf")
         return ResourceGraph::from_jgf(doc);
     if (format == "rv1exec") {

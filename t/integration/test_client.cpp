@@ -1,6 +1,8 @@
 // banyan-test-client: raw RPCs and events against a running instance, for
 // the integration tests (what no user command exposes on its own).
-//   rpc TOPIC JSON [NODEID] [FLAGS]    prints the payload, or "error ERRNUM: TEXT" and exits 1
+//   rpc TOPIC JSON [NODEID] [FLAGS]    prints the payload, or "error ERRNUM: TEXT" and exits 1;
+//                                      JSON may be @FILE: the file's bytes are sent as they are
+//   submit FILE                        submits the jobspec in FILE (YAML or JSON) as it is
 //   events PREFIX COUNT                subscribes, prints "SEQ TOPIC" for COUNT events
 //   publish TOPIC COUNT                publishes COUNT events
 //   garbage                            sends bytes that are no message; exits 0 if dropped
@@ -18,6 +20,8 @@
 
 #include "core/client.hpp"
 #include "core/curve_cert.hpp"
+#include "core/text_file.hpp"
+#include "sched/jobspec.hpp"
 
 using namespace banyan;
 
@@ -25,7 +29,7 @@ namespace {
 
 int usage() {
     std::fprintf(stderr,
-                 "usage: banyan-test-client rpc TOPIC JSON [NODEID [upstream]] | events PREFIX COUNT | "
+                 "usage: banyan-test-client rpc TOPIC JSON|@FILE [NODEID [upstream]] | submit FILE | events PREFIX COUNT | "
                  "publish TOPIC COUNT | garbage\n");
     return 2;
 }
@@ -35,13 +39,7 @@ int die(const Error& e) {
     return 1;
 }
 
-int rpc(Client& client, int argc, char** argv) {
-    auto body = nlohmann::json::parse(argv[3], nullptr, false);
-    if (body.is_discarded())
-        return usage();
-    Message req = Message::request(argv[2], body, argc > 4 ? static_cast<uint32_t>(std::stoul(argv[4])) : kNodeIdAny);
-    if (argc > 5 && std::string(argv[5]) == "upstream")
-        req.flags |= msgflag::upstream;
+int call(Client& client, const Message& req) {
     auto tag = client.send(req);
     if (!tag)
         return die(tag.error());
@@ -57,6 +55,36 @@ int rpc(Client& client, int argc, char** argv) {
         std::printf("%s\n", payload->dump().c_str());
         return 0;
     }
+}
+
+int rpc(Client& client, int argc, char** argv) {
+    uint32_t nodeid = argc > 4 ? static_cast<uint32_t>(std::stoul(argv[4])) : kNodeIdAny;
+    Message req = Message::request(argv[2], nlohmann::json::object(), nodeid);
+    if (argv[3][0] == '@') {
+        // Raw text, not parsed here: the point may be text no parser should build.
+        auto text = read_text_file(argv[3] + 1);
+        if (!text)
+            return die(text.error());
+        req.payload = *text;
+    } else {
+        auto body = nlohmann::json::parse(argv[3], nullptr, false);
+        if (body.is_discarded())
+            return usage();
+        req.payload = body.dump();
+    }
+    if (argc > 5 && std::string(argv[5]) == "upstream")
+        req.flags |= msgflag::upstream;
+    return call(client, req);
+}
+
+int submit(Client& client, const std::string& path) {
+    auto text = read_text_file(path);
+    if (!text)
+        return die(text.error());
+    auto doc = yaml_to_json(*text);
+    if (!doc)
+        return die(doc.error());
+    return call(client, Message::request("job-manager.submit", {{"jobspec", *doc}}, 0));
 }
 
 int events(Client& client, const std::string& prefix, int count) {
@@ -138,6 +166,8 @@ int main(int argc, char** argv) {
         return die(client.error());
     if (verb == "rpc" && argc >= 4)
         return rpc(*client, argc, argv);
+    if (verb == "submit" && argc == 3)
+        return submit(*client, argv[2]);
     if (verb == "events" && argc == 4)
         return events(*client, argv[2], std::atoi(argv[3]));
     if (verb == "publish" && argc == 4) {

@@ -23,7 +23,9 @@ TEST_CASE("log drops records above the level and keeps a bounded ring", "[log]")
                     .to_stderr = false});
     log::debug("c", "hidden");
     log::info("c", "hidden");
-    CHECK(log::recent().empty());
+    // Earlier tests in this process may have left records: none of these.
+    for (const auto& line : log::recent())
+        CHECK(line.find("hidden") == std::string::npos);
     log::error("c", "one");
     log::warning("c", "two");
     log::error("c", "three");

@@ -37,7 +37,7 @@ struct Fixture {
         return *js;
     }
     void submit(uint64_t id, int n, int duration, int64_t priority = 16) {
-        REQUIRE(queue->submit(id, nodes(n, duration), priority, static_cast<double>(id), 0).ok());
+        REQUIRE(queue->submit(id, nodes(n, duration), priority, static_cast<double>(id)).ok());
     }
     std::vector<uint64_t> pass(int64_t now) {
         std::vector<uint64_t> ids;
@@ -113,12 +113,12 @@ TEST_CASE("queue: priority first, then submit order; urgency changes reorder", "
 
 TEST_CASE("queue: cancel, unsatisfiable, duplicates", "[queue]") {
     Fixture f(QueuePolicy::easy);
-    auto three = f.queue->submit(1, Fixture::nodes(3, 10), 16, 1, 0);
+    auto three = f.queue->submit(1, Fixture::nodes(3, 10), 16, 1);
     REQUIRE_FALSE(three.ok());
     CHECK(three.error().code == ENOSPC);
     CHECK(three.error().message.find("unsatisfiable") != std::string::npos);
     f.submit(2, 2, 100);
-    CHECK(f.queue->submit(2, Fixture::nodes(1, 10), 16, 1, 0).error().code == EEXIST);
+    CHECK(f.queue->submit(2, Fixture::nodes(1, 10), 16, 1).error().code == EEXIST);
     f.submit(3, 2, 100);
     CHECK(f.pass(0) == Ids{2});
     REQUIRE(f.queue->cancel(3).ok());
@@ -142,4 +142,77 @@ TEST_CASE("queue: a restored job holds its node; an overrun keeps holding it", "
     CHECK(*f.pending(1)->t_estimate == 210);
     REQUIRE(f.queue->free(7).ok());
     CHECK(f.pass(160) == Ids{1});
+}
+
+TEST_CASE("queue: a job that needs drained or down nodes waits for them without blocking others", "[queue]") {
+    for (QueuePolicy policy : {QueuePolicy::fcfs, QueuePolicy::easy}) {
+        Fixture f(policy);
+        f.matcher->set_node_states(IdSet::range(1, 1), IdSet{});
+        // Two nodes exist, one is drained: accepted, not ENOSPC.
+        f.submit(1, 2, 100);
+        f.submit(2, 1, 100);
+        CHECK(f.pass(0) == Ids{2});
+        REQUIRE(f.pending(1) != nullptr);
+        CHECK(f.pending(1)->reason == "waiting for drained or down nodes");
+        // Job 3 needs one node, and the only one up is busy: it waits behind job 2.
+        f.submit(3, 1, 100);
+        CHECK(f.pass(1).empty());
+        CHECK(f.pending(3)->reason != "waiting for drained or down nodes");
+        REQUIRE(f.queue->free(2).ok());
+        CHECK(f.pass(2) == Ids{3});
+        // Rank 0 goes down while job 3 runs on it; undrain rank 1: job 1
+        // still cannot start (it needs both), and nothing lands on rank 0.
+        f.matcher->set_node_states(IdSet{}, IdSet::range(0, 0));
+        f.submit(4, 1, 100);
+        CHECK(f.pass(3) == Ids{4});
+        CHECK(f.matcher->allocated().ranks.count(1) == 1);
+        REQUIRE(f.queue->free(3).ok());
+        REQUIRE(f.queue->free(4).ok());
+        CHECK(f.pass(4).empty());
+        CHECK(f.pending(1)->reason == "waiting for drained or down nodes");
+        f.matcher->set_node_states(IdSet{}, IdSet{});
+        CHECK(f.pass(5) == Ids{1});
+    }
+}
+
+TEST_CASE("queue: a reloaded graph keeps running jobs where they run", "[queue]") {
+    auto nodes = [](std::vector<uint32_t> cores) {
+        std::vector<NodeDescription> out;
+        for (uint32_t r = 0; r < cores.size(); r++)
+            out.push_back(NodeDescription{r, fmt::format("n{}", r), {{IdSet::range(0, cores[r] - 1), {}, 0}}});
+        auto graph = ResourceGraph::from_nodes(out);
+        REQUIRE(graph.ok());
+        return std::move(*graph);
+    };
+    Matcher matcher(nodes({4, 4}), *MatchPolicy::from_name("first"));
+    SchedQueue queue(matcher, QueueConfig{QueuePolicy::fcfs, 1000, 64, 60});
+    auto pass = [&](int64_t now) {
+        Ids ids;
+        for (const auto& started : queue.schedule(now))
+            ids.push_back(started.id);
+        return ids;
+    };
+    REQUIRE(queue.submit(1, Fixture::nodes(1, 100), 16, 1).ok());
+    CHECK(pass(0) == Ids{1});
+    Rv1 held = matcher.allocated();
+    REQUIRE(held.ranks.size() == 1);
+    uint32_t rank = held.ranks.begin()->first;
+    CHECK(held.ranks.at(rank).cores == IdSet::range(0, 3));
+    // The same two nodes again, and a third (a broker joined).
+    CHECK(queue.reload(nodes({4, 4, 2})).empty());
+    CHECK(matcher.allocated().ranks.at(rank).cores == IdSet::range(0, 3));
+    REQUIRE(queue.submit(2, Fixture::nodes(3, 100), 16, 2).ok());
+    CHECK(pass(1).empty());  // job 1's node is busy
+    REQUIRE(queue.free(1).ok());
+    CHECK(pass(2) == Ids{2});
+    // Nodes that come back smaller cannot hold job 2's R: job 2 is
+    // reported, holds nothing, and can still be freed.
+    CHECK(queue.reload(nodes({2, 2, 2})) == Ids{2});
+    CHECK(matcher.allocated().ranks.empty());
+    CHECK(queue.free(2).ok());
+    // A node back with more cores is used whole.
+    CHECK(queue.reload(nodes({8, 2, 2})).empty());
+    REQUIRE(queue.submit(3, Fixture::nodes(1, 100), 16, 3).ok());
+    CHECK(pass(3) == Ids{3});
+    CHECK(matcher.allocated().ranks.at(0).cores == IdSet::range(0, 7));
 }

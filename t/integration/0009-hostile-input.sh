@@ -1,0 +1,78 @@
+#!/bin/bash
+# What a hostile local user can send or leave lying around never harms the
+# instance: JSON nested 100,000 deep (a request, an event, a jobspec) gets
+# one clear refusal; flux-core's invalid v1 jobspecs are refused and the
+# valid ones accepted; the database and state directory are the owner's
+# alone; a run or state directory that another user owns or may write is
+# refused in one line.
+. "$(dirname "$0")/lib.sh"
+
+conformance=${BANYAN_SOURCE_DIR:-$(dirname "$0")/../..}/../shared/conformance/jobspec
+deep() { # deep N: a JSON object whose value is nested N deep
+    printf '{"a":'
+    head -c "$1" /dev/zero | tr '\0' '['
+    head -c "$1" /dev/zero | tr '\0' ']'
+    printf '}'
+}
+deep 100000 >"$T_DIR/deep.json"
+{
+    printf '{"jobspec":{"version":1,"resources":'
+    head -c 100000 /dev/zero | tr '\0' '['
+    head -c 100000 /dev/zero | tr '\0' ']'
+    printf '}}'
+} >"$T_DIR/deep-jobspec.json"
+export conformance
+
+inside() {
+    dir=$(instance_dir)
+    for topic in broker.ping event.publish job-manager.submit; do
+        check_output "$topic nested 100,000 deep is refused in one line" \
+            "^error 71: malformed message: payload: JSON nested deeper than 64 levels$" \
+            banyan-test-client rpc "$topic" "@$T_DIR/deep.json"
+    done
+    check_output "so is a jobspec nested 100,000 deep" "JSON nested deeper than 64 levels" \
+        banyan-test-client rpc job-manager.submit "@$T_DIR/deep-jobspec.json"
+    check_output "rank 0 lives on" "rank=0" banyan ping 0
+
+    for f in "$conformance"/invalid_v1/*.yaml; do
+        check_output "invalid v1 jobspec $(basename "$f") is refused" "^error 22: jobspec: " \
+            banyan-test-client submit "$f"
+    done
+    for f in "$conformance"/valid_v1/*.yaml; do
+        check_output "valid v1 jobspec $(basename "$f") is accepted" '^\{"id":[0-9]+\}$' \
+            banyan-test-client submit "$f"
+    done
+    banyan cancel --all >/dev/null 2>&1
+
+    check_output "the state directory is the owner's alone (0700)" "^700 $(id -u)$" stat -c '%a %u' "$dir/rank-0/state"
+    check_output "jobs.db is 0600" "^600$" stat -c '%a' "$dir/rank-0/state/jobs.db"
+    check_output "banyan.db (drain reasons) is 0600" "^600$" stat -c '%a' "$dir/rank-0/state/banyan.db"
+    check_output "the database's WAL is 0600 too" "^600$" stat -c '%a' "$dir/rank-0/state/jobs.db-wal"
+}
+export -f inside deep
+
+if banyan start --test-size=2 bash -c inside; then ok "instance ran"; else not_ok "instance ran"; fi
+
+# Directories the broker must not trust.
+mkdir -m 0777 "$T_DIR/open"
+check_fails "a run directory others may write is refused in one line" \
+    "^banyan-broker: rundir $T_DIR/open: writable by other users$" \
+    banyan-broker --rundir "$T_DIR/open" 2>&1
+mkdir -m 0700 "$T_DIR/run" "$T_DIR/statedir"
+chmod 0777 "$T_DIR/statedir"
+check_fails "so is such a state directory" "^banyan-broker: statedir $T_DIR/statedir: writable by other users$" \
+    banyan-broker --rundir "$T_DIR/run" --statedir "$T_DIR/statedir" 2>&1
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+    # What a guest can do in /tmp before the broker first starts.
+    mkdir -m 0755 "$T_DIR/theirs"
+    chown nobody "$T_DIR/theirs"
+    check_fails "a run directory another user made first is refused" \
+        "^banyan-broker: rundir $T_DIR/theirs: owned by uid $(id -u nobody), not by this user \(uid 0\)$" \
+        banyan-broker --rundir "$T_DIR/theirs" 2>&1
+    check_fails "so is anything below it" "^banyan-broker: rundir $T_DIR/theirs: owned by uid $(id -u nobody)" \
+        banyan-broker --rundir "$T_DIR/theirs/rank-0" 2>&1
+    mkdir -m 0700 "$T_DIR/swapped"
+    ln -s /etc/passwd "$T_DIR/swapped/jobs.db"
+    check_fails "a database swapped for a link is refused" "jobs.db: a symbolic link" \
+        timeout 20 banyan start --test-size=1 --statedir "$T_DIR/swapped" true
+fi
