@@ -6,12 +6,42 @@
 #include "cmd/cli_util.hpp"
 #include "cmd/submit_options.hpp"
 #include "core/idset.hpp"
+#include "core/json_field.hpp"
 #include "core/text.hpp"
 
 namespace banyan::cli {
 namespace {
 
 constexpr size_t kSubmitWindow = 512;  // submissions in flight at once
+constexpr uint64_t kMaxCopies = 100'000;  // --cc: one submit's jobs
+
+// A request larger than a message may be fails as a broken connection:
+// say which limit it is instead.
+void check_size(const nlohmann::json& jobspec) {
+    size_t size = jobspec.dump().size();
+    if (size + 4096 <= kDefaultMaxPayload)
+        return;
+    size_t env = json_object_at(jobspec, {"attributes", "system"}).contains("environment")
+                     ? jobspec["attributes"]["system"]["environment"].dump().size()
+                     : 0;
+    fail(fmt::format("the job is {:.1f} MiB, its environment {:.1f} MiB; a job may be at most {} MiB "
+                     "(leave variables out with --env-remove or --env=-PATTERN)",
+                     size / 1048576.0, env / 1048576.0, kDefaultMaxPayload >> 20));
+}
+
+// Waits for job `id` to end: its exit code (1 if it ended without one).
+int wait_for(Client& client, JobId id) {
+    auto r = client.rpc("job-manager.wait", {{"id", id}}, 0);
+    if (!r)
+        fail(fmt::format("{}: {}", format_jobid(id), r.error().message));
+    if (r->contains("note") && (*r)["note"].is_string())
+        fmt::print(stderr, "banyan submit: {}: {}\n", format_jobid(id), (*r)["note"].get<std::string>());
+    auto status = json_field<int64_t>(*r, "status", -1);
+    if (status && *status >= 0)
+        return static_cast<int>(*status);
+    auto result = json_field<std::string>(*r, "result", "");
+    return result && *result == "completed" ? 0 : 1;
+}
 
 // Submits every jobspec, `kSubmitWindow` in flight; returns the ids in
 // order. With `print`, each id is printed as soon as it and all before it
@@ -54,16 +84,21 @@ std::vector<JobId> submit_all(Client& client, const std::vector<nlohmann::json>&
 void add_submit(CLI::App& app, int& exit_code) {
     static SubmitOptions o;
     static std::string cc;
+    static bool quiet = false, wait = false, watch = false;
     auto* cmd = app.add_subcommand("submit", "Submit a job; print its id");
     add_submit_options(cmd, o);
     cmd->add_option("--cc", cc, "submit a copy for each index in IDSET (e.g. 1-100); {cc} in COMMAND is the index");
+    cmd->add_flag("--quiet", quiet, "do not print the job ids");
+    cmd->add_flag("--wait", wait, "wait for the jobs to end; exit with the highest exit code");
+    cmd->add_flag("--watch", watch, "stream the jobs' output until they end (implies --wait)");
     // Everything from the first argument that is not an option on is
     // COMMAND, whose own options (sh -c ...) are not ours.
     cmd->prefix_command();
     cmd->footer("COMMAND...: the command to run and its arguments");
     cmd->callback([cmd, &exit_code] {
-        std::vector<std::string> command = cmd->remaining();
+        std::vector<std::string> command = command_of(cmd);
         nlohmann::json jobspec = build_jobspec(o, command);
+        check_size(jobspec);
         std::vector<nlohmann::json> jobspecs;
         if (cc.empty()) {
             jobspecs.push_back(jobspec);
@@ -71,6 +106,8 @@ void add_submit(CLI::App& app, int& exit_code) {
             auto set = IdSet::parse(cc);
             if (!set)
                 fail("--cc " + set.error().message);
+            if (set->count() > kMaxCopies)
+                fail(fmt::format("--cc {}: {} jobs; one submit makes at most {}", cc, set->count(), kMaxCopies));
             set->for_each([&](uint64_t index) {
                 nlohmann::json copy = jobspec;
                 for (auto& arg : copy["tasks"][0]["command"])
@@ -79,8 +116,12 @@ void add_submit(CLI::App& app, int& exit_code) {
             });
         }
         Client client = connect_to_instance();
-        submit_all(client, jobspecs, o.urgency, true);
+        std::vector<JobId> ids = submit_all(client, jobspecs, o.urgency, !quiet);
         exit_code = 0;
+        for (JobId id : ids) {
+            int code = watch ? attach_job(client, id, false, false) : wait ? wait_for(client, id) : 0;
+            exit_code = std::max(exit_code, code);
+        }
     });
 }
 
@@ -91,8 +132,9 @@ void add_run(CLI::App& app, int& exit_code) {
     cmd->prefix_command();
     cmd->footer("COMMAND...: the command to run and its arguments");
     cmd->callback([cmd, &exit_code] {
-        std::vector<std::string> command = cmd->remaining();
+        std::vector<std::string> command = command_of(cmd);
         nlohmann::json jobspec = build_jobspec(o, command);
+        check_size(jobspec);
         // Task 0 reads run's stdin, unless it reads a file (--input).
         bool with_stdin = o.input.empty();
         if (with_stdin)

@@ -1,9 +1,11 @@
 // banyan: the command-line interface. One file per subcommand (cmd_*.cpp).
 #include <cstdio>
+#include <cstring>
 
 #include <CLI/CLI.hpp>
 
 #include "cmd/cli_util.hpp"
+#include "cmd/submit_options.hpp"
 
 using namespace banyan;
 
@@ -46,6 +48,15 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "banyan: '%s' is not a banyan command (see banyan --help)\n", argv[1]);
             return 2;
         }
+    }
+    // `banyan submit|run [OPTIONS] -- COMMAND...`: COMMAND may start with "-".
+    if (argc > 2 && (std::strcmp(argv[1], "submit") == 0 || std::strcmp(argv[1], "run") == 0)) {
+        for (int i = 2; i < argc; i++)
+            if (std::strcmp(argv[i], "--") == 0) {
+                cli::set_command_after_dashes({argv + i + 1, argv + argc});
+                argc = i;
+                break;
+            }
     }
     try {
         app.parse(argc, argv);

@@ -149,11 +149,11 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
     cmd->add_option("-c,--cores-per-task", o.cores_per_task, "cores per task (default 1)");
     cmd->add_option("-g,--gpus-per-task", o.gpus_per_task, "GPUs per task (default 0)");
     cmd->add_option("-t,--time-limit", o.time_limit, "time limit: minutes, or 10s, 5m, 2h, 1d, HH:MM:SS");
-    cmd->add_flag("-x,--exclusive", o.exclusive, "whole nodes (with -N)");
+    cmd->add_flag("-x,--exclusive", o.exclusive, "whole nodes (without -N: one whole node)");
     cmd->add_option("--urgency", o.urgency, "0 (hold) to 31 (expedite); default 16");
     cmd->add_option("--dependency", o.dependencies, "afterok|afterany|afternotok|afterstart:JOBID[,...]")
         ->allow_extra_args(false);
-    cmd->add_option("--job-name", o.job_name, "name shown by banyan jobs (default: the command)");
+    cmd->add_option("-J,--job-name", o.job_name, "name shown by banyan jobs (default: the command)");
     cmd->add_option("--output", o.output, "write stdout (and stderr, unless --error) to FILE; {{id}}, {{taskid}}, {{node}} are replaced");
     cmd->add_option("--error", o.error, "write stderr to FILE");
     // The three environment options feed one list of rules, in the order given.
@@ -177,9 +177,34 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
     cmd->add_flag("-l,--label-io", o.label_io, "start each line of output with the task rank");
 }
 
+namespace {
+std::optional<std::vector<std::string>> g_after_dashes;
+}  // namespace
+
+void set_command_after_dashes(std::vector<std::string> words) {
+    g_after_dashes = std::move(words);
+}
+
+std::vector<std::string> command_of(const CLI::App* cmd) {
+    std::vector<std::string> words = cmd->remaining();
+    if (g_after_dashes && words.empty())
+        return *g_after_dashes;
+    // prefix_command() makes the first word CLI11 does not know the start
+    // of COMMAND: a misspelt option of ours would run as the command.
+    if (!words.empty() && words[0].size() > 1 && words[0][0] == '-')
+        fail(fmt::format("{}: unknown option (COMMAND starts at the first word that is not an option, or after --)",
+                         words[0]));
+    if (g_after_dashes) {  // the "--" was COMMAND's own (prog -- --its-flag)
+        words.push_back("--");
+        words.insert(words.end(), g_after_dashes->begin(), g_after_dashes->end());
+    }
+    return words;
+}
+
 nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::string>& command) {
     if (command.empty())
         fail("no COMMAND given");
+
     if (o.nodes && *o.nodes < 1)
         fail(fmt::format("-N {}: node count must be at least 1", *o.nodes));
     if (o.ntasks && *o.ntasks < 1)
@@ -190,8 +215,6 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
         fail(fmt::format("-g {}: GPUs per task cannot be negative", o.gpus_per_task));
     if (o.urgency < 0 || o.urgency > 31)
         fail(fmt::format("--urgency {}: expected 0 (hold) to 31 (expedite)", o.urgency));
-    if (o.exclusive && !o.nodes)
-        fail("-x: exclusive needs a node count (-N)");
     int64_t ntasks = o.ntasks.value_or(o.nodes.value_or(1));
     if (o.nodes && ntasks < *o.nodes)
         fail(fmt::format("-n {}: fewer tasks than nodes (-N {})", ntasks, *o.nodes));
@@ -209,12 +232,15 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
         task_resources.push_back({{"type", "gpu"}, {"count", o.gpus_per_task}});
     nlohmann::json tasks_count{{"per_slot", 1}};
     nlohmann::json resources;
-    if (o.nodes) {
-        int64_t per_node = (ntasks + *o.nodes - 1) / *o.nodes;
-        if (ntasks % *o.nodes != 0)
+    // --exclusive without -N, as Slurm users type it: the tasks on one
+    // node that is the job's alone.
+    std::optional<int64_t> nodes = o.nodes ? o.nodes : o.exclusive ? std::optional<int64_t>(1) : std::nullopt;
+    if (nodes) {
+        int64_t per_node = (ntasks + *nodes - 1) / *nodes;
+        if (ntasks % *nodes != 0)
             tasks_count = {{"total", ntasks}};
         nlohmann::json node{{"type", "node"},
-                            {"count", *o.nodes},
+                            {"count", *nodes},
                             {"with", {{{"type", "slot"}, {"count", per_node}, {"label", "task"}, {"with", task_resources}}}}};
         if (o.exclusive)
             node["exclusive"] = true;

@@ -7,29 +7,15 @@
 #include <string>
 #include <vector>
 
-#include <sys/resource.h>
-
 #include <nlohmann/json.hpp>
 
 #include "core/jobid.hpp"
 #include "core/result.hpp"
 #include "resource/rv1.hpp"
+#include "sched/shell_options.hpp"
 #include "sched/taskmap.hpp"
 
 namespace banyan {
-
-enum class Affinity { on, per_task, off };
-
-struct ShellOptions {
-    Affinity cpu_affinity = Affinity::on;
-    Affinity gpu_affinity = Affinity::on;
-    std::optional<double> exit_timeout = 30.0;  // seconds; nullopt: none
-    std::string stdout_path, stderr_path;       // templates; empty: to rank 0
-    bool label = false;
-    std::string input_path;      // every task reads it
-    bool forward_stdin = false;  // task 0 reads what `banyan run` sends
-    std::vector<std::pair<int, rlim_t>> rlimits;
-};
 
 struct ShellJob {
     JobId id = 0;

@@ -11,6 +11,7 @@
 #include "core/json_parse.hpp"
 #include "core/text.hpp"
 #include "sched/jobspec.hpp"
+#include "sched/shell_options.hpp"
 
 namespace banyan {
 namespace {
@@ -110,6 +111,9 @@ void JobManager::on_submit(const Message& req) {
         return broker_.respond_error(req, EINVAL, "jobspec: " + parsed.error().message);
     if (parsed->tasks.empty() || parsed->tasks[0].command.empty())
         return broker_.respond_error(req, EINVAL, "jobspec: tasks[0].command: a job needs a command");
+    // Refused now, not after the job waited for its resources.
+    if (auto options = read_shell_options(json_object_at(spec, {"attributes", "system"})); !options)
+        return broker_.respond_error(req, EINVAL, options.error().message);
     Job job;
     if (auto r = job.read_jobspec(spec); !r)
         return broker_.respond_error(req, EINVAL, "jobspec: " + r.error().message);

@@ -1,0 +1,106 @@
+#include "sched/shell_options.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/duration.hpp"
+#include "core/json_field.hpp"
+#include "core/rlimits.hpp"
+
+namespace banyan {
+namespace {
+
+// What `-o NAME=...` may name (the CLI sets output, input and stdin from
+// its own options).
+constexpr std::string_view kKnownOptions[] = {"cpu-affinity", "gpu-affinity", "exit-timeout", "rlimit",
+                                              "output",       "input",        "stdin"};
+
+Result<Affinity> affinity(const nlohmann::json& options, const char* key) {
+    auto it = options.find(key);
+    if (it == options.end())
+        return Affinity::on;
+    std::string v = it->is_string() ? it->get<std::string>() : it->is_boolean() ? (it->get<bool>() ? "on" : "off")
+                                                             : it->is_number()  ? (it->get<double>() != 0 ? "on" : "off")
+                                                                                : "";
+    if (v == "on")
+        return Affinity::on;
+    if (v == "per-task")
+        return Affinity::per_task;
+    if (v == "off")
+        return Affinity::off;
+    return make_error(EINVAL, fmt::format("-o {}={}: expected on, per-task or off", key, it->dump()));
+}
+
+Result<std::optional<double>> exit_timeout(const nlohmann::json& options) {
+    auto it = options.find("exit-timeout");
+    if (it == options.end())
+        return std::optional<double>(30.0);
+    if (it->is_string() && it->get<std::string>() == "none")
+        return std::optional<double>();
+    Result<double> seconds = it->is_number() ? Result<double>(it->get<double>())
+                             : it->is_string()
+                                 ? parse_duration(it->get<std::string>(), BareNumber::seconds)
+                                 : Result<double>(make_error(EINVAL, "expected a duration"));
+    if (!seconds || *seconds <= 0)
+        return make_error(EINVAL, fmt::format("-o exit-timeout={}: expected a duration like 30s, or none", it->dump()));
+    return std::optional<double>(*seconds);
+}
+
+Result<std::vector<std::pair<int, rlim_t>>> rlimits(const nlohmann::json& options) {
+    std::vector<std::pair<int, rlim_t>> out;
+    const auto& limits = json_object_at(options, {"rlimit"});
+    for (const auto& [name, value] : limits.items()) {
+        auto known = std::find_if(kRlimitNames.begin(), kRlimitNames.end(), [&](const auto& r) { return name == r.name; });
+        if (known == kRlimitNames.end())
+            return make_error(EINVAL, fmt::format("-o rlimit.{}: unknown limit (as, core, cpu, data, fsize, memlock, "
+                                                  "nofile, nproc, stack, rss)",
+                                                  name));
+        if (value.is_string() && value.get<std::string>() == "unlimited")
+            out.emplace_back(known->resource, RLIM_INFINITY);
+        else if (value.is_number_integer() && value.get<int64_t>() >= 0)
+            out.emplace_back(known->resource, static_cast<rlim_t>(value.get<int64_t>()));
+        else
+            return make_error(EINVAL, fmt::format("-o rlimit.{}={}: expected a number or unlimited", name, value.dump()));
+    }
+    return out;
+}
+
+std::string output_path(const nlohmann::json& options, const char* stream) {
+    const auto& s = json_object_at(options, {"output", stream});
+    return s.contains("path") && s["path"].is_string() ? s["path"].get<std::string>() : "";
+}
+
+}  // namespace
+
+Result<ShellOptions> read_shell_options(const nlohmann::json& system) {
+    const auto& o = json_object_at(system, {"shell", "options"});
+    for (const auto& [name, value] : o.items())
+        if (std::find(std::begin(kKnownOptions), std::end(kKnownOptions), name) == std::end(kKnownOptions))
+            return make_error(EINVAL, fmt::format("-o {}: unknown shell option (known: cpu-affinity, gpu-affinity, "
+                                                  "exit-timeout, rlimit.NAME, output, input, stdin)",
+                                                  name));
+    ShellOptions opts;
+    auto cpu = affinity(o, "cpu-affinity");
+    auto gpu = affinity(o, "gpu-affinity");
+    auto timeout = exit_timeout(o);
+    auto limits = rlimits(o);
+    if (!cpu || !gpu || !timeout || !limits)
+        return (!cpu ? cpu.error() : !gpu ? gpu.error() : !timeout ? timeout.error() : limits.error());
+    opts.cpu_affinity = *cpu;
+    opts.gpu_affinity = *gpu;
+    opts.exit_timeout = *timeout;
+    opts.rlimits = std::move(*limits);
+    opts.stdout_path = output_path(o, "stdout");
+    opts.stderr_path = output_path(o, "stderr");
+    const auto& output = json_object_at(o, {"output"});
+    opts.label = output.contains("label") && output["label"] != false && output["label"] != 0;
+    const auto& input = json_object_at(o, {"input", "stdin"});
+    if (input.contains("path") && input["path"].is_string())
+        opts.input_path = input["path"].get<std::string>();
+    opts.forward_stdin = o.contains("stdin") && o["stdin"] == "forward";
+    return opts;
+}
+
+
+}  // namespace banyan

@@ -1,0 +1,39 @@
+// ShellOptions: the job shell's options, from a jobspec's
+// attributes.system.shell.options (doc/spec/shell.md section 5). Read by
+// the job manager at submit, so a bad option is refused before the job
+// waits for resources, and by the shell that runs the job.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <sys/resource.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/result.hpp"
+
+namespace banyan {
+
+enum class Affinity { on, per_task, off };
+
+struct ShellOptions {
+    Affinity cpu_affinity = Affinity::on;
+    Affinity gpu_affinity = Affinity::on;
+    std::optional<double> exit_timeout = 30.0;  // seconds; nullopt: none
+    std::string stdout_path, stderr_path;       // templates; empty: to rank 0
+    bool label = false;
+    std::string input_path;      // every task reads it
+    bool forward_stdin = false;  // task 0 reads what `banyan run` sends
+    std::vector<std::pair<int, rlim_t>> rlimits;
+};
+
+// The options under `system` (a jobspec's attributes.system). Error
+// EINVAL, one line naming the option as the user gave it:
+// "-o cpu-affinity=\"sometimes\": expected on, per-task or off";
+// "-o bogus: unknown shell option (known: ...)".
+Result<ShellOptions> read_shell_options(const nlohmann::json& system);
+
+}  // namespace banyan

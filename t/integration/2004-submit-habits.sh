@@ -1,0 +1,40 @@
+#!/bin/bash
+# What Flux and Slurm users type without thinking works, and what is wrong
+# is one line that names it: an unknown option before COMMAND, "--",
+# --quiet, --wait, --watch, -J, -x without -N, a bad or unknown -o shell
+# option (refused at submit), --cc and environment limits.
+. "$(dirname "$0")/lib.sh"
+
+lstopo-no-graphics -i "pack:1 core:2 pu:1" --of xml "$T_DIR/node.xml" 2>/dev/null
+for i in $(seq 200); do printf 'BIG%d=%100000d\n' "$i" 0; done >"$T_DIR/bigenv"
+
+inside() {
+    check_fails "an unknown option before COMMAND is an error naming it" \
+        "^banyan submit: --bogus: unknown option \(COMMAND starts at the first word that is not an option, or after --\)$" \
+        banyan submit --bogus --cc=1-3 true
+    check_output "and nothing was submitted" "^0$" sh -c "banyan jobs -a --no-header | wc -l"
+    check "--quiet --cc=1-3 submits three jobs and prints nothing" sh -c 'test -z "$(banyan submit --quiet --cc=1-3 true)"'
+    check_output "three jobs of command true" "^3 true$" sh -c "banyan jobs -a --no-header -o '{name}' | sort | uniq -c | sed 's/^ *//'"
+    check_output "-- starts COMMAND, which may start with -" "^banyan: job .*: exec: -weird: " banyan run -- -weird
+    check_output "options after COMMAND are COMMAND's" "^-x$" banyan run -n1 -- sh -c 'echo $0' -x
+    check_output "a -- inside COMMAND is COMMAND's" "^a -- -x$" banyan run echo a -- -x
+    check_output "--wait exits with the job's code" "^rc=3$" sh -c 'banyan submit --wait --quiet sh -c "exit 3"; echo rc=$?'
+    check_output "--watch streams each job's output" "^hi1 hi2 rc=0$" \
+        sh -c 'echo $(banyan submit --watch --quiet --cc=1-2 echo hi{cc}) rc=$?'
+    check_output "-J names the job" "^myname$" sh -c 'banyan submit -J myname true >/dev/null; banyan jobs -a -n1 --no-header -o "{name}"'
+    check_output "-x without -N gets one whole node: both its cores" '"core": "0-1"' \
+        sh -c 'banyan job info $(banyan submit --wait --quiet -x true; banyan jobs -a -n1 --no-header -o "{id}")'
+    check_fails "a bad shell option is refused at submit" \
+        '^banyan submit: -o cpu-affinity="sometimes": expected on, per-task or off$' \
+        banyan submit -o cpu-affinity=sometimes true
+    check_fails "so is a misspelt one" "^banyan submit: -o cpu-afinity: unknown shell option" \
+        banyan submit -o cpu-afinity=off true
+    check_fails "--cc past the limit says so" "^banyan submit: --cc 1-10000000: 10000000 jobs; one submit makes at most 100000$" \
+        banyan submit --cc=1-10000000 true
+    check_fails "a 20 MB environment says which limit it hit" \
+        "^banyan submit: the job is 19.[0-9] MiB, its environment 19.[0-9] MiB; a job may be at most 16 MiB" \
+        banyan submit --env="^$T_DIR/bigenv" true
+}
+export -f inside
+
+if banyan start --test-size=1 -S "resource.hwloc_xml=$T_DIR/node.xml" bash -c inside; then ok "instance ran"; else not_ok "instance ran"; fi
