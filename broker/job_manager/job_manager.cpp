@@ -80,16 +80,17 @@ Result<void> JobManager::restore() {
         for (const auto& ev : s.events)
             apply_event(job, ev);
         if (job.state == JobState::inactive) {
-            inactive_.emplace_back(job.t_inactive, job.id);
+            add_inactive(job);
             continue;
         }
         for (const auto& d : job.dependencies)
             if (job.state == JobState::depend)
                 dependents_.emplace(d.target, job.id);
     }
-    std::sort(inactive_.begin(), inactive_.end());
+    for (auto& [user, jobs] : inactive_)
+        std::sort(jobs.begin(), jobs.end());
     if (!jobs_.empty())
-        log::info("job-manager", "restored {} jobs ({} inactive)", jobs_.size(), inactive_.size());
+        log::info("job-manager", "restored {} jobs ({} inactive)", jobs_.size(), inactive_count_);
     return {};
 }
 
@@ -401,7 +402,7 @@ void JobManager::release(Job& job) {
 void JobManager::became_inactive(Job& job) {
     job.dependencies.clear();
     dependencies_changed(job);
-    inactive_.emplace_back(job.t_inactive, job.id);
+    add_inactive(job);
     auto [first, last] = wait_watches_.equal_range(job.id);
     std::vector<Message> answers;
     for (auto it = first; it != last; ++it)
@@ -418,21 +419,40 @@ void JobManager::became_inactive(Job& job) {
         purge_soon_.start(Duration::zero(), [this] { purge(wall_now()); });
 }
 
+void JobManager::add_inactive(const Job& job) {
+    inactive_[job.userid].emplace_back(job.t_inactive, job.id);
+    ++inactive_count_;
+}
+
 void JobManager::purge(double now) {
-    while (!inactive_.empty() &&
-           (inactive_.size() > inactive_limit_ || now - inactive_.front().first > inactive_age_)) {
-        JobId id = inactive_.front().second;
-        inactive_.pop_front();
+    auto remove_oldest = [this](std::deque<std::pair<double, JobId>>& jobs) {
+        JobId id = jobs.front().second;
+        jobs.pop_front();
+        --inactive_count_;
         jobs_.erase(id);
         db_->remove_job(id);
+    };
+    for (auto user = inactive_.begin(); user != inactive_.end();) {
+        auto& jobs = user->second;
+        while (!jobs.empty() && now - jobs.front().first > inactive_age_)
+            remove_oldest(jobs);
+        user = jobs.empty() ? inactive_.erase(user) : std::next(user);
+    }
+    while (inactive_count_ > inactive_limit_) {
+        auto most = std::max_element(inactive_.begin(), inactive_.end(), [](const auto& x, const auto& y) {
+            return x.second.size() < y.second.size();
+        });
+        remove_oldest(most->second);
+        if (most->second.empty())
+            inactive_.erase(most);
     }
     // Once the queue drains, the memory its jobs held goes back to the
     // system (malloc keeps freed heap otherwise): a broker that ran 100,000
     // jobs is as small as one that ran 10,000.
-    if (jobs_.size() == inactive_.size() && !trimmed_) {
+    if (jobs_.size() == inactive_count_ && !trimmed_) {
         malloc_trim(0);
         trimmed_ = true;
-    } else if (jobs_.size() != inactive_.size()) {
+    } else if (jobs_.size() != inactive_count_) {
         trimmed_ = false;
     }
 }

@@ -82,6 +82,7 @@ class JobManager {
     void release(Job& job);
     void became_inactive(Job& job);
     void purge(double now);
+    void add_inactive(const Job& job);
 
     Broker& broker_;
     std::unique_ptr<JobDb> db_;
@@ -112,7 +113,11 @@ class JobManager {
     std::vector<Watch> attach_watches_;
     std::multimap<JobId, Message> wait_watches_;
 
-    std::deque<std::pair<double, JobId>> inactive_;  // by time of becoming inactive
+    // Inactive jobs per user, each by time of becoming inactive. Past the
+    // limit the user with the most goes first: one user's flood purges
+    // only that user's history.
+    std::map<uint32_t, std::deque<std::pair<double, JobId>>> inactive_;
+    size_t inactive_count_ = 0;
     double inactive_age_ = 0;
     size_t inactive_limit_ = 0;
     uint64_t output_limit_ = 0;  // bytes of output stored per job

@@ -18,7 +18,7 @@ id=$(banyan submit true)
 check "job wait: a completed job exits 0" banyan job wait "$id"
 check_output "eventlog: submit depend priority alloc start finish free clean" \
     '^submit depend priority alloc start finish free clean $' events "$id"
-check_output "jobs -a: completed (CD), on a node" "^$id +CD .*vm|^$id +CD" \
+check_output "jobs -a: completed (CD), on this node" "^$id +CD +$(hostname)\$" \
     banyan jobs -a --no-header -o '{id} {st} {nodelist}'
 check_output "job info: summary, jobspec and R" '"R_lite"' banyan job info "$id"
 check_output "a decimal id names the same job" 'clean' banyan job eventlog "$(banyan jobs -a --no-header -n 1 -o '{id.dec}')"

@@ -12,6 +12,23 @@ check_output "inactive-limit=5: only the 5 newest inactive jobs are kept" '^5$' 
 SCRIPT
 banyan start --test-size=1 -S job-manager.inactive-limit=5 bash "$T_DIR/limit.sh"
 
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+    cat >"$T_DIR/flood.sh" <<'SCRIPT'
+set -u
+banyan submit --cc=1-3 true >/dev/null
+banyan job wait --all
+chmod 755 "$(instance_dir)"
+guest() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+guest banyan submit --cc=1-20 true >/dev/null
+guest banyan job wait --all
+# Without purging the user with the most first, the owner's 3 would all be gone.
+check "a guest's flood past inactive-limit=5 purges the guest's history first: the owner keeps 2 or more" \
+    sh -c "test \$(banyan jobs -a --no-header | wc -l) -ge 2"
+check_output "5 inactive jobs in all" '^5$' sh -c "banyan jobs -a -A --no-header | wc -l"
+SCRIPT
+    banyan start --test-size=1 -S job-manager.inactive-limit=5 bash "$T_DIR/flood.sh"
+fi
+
 cat >"$T_DIR/age.sh" <<'SCRIPT'
 set -u
 old=$(banyan submit true)
@@ -51,7 +68,6 @@ check_fails "submit -N 0" '^banyan submit: -N 0: node count must be at least 1$'
 check_fails "submit -n 0" 'task count must be at least 1' banyan submit -n 0 true
 check_fails "submit -n 1 -N 2" 'fewer tasks than nodes' banyan submit -n 1 -N 2 true
 check_fails "submit -t 5x" '^banyan submit: -t 5x: not a duration' banyan submit -t 5x true
-check_fails "submit -x without -N" 'exclusive needs a node count' banyan submit -x true
 check_fails "submit with no command" 'no COMMAND' banyan submit -n 1
 check_fails "submit --urgency 40" 'expected 0 \(hold\) to 31' banyan submit --urgency 40 true
 check_fails "submit -S without =" 'expected KEY=VALUE' banyan submit -S foo true
@@ -64,8 +80,8 @@ done
 check_output "-t 90s is 90 seconds in the jobspec" '"duration": 90' \
     sh -c 'banyan job info $(banyan submit --urgency=0 -t 90s true)'
 check_output "-t 2 is two minutes" '"duration": 120' sh -c 'banyan job info $(banyan submit --urgency=0 -t 2 true)'
-check_output "-S user.x=1 and -o verbose set attributes" '"verbose": 1' \
-    sh -c 'banyan job info $(banyan submit --urgency=0 -S user.x=1 -o verbose true)'
+check_output "-S user.x=1 and -o exit-timeout=none set attributes" '"exit-timeout": "none"' \
+    sh -c 'banyan job info $(banyan submit --urgency=0 -S user.x=1 -o exit-timeout=none true)'
 check_fails "cancel with no id" 'give job IDs or --all' banyan cancel
 check_fails "cancel a malformed id" 'fxyz0: not a job id' banyan cancel fxyz0
 check_fails "cancel an unknown id" 'no such job' banyan cancel 12345

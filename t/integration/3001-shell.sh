@@ -59,7 +59,8 @@ check_output "stderr stays stderr" '^to-stderr$' sh -c "banyan run sh -c 'echo t
 check_output "-l labels each line with the task rank" '^1: b$' banyan run -n2 -l sh -c 'echo b'
 check_output "output without a final newline is kept" '^no-newline$' banyan run printf no-newline
 banyan run -N2 -n2 --output='out.{{id}}.{{taskid}}.{{node}}' sh -c 'echo task $BANYAN_TASK_RANK' >/dev/null
-check_output "--output with {{taskid}}: one file per task" '^2$' sh -c "ls out.f*.?.vm* 2>/dev/null | wc -l || ls out.* | wc -l"
+check_output "--output with {{id}}, {{taskid}} and {{node}}: one file per task" '^2$' \
+    sh -c "ls out.f*.[01].$(hostname) | wc -l"
 check_output "--output files hold each task's line" '^task 1$' sh -c 'cat out.*.1.*'
 check_output "--error apart from --output" '^err$' sh -c \
     "banyan run --output=o.txt --error=e.txt sh -c 'echo out; echo err >&2' && cat e.txt"
