@@ -5,9 +5,9 @@
 #include <utility>
 
 #include <fcntl.h>
-#include <sched.h>
 #include <linux/sched.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,9 +18,28 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "core/log.hpp"
+
 extern char** environ;
 
 namespace banyan {
+namespace {
+
+// Every callback the loop makes is an exception barrier: a throw is logged
+// and the loop goes on. One bad handler must not end a broker and every
+// job on it.
+template <class Fn>
+void guarded(const char* what, Fn&& fn) noexcept {
+    try {
+        fn();
+    } catch (const std::exception& e) {
+        log::error("reactor", "a {} callback failed: {}", what, e.what());
+    } catch (...) {
+        log::error("reactor", "a {} callback failed: an exception of unknown type", what);
+    }
+}
+
+}  // namespace
 
 Reactor::Reactor() = default;
 
@@ -43,7 +62,7 @@ void Reactor::stop() {
 }
 
 void Reactor::post(std::function<void()> fn) {
-    boost::asio::post(io_, std::move(fn));
+    boost::asio::post(io_, [fn = std::move(fn)] { guarded("posted", fn); });
 }
 
 // --- Timer ---------------------------------------------------------------
@@ -76,7 +95,7 @@ void Timer::arm(const std::shared_ptr<State>& state, Duration after) {
         if (s->repeating)
             arm(s, s->period);
         auto fn = s->fn;  // the callback may restart or destroy the timer
-        fn();
+        guarded("timer", fn);
     };
     if (after <= Duration::zero() && !state->repeating) {
         // "As soon as the loop turns": queued, with no kernel timer to set
@@ -131,7 +150,7 @@ void FdWatcher::arm(const std::shared_ptr<State>& state) {
             return;
         arm(s);
         auto fn = s->fn;  // the callback may destroy the watcher
-        fn();
+        guarded("fd", fn);
     });
 }
 
@@ -172,7 +191,7 @@ void SignalWatcher::arm(const std::shared_ptr<State>& state) {
             return;
         arm(s);
         auto fn = s->fn;
-        fn(signo);
+        guarded("signal", [&] { fn(signo); });
     });
 }
 

@@ -66,6 +66,19 @@ Error pmix_error(pmix_status_t rc, std::string_view what) {
     return make_error(EIO, fmt::format("PMIx {}: {}", what, PMIx_Error_string(rc)));
 }
 
+// PMIx calls the server module from its own thread, and C code is above
+// us: nothing may throw back into it (an allocation can fail in any of them).
+template <class Fn>
+pmix_status_t without_throwing(Fn&& fn) noexcept {
+    try {
+        return fn();
+    } catch (const std::bad_alloc&) {
+        return PMIX_ERR_OUT_OF_RESOURCE;
+    } catch (...) {
+        return PMIX_ERROR;
+    }
+}
+
 pmix_status_t on_client_connected(const pmix_proc_t*, void*, pmix_op_cbfunc_t, void*) {
     return PMIX_OPERATION_SUCCEEDED;
 }
@@ -75,37 +88,41 @@ pmix_status_t on_client_finalized(const pmix_proc_t*, void*, pmix_op_cbfunc_t, v
 }
 
 pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[], pmix_proc_t*, size_t,
-                       pmix_op_cbfunc_t, void*) {
-    auto state = g_state;
-    if (!state)
-        return PMIX_ERR_NOT_SUPPORTED;
-    uint32_t task = proc->rank;
-    // "N/A" is what Open MPI passes when MPI_Abort was given no message.
-    std::string message = msg && std::strcmp(msg, "N/A") != 0 ? msg : "";
-    state->reactor->post([state, task, status, message] {
-        if (!state->stopped)
-            state->handlers.abort(task, status, message);
+                       pmix_op_cbfunc_t, void*) noexcept {
+    return without_throwing([&] {
+        auto state = g_state;
+        if (!state)
+            return PMIX_ERR_NOT_SUPPORTED;
+        uint32_t task = proc->rank;
+        // "N/A" is what Open MPI passes when MPI_Abort was given no message.
+        std::string message = msg && std::strcmp(msg, "N/A") != 0 ? msg : "";
+        state->reactor->post([state, task, status, message] {
+            if (!state->stopped)
+                state->handlers.abort(task, status, message);
+        });
+        return PMIX_OPERATION_SUCCEEDED;  // the task goes on to exit; the job manager ends the rest
     });
-    return PMIX_OPERATION_SUCCEEDED;  // the task goes on to exit; the job manager ends the rest
 }
 
 pmix_status_t on_fence(const pmix_proc_t*, size_t, const pmix_info_t*, size_t, char* data, size_t ndata,
-                       pmix_modex_cbfunc_t cbfunc, void* cbdata) {
-    auto state = g_state;
-    if (!state)
-        return PMIX_ERR_NOT_SUPPORTED;
-    uint64_t seq;
-    {
-        std::lock_guard lock(state->mutex);
-        seq = state->next_fence++;
-        state->fences[seq] = {cbfunc, cbdata};
-    }
-    std::string contribution(data ? data : "", ndata);
-    state->reactor->post([state, seq, contribution = std::move(contribution)]() mutable {
-        if (!state->stopped)
-            state->handlers.fence(seq, std::move(contribution));
+                       pmix_modex_cbfunc_t cbfunc, void* cbdata) noexcept {
+    return without_throwing([&] {
+        auto state = g_state;
+        if (!state)
+            return PMIX_ERR_NOT_SUPPORTED;
+        uint64_t seq;
+        {
+            std::lock_guard lock(state->mutex);
+            seq = state->next_fence++;
+            state->fences[seq] = {cbfunc, cbdata};
+        }
+        std::string contribution(data ? data : "", ndata);
+        state->reactor->post([state, seq, contribution = std::move(contribution)]() mutable {
+            if (!state->stopped)
+                state->handlers.fence(seq, std::move(contribution));
+        });
+        return PMIX_SUCCESS;
     });
-    return PMIX_SUCCESS;
 }
 
 pmix_status_t on_direct_modex(const pmix_proc_t*, const pmix_info_t*, size_t, pmix_modex_cbfunc_t, void*) {
@@ -271,7 +288,7 @@ Result<void> register_namespace(const ShellJob& job, const std::string& nspace, 
 }  // namespace
 
 Result<std::unique_ptr<PmixServer>> PmixServer::start(Reactor& reactor, const ShellJob& job, void* hwloc_topology,
-                                                     Handlers handlers) {
+                                                      Handlers handlers) {
     if (g_state)
         return make_error(EBUSY, "PMIx: a server already runs in this process");
     static pmix_server_module_t module{};
@@ -286,8 +303,8 @@ Result<std::unique_ptr<PmixServer>> PmixServer::start(Reactor& reactor, const Sh
     state->nspace = fmt::format("banyan.{}", format_jobid(job.id));
     state->tmpdir = job.tmpdir;
     for (const auto& b : job.map.blocks)
-        state->shared_host = state->shared_host ||
-                             (b.rank != job.rank && b.ntasks > 0 && job.host_of(b.rank) == job.host_of(job.rank));
+        state->shared_host =
+            state->shared_host || (b.rank != job.rank && b.ntasks > 0 && job.host_of(b.rank) == job.host_of(job.rank));
     g_state = state;
     // The munge security plugin waits ~2 s for a munged that may not run;
     // the tasks are this shell's own children, so the native (uid) check

@@ -50,13 +50,13 @@ std::string describe_wait_status(int wait_status) {
 }  // namespace
 
 struct ExecService::LocalJob {
-    Message req;  // exec.run, answered when the shell has finished
+    Message req;          // exec.run, answered when the shell has finished
     uint32_t leader = 0;  // the first rank of R: where fences meet
     uint32_t nshells = 1;
     std::unique_ptr<Subprocess> shell;
     std::unique_ptr<LineChannel> channel;
     std::optional<JobCgroup> cgroup;
-    std::optional<int> status;  // from the shell's finish
+    std::optional<int> status;    // from the shell's finish
     size_t output_in_flight = 0;  // bytes sent to job-manager.output, not yet answered
     std::unique_ptr<Timer> simulated;
     std::unique_ptr<Timer> escalate;  // terminate: SIGKILL, then the shell itself
@@ -135,9 +135,8 @@ void ExecService::on_run(const Message& req) {
     if (jobs_.count(*id))
         return broker_.respond_error(req, EEXIST, fmt::format("{} already runs here", format_jobid(*id)));
     if (*userid != getuid())
-        return broker_.respond_error(req, EPERM,
-                                     fmt::format("cannot run tasks as uid {}: this broker runs as uid {}", *userid,
-                                                 getuid()));
+        return broker_.respond_error(
+            req, EPERM, fmt::format("cannot run tasks as uid {}: this broker runs as uid {}", *userid, getuid()));
     auto job = std::make_unique<LocalJob>();
     job->req = req;
     job->req.payload.reset();  // enough to answer it
@@ -152,7 +151,7 @@ void ExecService::on_run(const Message& req) {
         jobs_.emplace(*id, std::move(job));
         return report_started(*id);
     }
-    auto R = Rv1::from_json(p.value("R", nlohmann::json()));
+    auto R = p.contains("R") ? Rv1::from_json(p["R"]) : Result<Rv1>(make_error(EPROTO, "exec.run: no R"));
     if (!R || R->ranks.empty())
         return broker_.respond_error(req, EPROTO, R ? "exec.run.R: no ranks" : R.error().message);
     job->leader = R->ranks.begin()->first;
@@ -226,9 +225,14 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
     if (!message)
         return log::error("exec", "{}: from the shell: {}", format_jobid(id), message.error().message);
     nlohmann::json& m = *message;
-    std::string type = m.value("type", "");
+    // Typed reads: a shell that sends a field of another type is a bug (or
+    // a task that wrote into the shell's pipe), never a broker crash.
+    auto bad = [&](const Error& e) { log::error("exec", "{}: from the shell: {}", format_jobid(id), e.message); };
+    auto type = json_field<std::string>(m, "type", "", "shell");
+    if (!type)
+        return bad(type.error());
     uint32_t rank = broker_.bootstrap().rank;
-    if (type == "output") {  // {task, stream, data} as the job manager takes it, plus the id
+    if (*type == "output") {  // {task, stream, data} as the job manager takes it, plus the id
         m.erase("type");
         m["id"] = id;
         Message req = Message::request("job-manager.output", m, 0);
@@ -248,34 +252,49 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
             if (j->second->output_in_flight <= kOutputInFlightLimit / 2 && j->second->channel)
                 j->second->channel->resume_reading();
         });
-    } else if (type == "exception") {
+    } else if (*type == "exception") {
+        auto exception = json_field<std::string>(m, "exception", "exec", "shell");
+        auto severity = json_field<int64_t>(m, "severity", 0, "shell");
+        auto note = json_field<std::string>(m, "note", "", "shell");
+        if (!exception || !severity || !note)
+            return bad(!exception ? exception.error() : !severity ? severity.error() : note.error());
         nlohmann::json body{{"id", id},
-                            {"type", m.value("exception", "exec")},
-                            {"severity", m.value("severity", 0)},
-                            {"note", fmt::format("{} (rank {})", m.value("note", ""), rank)}};
+                            {"type", *exception},
+                            {"severity", *severity},
+                            {"note", fmt::format("{} (rank {})", *note, rank)}};
         broker_.rpc(Message::request("job-manager.raise", body, 0), [](const Message&) {});
-    } else if (type == "fence") {
-        nlohmann::json body{{"id", id},          {"seq", m.value("seq", uint64_t{0})}, {"rank", rank},
-                            {"nshells", m.value("nshells", job.nshells)}, {"data", m.value("data", "")}};
+    } else if (*type == "fence") {
+        auto seq = json_field<uint64_t>(m, "seq", 0, "shell");
+        auto nshells = json_field<uint64_t>(m, "nshells", job.nshells, "shell");
+        auto data = json_field<std::string>(m, "data", "", "shell");
+        if (!seq || !nshells || !data)
+            return bad(!seq ? seq.error() : !nshells ? nshells.error() : data.error());
+        nlohmann::json body{{"id", id}, {"seq", *seq}, {"rank", rank}, {"nshells", *nshells}, {"data", *data}};
         broker_.rpc(Message::request("exec.fence", body, job.leader), [this, id](const Message& resp) {
             auto j = jobs_.find(id);
             if (j == jobs_.end())
                 return;
-            auto result = resp.errnum ? Result<nlohmann::json>(make_error(static_cast<int>(resp.errnum), resp.error_text()))
-                                      : resp.json();
+            auto result = resp.errnum
+                              ? Result<nlohmann::json>(make_error(static_cast<int>(resp.errnum), resp.error_text()))
+                              : resp.json();
             if (!result || !result->contains("data")) {
                 nlohmann::json exception{
-                    {"id", id}, {"type", "exec"}, {"severity", 0},
+                    {"id", id},
+                    {"type", "exec"},
+                    {"severity", 0},
                     {"note", fmt::format("PMIx fence: {}", result ? "no data" : result.error().message)}};
                 return broker_.rpc(Message::request("job-manager.raise", exception, 0), [](const Message&) {});
             }
             (*result)["type"] = "fence";
             j->second->channel->send(*result);
         });
-    } else if (type == "started") {
+    } else if (*type == "started") {
         report_started(id);
-    } else if (type == "finish") {
-        job.status = m.value("status", 0);
+    } else if (*type == "finish") {
+        auto status = json_field<int64_t>(m, "status", 0, "shell");
+        if (!status)
+            return bad(status.error());
+        job.status = static_cast<int>(*status);
     } else {
         log::error("exec", "{}: unknown message from the shell: {}", format_jobid(id), m.dump());
     }
@@ -409,8 +428,12 @@ void ExecService::on_fence(const Message& req) {
     auto data = json_field<std::string>(*body, "data", "", "exec.fence");
     if (!id || !seq || !rank || !nshells || !data)
         return broker_.respond_error(req, EPROTO,
-                                     (!id ? id.error() : !seq ? seq.error() : !rank ? rank.error()
-                                                       : !nshells ? nshells.error() : data.error()).message);
+                                     (!id        ? id.error()
+                                      : !seq     ? seq.error()
+                                      : !rank    ? rank.error()
+                                      : !nshells ? nshells.error()
+                                                 : data.error())
+                                         .message);
     Fence& fence = fences_[{*id, *seq}];
     fence.data[std::to_string(*rank)] = std::move(*data);
     fence.waiting.push_back(req);

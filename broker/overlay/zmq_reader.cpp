@@ -38,17 +38,23 @@ void ZmqReader::poke() {
 void ZmqReader::drain() {
     std::weak_ptr<bool> alive = alive_;
     for (int i = 0; i < kDrainBatch; i++) {
-        if (!(socket_.get(zmq::sockopt::events) & ZMQ_POLLIN))
-            return;
         Frames frames;
-        bool more = true;
-        while (more) {
-            zmq::message_t part;
-            auto got = socket_.recv(part, zmq::recv_flags::dontwait);
-            if (!got)
+        try {
+            if (!(socket_.get(zmq::sockopt::events) & ZMQ_POLLIN))
                 return;
-            frames.emplace_back(static_cast<const char*>(part.data()), part.size());
-            more = part.more();
+            bool more = true;
+            while (more) {
+                zmq::message_t part;
+                auto got = socket_.recv(part, zmq::recv_flags::dontwait);
+                if (!got)
+                    return;
+                frames.emplace_back(static_cast<const char*>(part.data()), part.size());
+                more = part.more();
+            }
+        } catch (const zmq::error_t& e) {
+            // The socket is closing (ETERM) or refused a call: nothing to read.
+            log::error("overlay", "reading a message failed: {}", e.what());
+            return;
         }
         try {
             on_message_(std::move(frames));

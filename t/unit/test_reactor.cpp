@@ -130,11 +130,12 @@ TEST_CASE("subprocess starts with default signal dispositions and an empty mask"
     sigaddset(&usr2, SIGUSR2);
     pthread_sigmask(SIG_BLOCK, &usr2, &saved);
     int status = -1;
-    auto p = Subprocess::spawn(reactor, {.argv = {"sh", "-c", "grep -q '^SigBlk:[[:space:]0]*$' /proc/self/status && kill -USR1 $$; exit 3"}},
-                               [&](int s) {
-                                   status = s;
-                                   reactor.stop();
-                               });
+    auto p = Subprocess::spawn(
+        reactor, {.argv = {"sh", "-c", "grep -q '^SigBlk:[[:space:]0]*$' /proc/self/status && kill -USR1 $$; exit 3"}},
+        [&](int s) {
+            status = s;
+            reactor.stop();
+        });
     pthread_sigmask(SIG_SETMASK, &saved, nullptr);
     std::signal(SIGUSR1, old);
     REQUIRE(p.ok());
@@ -186,4 +187,40 @@ TEST_CASE("destroying a running subprocess kills its whole process group", "[rea
         usleep(10000);
     }
     CHECK(gone);
+}
+
+TEST_CASE("a callback that throws is logged and the loop goes on", "[reactor]") {
+    Reactor reactor;
+    int after = 0;
+    Timer thrower(reactor), repeating(reactor), later(reactor);
+    thrower.start(1ms, [] { throw std::runtime_error("timer fault"); });
+    // A repeating timer that throws keeps repeating.
+    int repeats = 0;
+    repeating.start_repeating(1ms, [&] {
+        if (++repeats == 3)
+            repeating.cancel();
+        throw std::logic_error("repeat fault");
+    });
+    reactor.post([] { throw 42; });
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    REQUIRE(write(fds[1], "x", 1) == 1);
+    bool read_once = false;
+    FdWatcher watcher(reactor, fds[0], FdWatcher::Event::readable, [&] {
+        char c;
+        (void)read(fds[0], &c, 1);
+        read_once = true;
+        throw std::runtime_error("fd fault");
+    });
+    later.start(20ms, [&] {
+        after++;
+        reactor.stop();
+    });
+    reactor.run_for(2s);
+    CHECK(after == 1);
+    CHECK(repeats == 3);
+    CHECK(read_once);
+    watcher.stop();
+    close(fds[0]);
+    close(fds[1]);
 }
