@@ -322,7 +322,7 @@ void ExecService::on_shell_exit(JobId id, int wait_status) {
     auto note = fmt::format("banyan-shell on rank {} {}", broker_.bootstrap().rank, describe_wait_status(wait_status));
     broker_.respond_error(job.req, EIO, note);
     // Not here: this runs inside the shell's own exit callback.
-    broker_.reactor().post([this, id] { jobs_.erase(id); });
+    broker_.reactor().post([this, id] { remove_job(id); });
 }
 
 void ExecService::finish(JobId id, int status) {
@@ -330,9 +330,40 @@ void ExecService::finish(JobId id, int status) {
     if (it == jobs_.end())
         return;
     broker_.respond(Message::response_to(it->second->req, {{"status", status}}));
-    broker_.reactor().post([this, id] { jobs_.erase(id); });
+    broker_.reactor().post([this, id] { remove_job(id); });
     for (auto f = fences_.lower_bound({id, 0}); f != fences_.end() && f->first.first == id;)
         f = fences_.erase(f);
+}
+
+void ExecService::remove_job(JobId id) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end())
+        return;
+    std::optional<JobCgroup> cgroup = std::move(it->second->cgroup);
+    it->second->cgroup.reset();
+    jobs_.erase(it);
+    if (!cgroup || cgroup->try_remove())
+        return;
+    emptying_.push_back({std::move(*cgroup), 50});
+    if (!emptying_timer_) {
+        emptying_timer_ = std::make_unique<Timer>(broker_.reactor());
+        emptying_timer_->start_repeating(std::chrono::milliseconds(2), [this] { retry_cgroup_removal(); });
+    }
+}
+
+void ExecService::retry_cgroup_removal() {
+    for (auto it = emptying_.begin(); it != emptying_.end();) {
+        if (it->cgroup.try_remove()) {
+            it = emptying_.erase(it);
+        } else if (--it->tries_left == 0) {
+            log::warning("exec", "cgroup {} still holds processes after SIGKILL; left in place", it->cgroup.dir());
+            it = emptying_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    if (emptying_.empty())
+        emptying_timer_.reset();  // from inside its own callback: the timer copies its function first
 }
 
 ExecService::LocalJob* ExecService::job_for(const Message& req, nlohmann::json& body) {

@@ -8,10 +8,12 @@
 // started.
 #pragma once
 
+#include <list>
 #include <map>
 #include <memory>
 
 #include "broker/broker.hpp"
+#include "broker/exec/job_cgroup.hpp"
 #include "core/jobid.hpp"
 
 namespace banyan {
@@ -38,14 +40,24 @@ class ExecService {
     void on_stdin(const Message& req);
     void on_fence(const Message& req);
     LocalJob* job_for(const Message& req, nlohmann::json& body);
+    // Forgets a job; its cgroup goes once the kernel has reaped what was
+    // killed in it, retried on a timer (the loop never sleeps for it).
+    void remove_job(JobId id);
+    void retry_cgroup_removal();
 
     Broker& broker_;
     Duration kill_timeout_;
     std::string shell_path_;
     std::optional<std::string> cgroup_parent_;  // where job cgroups go; nullopt: none
-    std::optional<std::string> topology_xml_;  // this machine's hwloc XML, for the shells; nullopt: none
+    std::optional<std::string> topology_xml_;   // this machine's hwloc XML, for the shells; nullopt: none
     std::map<JobId, std::unique_ptr<LocalJob>> jobs_;
     std::map<std::pair<JobId, uint64_t>, Fence> fences_;  // at a job's first rank
+    struct EmptyingCgroup {
+        JobCgroup cgroup;
+        int tries_left;
+    };
+    std::list<EmptyingCgroup> emptying_;
+    std::unique_ptr<Timer> emptying_timer_;
 };
 
 }  // namespace banyan

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -70,11 +69,17 @@ Result<JobCgroup> JobCgroup::create(std::string dir) {
 JobCgroup::~JobCgroup() {
     if (fd_ >= 0)
         close(fd_);
-    if (dir_.empty())
-        return;
-    for (int i = 0; i < 50 && !kill_all(); i++)
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    rmdir(dir_.c_str());
+    if (!dir_.empty())
+        try_remove();
+}
+
+bool JobCgroup::try_remove() {
+    // A killed process leaves the cgroup only once the kernel has reaped
+    // it: rmdir answers EBUSY until then.
+    if (!kill_all() || rmdir(dir_.c_str()) != 0)
+        return false;
+    dir_.clear();
+    return true;
 }
 
 bool JobCgroup::kill_all() {

@@ -29,7 +29,8 @@ class JobCgroup {
         other.fd_ = -1;
     }
     JobCgroup& operator=(JobCgroup&&) = delete;
-    // Kills what is left and removes the directory.
+    // Kills what is left and tries once to remove the directory (never
+    // waits: the caller retries with try_remove() where processes linger).
     ~JobCgroup();
 
     // The open directory, for starting a process in it
@@ -38,6 +39,9 @@ class JobCgroup {
     // SIGKILL to every process in it (cgroup.kill, or one by one on kernels
     // before 5.14); true when it is empty afterwards.
     bool kill_all();
+    // kill_all(), then removes the directory if that emptied it; true once
+    // removed (then destruction does nothing).
+    bool try_remove();
     const std::string& dir() const { return dir_; }
 
   private:
