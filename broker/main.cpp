@@ -48,19 +48,15 @@ void follow_starter() {
         std::exit(1);  // the starter died before we could follow it
 }
 
-// $XDG_RUNTIME_DIR/banyan/rank-N (the user's own tmpfs), else a fresh
-// private directory in /tmp: a fixed name there could be made first by
-// anyone.
-Result<std::string> default_rundir(uint32_t rank) {
+// $XDG_RUNTIME_DIR/banyan/rank-N (the user's own tmpfs), else
+// /tmp/banyan-UID/rank-N: a stable name, so rank 0's default state
+// directory inside it survives a restart. make_private_dir() refuses it if
+// another user made it first.
+std::string default_rundir(uint32_t rank) {
     const char* xdg = std::getenv("XDG_RUNTIME_DIR");
     if (xdg && xdg[0] == '/')
         return fmt::format("{}/banyan/rank-{}", xdg, rank);
-    std::string tmpl = fmt::format("/tmp/banyan-{}-XXXXXX", getuid());
-    if (!mkdtemp(tmpl.data()))
-        return make_error(errno, fmt::format("cannot make a directory in /tmp: {}", std::strerror(errno)));
-    std::string dir = fmt::format("{}/rank-{}", tmpl, rank);
-    std::fprintf(stderr, "banyan-broker: no --rundir: the local socket is %s/local.sock\n", dir.c_str());
-    return dir;
+    return fmt::format("/tmp/banyan-{}/rank-{}", getuid(), rank);
 }
 
 }  // namespace
@@ -101,12 +97,8 @@ int main(int argc, char** argv) {
     auto boot = make_bootstrap(options);
     if (!boot)
         return fail(boot.error().message);
-    if (boot->rundir.empty()) {
-        auto dir = default_rundir(boot->rank);
-        if (!dir)
-            return fail(dir.error().message);
-        boot->rundir = *dir;
-    }
+    if (boot->rundir.empty())
+        boot->rundir = default_rundir(boot->rank);
     // Both hold what the broker trusts when it reads it back (the socket it
     // serves, the job database): no other user may own or write them.
     if (auto r = make_private_dir(boot->rundir, 0700); !r)

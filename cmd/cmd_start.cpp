@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -94,7 +95,9 @@ class TestInstance {
 
     void spawn_broker(int rank) {
         std::string rundir = fmt::format("{}/rank-{}", dir_, rank);
-        std::filesystem::create_directory(rundir);
+        // 0755 whatever the umask: the broker refuses a group-writable one;
+        // guests reach the socket once the owner opens the instance directory.
+        mkdir(rundir.c_str(), 0755);
         std::vector<std::string> argv = {
             broker_path(), "--config",           dir_ + "/instance.toml",
             "--rank",      std::to_string(rank), "--rundir",

@@ -12,21 +12,26 @@
 namespace banyan::cli {
 namespace {
 
-constexpr size_t kSubmitWindow = 512;  // submissions in flight at once
+constexpr size_t kSubmitWindow = 512;     // submissions in flight at once
 constexpr uint64_t kMaxCopies = 100'000;  // --cc: one submit's jobs
 
 // A request larger than a message may be fails as a broken connection:
 // say which limit it is instead.
 void check_size(const nlohmann::json& jobspec) {
-    size_t size = jobspec.dump().size();
+    // The replace handler, as the message codec: invalid UTF-8 is not an error here.
+    auto dump = [](const nlohmann::json& j) {
+        return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    };
+    size_t size = dump(jobspec).size();
     if (size + 4096 <= kDefaultMaxPayload)
         return;
     size_t env = json_object_at(jobspec, {"attributes", "system"}).contains("environment")
-                     ? jobspec["attributes"]["system"]["environment"].dump().size()
+                     ? dump(jobspec["attributes"]["system"]["environment"]).size()
                      : 0;
-    fail(fmt::format("the job is {:.1f} MiB, its environment {:.1f} MiB; a job may be at most {} MiB "
-                     "(leave variables out with --env-remove or --env=-PATTERN)",
-                     size / 1048576.0, env / 1048576.0, kDefaultMaxPayload >> 20));
+    fail(
+        fmt::format("the job is {:.1f} MiB, its environment {:.1f} MiB; a job may be at most {} MiB "
+                    "(leave variables out with --env-remove or --env=-PATTERN)",
+                    size / 1048576.0, env / 1048576.0, kDefaultMaxPayload >> 20));
 }
 
 // Waits for job `id` to end: its exit code (1 if it ended without one).

@@ -6,13 +6,17 @@
 #include <unistd.h>
 
 #include "core/json_parse.hpp"
+#include "core/log.hpp"
 
 namespace banyan {
 
 LineChannel::LineChannel(Reactor& reactor, int read_fd, int write_fd,
                          std::function<void(Result<nlohmann::json>)> on_message, std::function<void()> on_close)
-    : read_fd_(read_fd), writer_(reactor, write_fd), on_message_(std::move(on_message)),
-      on_close_(std::move(on_close)), reactor_(reactor) {
+    : read_fd_(read_fd),
+      writer_(reactor, write_fd),
+      on_message_(std::move(on_message)),
+      on_close_(std::move(on_close)),
+      reactor_(reactor) {
     fcntl(read_fd_, F_SETFL, fcntl(read_fd_, F_GETFL) | O_NONBLOCK);
     resume_reading();
 }
@@ -65,10 +69,16 @@ void LineChannel::read_available() {
             if (line.empty())
                 continue;
             auto doc = parse_json(line);
-            if (!doc || !doc->is_object())
-                on_message_(make_error(EPROTO, "a line that is not a JSON object"));
-            else
-                on_message_(std::move(*doc));
+            // A handler that throws loses its line, not the lines after it
+            // (nor does the line come again on the next read).
+            try {
+                if (!doc || !doc->is_object())
+                    on_message_(make_error(EPROTO, "a line that is not a JSON object"));
+                else
+                    on_message_(std::move(*doc));
+            } catch (const std::exception& e) {
+                log::error("line-channel", "a line could not be handled: {}", e.what());
+            }
         }
         partial_.erase(0, start);
     }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -20,7 +22,7 @@ struct Matcher::Request {
     std::vector<Request> with;
     TypeId scan_type = 0;  // children without this type free now are skipped
     Needs unit_needs;      // what one unit needs in the subtree that holds it
-    Needs needs;       // what all of it needs, at its smallest count
+    Needs needs;           // what all of it needs, at its smallest count
 };
 
 namespace {
@@ -227,26 +229,45 @@ void Matcher::set_node_states(const IdSet& drained, const IdSet& down) {
 }
 
 std::vector<uint64_t> Matcher::reload(const ResourceGraph& graph) {
-    struct Held {
-        uint64_t id;
-        Rv1 r;
-        int64_t start, end;
+    // A vertex is the same one in the new graph when its rank, type and id
+    // are: every claim (memory amounts, exclusive holds not shown in R)
+    // moves over as it is.
+    using Key = std::tuple<int32_t, std::string, int64_t>;
+    auto key_of = [](const ResourcePool& pool, uint32_t v) {
+        return Key{pool.rank(v), std::string(pool.type_name(pool.type(v))), pool.id(v)};
     };
-    std::vector<Held> held;
-    for (const auto& [id, job] : jobs_)
-        if (!job.reserved)
-            held.push_back({id, to_rv1(job.claims, job.start, job.end), job.start, job.end});
-    pool_ = ResourcePool(graph);
+    ResourcePool next(graph);
+    std::map<Key, uint32_t> by_key;
+    for (uint32_t v = 0; v < next.size(); ++v)
+        by_key.emplace(key_of(next, v), v);
+    std::map<uint64_t, Job> moved;
+    std::vector<uint64_t> lost;
+    for (auto& [id, job] : jobs_) {
+        if (job.reserved)
+            continue;
+        bool whole = true;
+        for (Claim& c : job.claims) {
+            auto it = by_key.find(key_of(pool_, c.vertex));
+            if (it == by_key.end() || (c.consumes && next.vertex_size(it->second) < c.amount)) {
+                whole = false;
+                break;
+            }
+            c.vertex = it->second;
+        }
+        if (whole)
+            moved.emplace(id, std::move(job));
+        else
+            lost.push_back(id);
+    }
+    pool_ = std::move(next);
     node_type_ = pool_.find_type("node");
     marked_.assign(pool_.size(), 0);
     taken_.assign(pool_.size(), 0);
     claim_of_.assign(pool_.size(), 0);
     epoch_ = 0;
-    jobs_.clear();
-    std::vector<uint64_t> lost;
-    for (const auto& h : held)
-        if (!allocate_exact(h.id, h.r, h.start, h.end))
-            lost.push_back(h.id);
+    jobs_ = std::move(moved);
+    for (const auto& [id, job] : jobs_)
+        pool_.apply(job.claims, job.start, job.end, true, 1);
     return lost;
 }
 
@@ -308,8 +329,8 @@ Result<void> Matcher::allocate_exact(uint64_t jobid, const Rv1& r, int64_t start
         for (uint32_t v = *node; v < pool_.subtree_end(*node); ++v) {
             TypeId t = pool_.type(v);
             uint32_t id = static_cast<uint32_t>(pool_.id(v));
-            bool wanted = (core && t == *core && children.cores.contains(id)) ||
-                          (gpu && t == *gpu && children.gpus.contains(id));
+            bool wanted =
+                (core && t == *core && children.cores.contains(id)) || (gpu && t == *gpu && children.gpus.contains(id));
             if (!wanted)
                 continue;
             if (pool_.avail(v, t, start, end) < 1)
@@ -380,7 +401,8 @@ bool Matcher::match_request(uint32_t v, const Request& r, bool exclusive) {
         std::vector<Checkpoint> after;
         while (after.size() < want) {
             Checkpoint cp = checkpoint();
-            bool ok = std::all_of(r.with.begin(), r.with.end(), [&](const Request& w) { return match_request(v, w, true); });
+            bool ok =
+                std::all_of(r.with.begin(), r.with.end(), [&](const Request& w) { return match_request(v, w, true); });
             if (!ok) {
                 rollback(cp);
                 break;

@@ -6,6 +6,10 @@
 
 namespace banyan {
 
+namespace {
+constexpr const char* kWaitingForNodes = "waiting for drained or down nodes";
+}  // namespace
+
 Result<QueuePolicy> queue_policy_from_name(std::string_view name) {
     if (name == "fcfs")
         return QueuePolicy::fcfs;
@@ -116,7 +120,7 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
         }
         ++it;
         if (r && r->unsatisfiable) {
-            job.reason = "waiting for drained or down nodes";
+            job.reason = kWaitingForNodes;
             continue;
         }
         job.reason = "insufficient resources";
@@ -128,11 +132,16 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
 std::vector<const PendingJob*> SchedQueue::pending() const {
     std::vector<const PendingJob*> out;
     out.reserve(order_.size());
+    bool blocked = false;
     for (const auto& [order, id] : order_) {
         const PendingJob& job = pending_.at(id);
-        // FCFS passes stop at the first job that cannot start.
-        if (config_.policy == QueuePolicy::fcfs && !out.empty())
-            job.reason = "priority";
+        // FCFS passes stop at the first job that cannot start; one waiting
+        // for drained or down nodes blocks no one.
+        if (job.reason != kWaitingForNodes) {
+            if (config_.policy == QueuePolicy::fcfs && blocked)
+                job.reason = "priority";
+            blocked = true;
+        }
         out.push_back(&job);
     }
     return out;

@@ -104,13 +104,22 @@ Result<std::unique_ptr<ResourceService>> ResourceService::start(Broker& broker) 
 }
 
 void ResourceService::on_subtree_change() {
+    if (!declared_) {
+        IdSet online = broker_.overlay().subtree().online;
+        IdSet joined = online.difference(known_online_);
+        known_online_ = online;
+        // A broker back with another shape must not get jobs on its old one.
+        joined.for_each([this](uint32_t rank) {
+            if (rank != 0 && !excluded_.contains(rank))
+                describing_.insert(rank);
+        });
+        describe(joined);
+    }
     publish_states(false);
-    if (declared_)
-        return;
-    IdSet online = broker_.overlay().subtree().online;
-    IdSet joined = online.difference(known_online_);
-    known_online_ = online;
-    joined.for_each([this](uint32_t rank) {
+}
+
+void ResourceService::describe(const IdSet& ranks) {
+    ranks.for_each([this](uint32_t rank) {
         if (rank == 0 || excluded_.contains(rank))
             return;
         broker_.rpc(Message::request("resource.describe", nlohmann::json::object(), rank),
@@ -119,6 +128,8 @@ void ResourceService::on_subtree_change() {
 }
 
 void ResourceService::on_described(uint32_t rank, const Message& response) {
+    IdSet just{rank};
+    describing_ = describing_.difference(just);
     auto body = response_payload(response);
     auto node = body ? NodeDescription::from_json(*body) : Result<NodeDescription>(body.error());
     if (!node) {
@@ -134,6 +145,7 @@ void ResourceService::on_described(uint32_t rank, const Message& response) {
         log::error("resource", "rank {}: {}", rank, r.error().message);
         return;
     }
+    publish_states(false);  // up again (add_node published a changed shape already)
     broker_.check_ready();
 }
 
@@ -274,15 +286,13 @@ void ResourceService::register_methods() {
                             broker_.at_rank0([this](const Message& r) { on_drain(r, false); }));
 }
 
-void ResourceService::with_allocated(const Message& req,
-                                     std::function<void(const Message&, const Rv1&)> answer) {
+void ResourceService::with_allocated(const Message& req, std::function<void(const Message&, const Rv1&)> answer) {
     broker_.rpc(Message::request("sched.resource-status", nlohmann::json::object(), 0),
                 [req, answer = std::move(answer)](const Message& resp) {
                     auto body = response_payload(resp);
-                    Result<Rv1> allocated =
-                        body && body->contains("allocated") && body->at("allocated").is_object()
-                            ? Rv1::from_json(body->at("allocated"))
-                            : Result<Rv1>(make_error(EPROTO, "no allocated R"));
+                    Result<Rv1> allocated = body && body->contains("allocated") && body->at("allocated").is_object()
+                                                ? Rv1::from_json(body->at("allocated"))
+                                                : Result<Rv1>(make_error(EPROTO, "no allocated R"));
                     if (!allocated)
                         log::warning("resource", "the scheduler did not say what is allocated: {}",
                                      body ? allocated.error().message : body.error().message);
@@ -343,8 +353,7 @@ void ResourceService::on_status(const Message& request) {
         SubtreeStates overlay = broker_.overlay().subtree();
         // Group ranks by state and, for drained ones, by reason.
         std::map<std::pair<std::string, std::string>, std::pair<IdSet, double>> groups;
-        uint32_t top =
-            std::max<uint32_t>(broker_.bootstrap().size, nodes_.empty() ? 0 : nodes_.rbegin()->first + 1);
+        uint32_t top = std::max<uint32_t>(broker_.bootstrap().size, nodes_.empty() ? 0 : nodes_.rbegin()->first + 1);
         for (uint32_t r = 0; r < top; r++) {
             if (declared_ && !nodes_.count(r))
                 continue;
@@ -387,7 +396,7 @@ std::pair<IdSet, IdSet> ResourceService::unschedulable() const {
         if (drained_.count(rank))
             drained.insert(rank);
         bool simulated = rank >= broker_.bootstrap().size;
-        if (excluded_.contains(rank) || (!simulated && !overlay.online.contains(rank)))
+        if (excluded_.contains(rank) || (!simulated && !overlay.online.contains(rank)) || describing_.contains(rank))
             down.insert(rank);
     }
     return {drained, down};
@@ -440,8 +449,10 @@ void ResourceService::on_drain(const Message& req, bool drain) {
         auto done =
             drain ? db_->query("INSERT OR REPLACE INTO drain VALUES (?, ?, ?, ?)", {int64_t{r}, host, reason, when})
                   : db_->query("DELETE FROM drain WHERE rank = ?", {int64_t{r}});
-        if (!done)
+        if (!done) {
+            publish_states(false);  // the ranks changed before this one
             return broker_.respond_error(req, done.error().code, done.error().message);
+        }
         if (drain)
             drained_[r] = Drain{reason, when};
         else

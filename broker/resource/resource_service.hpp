@@ -43,6 +43,8 @@ class ResourceService {
     explicit ResourceService(Broker& broker) : broker_(broker) {}
     // Rank 0: asks each rank that just came online for its node.
     void on_subtree_change();
+    // Asks each of `ranks` for its node (resource.describe).
+    void describe(const IdSet& ranks);
     Result<void> load_declared_nodes();
     Result<void> open_database();
     void register_methods();
@@ -79,6 +81,7 @@ class ResourceService {
     std::optional<Database> db_;
     NodeDescription mine_;  // this node, as discovered
     IdSet known_online_;    // rank 0: the online ranks at the last change
+    IdSet describing_;      // rank 0: joined, not described yet: down until they are
 };
 
 }  // namespace banyan

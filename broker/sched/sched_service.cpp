@@ -12,7 +12,9 @@ namespace banyan {
 
 namespace {
 
-int64_t wall_now() { return static_cast<int64_t>(std::time(nullptr)); }
+int64_t wall_now() {
+    return static_cast<int64_t>(std::time(nullptr));
+}
 
 // {"id": N} from a request, with the error naming what is wrong.
 Result<uint64_t> job_id(const nlohmann::json& payload, std::string_view topic) {
@@ -26,7 +28,8 @@ Result<uint64_t> job_id(const nlohmann::json& payload, std::string_view topic) {
 Result<std::unique_ptr<SchedService>> SchedService::start(Broker& broker) {
     std::unique_ptr<SchedService> svc(new SchedService(broker));
     const Config& config = broker.bootstrap().config;
-    auto named = [&](std::string_view key, auto parse, std::string fallback) -> Result<std::decay_t<decltype(*parse(""))>> {
+    auto named = [&](std::string_view key, auto parse,
+                     std::string fallback) -> Result<std::decay_t<decltype(*parse(""))>> {
         auto text = config.get_string(key, fallback);
         if (!text)
             return text.error();
@@ -127,8 +130,13 @@ void SchedService::on_resources(const Message& resp) {
         return;
     matcher_->set_node_states(*drained_ranks, *down_ranks);
     log::debug("sched", "drained {}, down {}", *drained, *down);
-    for (auto& [handle, req] : std::exchange(early_, {}))
-        handle(req);
+    // Not inside the resource service's call: a handler that fails would
+    // answer its error into the acquire stream.
+    if (!early_.empty())
+        broker_.reactor().post([this, early = std::exchange(early_, {})] {
+            for (const auto& [handle, req] : early)
+                handle(req);
+        });
     schedule_soon();
 }
 
