@@ -76,3 +76,12 @@ if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
     check_fails "a database swapped for a link is refused" "jobs.db: a symbolic link" \
         timeout 20 banyan start --test-size=1 --statedir "$T_DIR/swapped" true
 fi
+
+# The default run directory: $XDG_RUNTIME_DIR/banyan/rank-0, made 0700.
+mkdir -m 0700 "$T_DIR/xdg"
+XDG_RUNTIME_DIR="$T_DIR/xdg" banyan-broker --log-level error >/dev/null 2>&1 &
+broker=$!
+wait_for "without --rundir the socket is in \$XDG_RUNTIME_DIR/banyan/rank-0" 10 test -S "$T_DIR/xdg/banyan/rank-0/local.sock"
+check_output "made 0700" "^700$" stat -c '%a' "$T_DIR/xdg/banyan/rank-0"
+kill -TERM "$broker" 2>/dev/null
+wait "$broker" 2>/dev/null
