@@ -65,6 +65,10 @@ JobList list_jobs(Client& client, const nlohmann::json& request);
 // job's tasks and twice within 2 s cancels it. With `with_stdin`, what
 // arrives on stdin once the job has started goes to its task 0.
 int attach_job(Client& client, JobId id, bool interactive, bool with_stdin);
+// Waits for job `id` to end (job-manager.wait) and returns its exit code
+// (1 when it ended without one); prints the wait's note, if any, on stderr
+// after `who` ("banyan job wait"). Fails (cli::fail) if it cannot wait.
+int wait_job(Client& client, JobId id, std::string_view who);
 
 // Each subcommand registers itself on the app; `exit_code` receives its status.
 void add_start(CLI::App& app, int& exit_code);

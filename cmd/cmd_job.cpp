@@ -14,6 +14,7 @@
 #include "cmd/cli_util.hpp"
 #include "core/idset.hpp"
 #include "core/io_data.hpp"
+#include "core/json_field.hpp"
 #include "core/reactor.hpp"
 
 namespace banyan::cli {
@@ -84,6 +85,19 @@ bool forward_stdin(Client& client, JobId id) {
     // The answer is not waited for: it comes back with a matchtag nobody asks.
     (void)client.send(Message::request("job-manager.input", input, 0));
     return !eof;
+}
+
+int wait_job(Client& client, JobId id, std::string_view who) {
+    auto r = client.rpc("job-manager.wait", {{"id", id}}, 0);
+    if (!r)
+        fail(r.error().message);
+    if (r->contains("note") && (*r)["note"].is_string())
+        fmt::print(stderr, "{}: {}: {}\n", who, format_jobid(id), (*r)["note"].get<std::string>());
+    auto status = json_field<int64_t>(*r, "status", -1);
+    if (status && *status >= 0)
+        return static_cast<int>(*status);
+    auto result = json_field<std::string>(*r, "result", "");
+    return result && *result == "completed" ? 0 : 1;
 }
 
 int attach_job(Client& client, JobId id, bool interactive, bool with_stdin) {
@@ -209,10 +223,7 @@ void add_job(CLI::App& app, int& exit_code) {
             fail("give a job ID or --all");
         Client client = connect_to_instance();
         if (!all) {
-            auto r = ask(client, "job-manager.wait", {{"id", job_id_argument(id_text)}});
-            if (r.contains("note"))
-                fmt::print(stderr, "banyan job wait: {}: {}\n", id_text, r["note"].get<std::string>());
-            exit_code = r.contains("status") ? r["status"].get<int>() : r.value("result", "") == "completed" ? 0 : 1;
+            exit_code = wait_job(client, job_id_argument(id_text), "banyan job wait");
             return;
         }
         JobList jobs = list_jobs(client, nlohmann::json::object());

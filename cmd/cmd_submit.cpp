@@ -34,20 +34,6 @@ void check_size(const nlohmann::json& jobspec) {
                     size / 1048576.0, env / 1048576.0, kDefaultMaxPayload >> 20));
 }
 
-// Waits for job `id` to end: its exit code (1 if it ended without one).
-int wait_for(Client& client, JobId id) {
-    auto r = client.rpc("job-manager.wait", {{"id", id}}, 0);
-    if (!r)
-        fail(fmt::format("{}: {}", format_jobid(id), r.error().message));
-    if (r->contains("note") && (*r)["note"].is_string())
-        fmt::print(stderr, "banyan submit: {}: {}\n", format_jobid(id), (*r)["note"].get<std::string>());
-    auto status = json_field<int64_t>(*r, "status", -1);
-    if (status && *status >= 0)
-        return static_cast<int>(*status);
-    auto result = json_field<std::string>(*r, "result", "");
-    return result && *result == "completed" ? 0 : 1;
-}
-
 // Submits every jobspec, `kSubmitWindow` in flight; returns the ids in
 // order. With `print`, each id is printed as soon as it and all before it
 // are acknowledged, so what was printed is exactly what was accepted, even
@@ -124,7 +110,7 @@ void add_submit(CLI::App& app, int& exit_code) {
         std::vector<JobId> ids = submit_all(client, jobspecs, o.urgency, !quiet);
         exit_code = 0;
         for (JobId id : ids) {
-            int code = watch ? attach_job(client, id, false, false) : wait ? wait_for(client, id) : 0;
+            int code = watch ? attach_job(client, id, false, false) : wait ? wait_job(client, id, "banyan submit") : 0;
             exit_code = std::max(exit_code, code);
         }
     });

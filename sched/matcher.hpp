@@ -67,9 +67,10 @@ class Matcher {
     // cancelled; nothing new is placed there.
     void set_node_states(const IdSet& drained, const IdSet& down);
     // Replaces the graph (a node came back with another shape, or joined)
-    // and records every allocation again by its R on the new graph. Drops
-    // reservations. Returns the jobs whose R the new graph cannot hold
-    // (their node shrank): they hold nothing now, and cancel() of them is
+    // and moves every allocation's claims to the vertices of the new graph
+    // with the same rank, type and id (memory amounts and exclusive holds
+    // kept). Drops reservations. Returns the jobs the new graph cannot hold
+    // (their node shrank or is gone): they hold nothing now, and cancel() of them is
     // ENOENT.
     std::vector<uint64_t> reload(const ResourceGraph& graph);
     // R v1 of everything allocated now (reservations left out).
