@@ -2,12 +2,16 @@
 //   bench-overlay rtt RANK COUNT        ping rank 0 from a client of RANK's broker
 //   bench-overlay fanout COUNT          publish at rank 0; time until every rank's client has it
 //   bench-overlay throughput RANK COUNT WINDOW   pipelined pings from RANK's client to rank 0
+//   bench-overlay rtt-while PID         ping rank 0 once a millisecond while process PID lives
 // Prints one line of figures per run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <signal.h>
 
 #include "core/client.hpp"
 
@@ -112,6 +116,32 @@ int throughput(uint32_t rank, int count, int window) {
     return 0;
 }
 
+// Rank 0's answer time while something else (a submission burst) loads
+// it: one ping a millisecond, so the pinger itself adds no load to speak of.
+int rtt_while(pid_t pid) {
+    Client client = connect_rank(0);
+    std::vector<double> samples;
+    auto start = Clock::now();
+    while (kill(pid, 0) == 0) {
+        auto t = Clock::now();
+        if (auto r = client.rpc("broker.ping", nlohmann::json::object(), 0, std::chrono::seconds(60)); !r) {
+            std::fprintf(stderr, "bench-overlay: %s\n", r.error().message.c_str());
+            return 1;
+        }
+        samples.push_back(us_since(t));
+        std::this_thread::sleep_until(t + std::chrono::milliseconds(1));
+    }
+    if (samples.empty()) {
+        std::fprintf(stderr, "bench-overlay: process %d was gone before the first ping\n", static_cast<int>(pid));
+        return 1;
+    }
+    char what[64];
+    std::snprintf(what, sizeof what, "rtt rank 0 during %.1f s of load (max %.0f us)", us_since(start) / 1e6,
+                  *std::max_element(samples.begin(), samples.end()));
+    print_stats(what, samples);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,6 +152,9 @@ int main(int argc, char** argv) {
         return fanout(std::stoi(argv[2]));
     if (verb == "throughput" && argc == 5)
         return throughput(std::stoul(argv[2]), std::stoi(argv[3]), std::stoi(argv[4]));
-    std::fprintf(stderr, "usage: bench-overlay rtt RANK COUNT | fanout COUNT | throughput RANK COUNT WINDOW\n");
+    if (verb == "rtt-while" && argc == 3)
+        return rtt_while(static_cast<pid_t>(std::stol(argv[2])));
+    std::fprintf(stderr,
+                 "usage: bench-overlay rtt RANK COUNT | fanout COUNT | throughput RANK COUNT WINDOW | rtt-while PID\n");
     return 2;
 }

@@ -16,11 +16,11 @@ Result<void> check_known_keys(const Config& config) {
         {"bootstrap", {"hosts", "size", "port", "bind", "connect", "curve_cert"}},
         {"tbon",
          {"fanout", "heartbeat_period", "torpid_timeout", "lost_timeout", "hello_timeout", "connect_max_backoff"}},
-        {"broker", {"quorum", "shutdown_timeout"}},
+        {"broker", {"quorum", "shutdown_timeout", "connections-per-user"}},
         {"resource", {"path", "synthetic", "hwloc_xml", "exclude"}},
         {"sched", {"queue-policy", "match-policy", "queue-depth", "reservation-depth"}},
         {"job-manager", {"inactive-age", "inactive-limit", "sched-window", "output-limit"}},
-        {"exec", {"kill-timeout"}},
+        {"exec", {"kill-timeout", "job-shell"}},
     };
     for (const auto& [table, keys] : tables)
         if (auto r = config.check_keys(table, keys); !r)

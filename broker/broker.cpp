@@ -56,8 +56,11 @@ Result<void> Broker::start() {
             .on_shutdown_request = [this] { begin_shutdown("parent is shutting down"); },
             .on_subtree_change = [this] { on_subtree_change(); },
         });
+    auto per_user = boot_.config.get_int("broker.connections-per-user", 1, 1'000'000, 256);
+    if (!per_user)
+        return per_user.error();
     connector_ = std::make_unique<LocalConnector>(
-        reactor_, boot_.rundir + "/local.sock", getuid(),
+        reactor_, boot_.rundir + "/local.sock", getuid(), static_cast<size_t>(*per_user),
         LocalConnector::Callbacks{
             .on_request = [this](Message&& m, const std::string& id) { on_local_request(std::move(m), id); },
             .on_disconnect = [](const std::string&) {},

@@ -2,6 +2,11 @@
 
 #include <pwd.h>
 
+#include <algorithm>
+#include <cctype>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 
 #include <fmt/format.h>
@@ -68,6 +73,24 @@ std::string user_name(uint32_t uid) {
         return it->second;
     passwd* pw = getpwuid(uid);
     return names[uid] = pw ? pw->pw_name : std::to_string(uid);
+}
+
+int signal_number(const std::string& text, std::string_view option) {
+    if (!text.empty() && std::all_of(text.begin(), text.end(), ::isdigit)) {
+        int n = std::atoi(text.c_str());
+        if (n >= 1 && n < NSIG && text.size() < 4)
+            return n;
+    } else {
+        std::string name;
+        for (char c : text)
+            name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        if (name.starts_with("SIG"))
+            name.erase(0, 3);
+        for (int n = 1; n < NSIG; n++)
+            if (const char* abbrev = sigabbrev_np(n); abbrev && name == abbrev)
+                return n;
+    }
+    fail(fmt::format("{} {}: not a signal (give a name like TERM or USR1, or a number 1-{})", option, text, NSIG - 1));
 }
 
 }  // namespace banyan::cli

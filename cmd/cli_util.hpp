@@ -40,6 +40,9 @@ Client connect_to_instance();
 std::vector<std::string> split_commas(const std::string& text);
 // A job id from the command line, or fail() naming it.
 JobId job_id_argument(const std::string& text);
+// A signal from its name (TERM, SIGTERM, term) or number; fails naming
+// OPTION and the forms accepted.
+int signal_number(const std::string& text, std::string_view option);
 // The user's name for `uid` (the number when it has none).
 std::string user_name(uint32_t uid);
 

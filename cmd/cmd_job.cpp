@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "cmd/cli_util.hpp"
+#include "core/duration.hpp"
 #include "core/idset.hpp"
 #include "core/io_data.hpp"
 #include "core/json_field.hpp"
@@ -29,10 +30,8 @@ nlohmann::json ask(Client& client, const std::string& topic, const nlohmann::jso
 
 std::string event_line(const nlohmann::json& ev) {
     double ts = ev.value("timestamp", 0.0);
-    std::time_t t = static_cast<std::time_t>(ts);
-    char when[32];
-    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", std::localtime(&t));
-    std::string line = fmt::format("{}.{:03} {}", when, static_cast<int>((ts - static_cast<double>(t)) * 1000),
+    std::string line = fmt::format("{}.{:03} {}", format_moment(ts),
+                                   static_cast<int>((ts - static_cast<double>(static_cast<std::time_t>(ts))) * 1000),
                                    ev.value("name", ""));
     const nlohmann::json context = ev.value("context", nlohmann::json::object());
     for (const auto& [key, value] : context.items()) {
@@ -41,25 +40,6 @@ std::string event_line(const nlohmann::json& ev) {
         line += " " + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
     }
     return line;
-}
-
-// A signal from its name (TERM, SIGTERM, term) or number.
-int signal_number(const std::string& text) {
-    if (!text.empty() && std::all_of(text.begin(), text.end(), ::isdigit)) {
-        int n = std::atoi(text.c_str());
-        if (n >= 1 && n < NSIG && text.size() < 4)
-            return n;
-    } else {
-        std::string name;
-        for (char c : text)
-            name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        if (name.starts_with("SIG"))
-            name.erase(0, 3);
-        for (int n = 1; n < NSIG; n++)
-            if (const char* abbrev = sigabbrev_np(n); abbrev && name == abbrev)
-                return n;
-    }
-    fail(fmt::format("-s {}: not a signal (give a name like TERM or USR1, or a number 1-{})", text, NSIG - 1));
 }
 
 void write_all(FILE* stream, const std::string& data) {
@@ -208,7 +188,7 @@ void add_job(CLI::App& app, int& exit_code) {
     static std::string signal_text = "TERM";
     kill->add_option("-s,--signal", signal_text, "signal name or number (TERM, SIGUSR1, 9)");
     kill->callback([&exit_code] {
-        int signo = signal_number(signal_text);
+        int signo = signal_number(signal_text, "-s");
         Client client = connect_to_instance();
         ask(client, "job-manager.kill", {{"id", job_id_argument(id_text)}, {"signal", signo}});
         exit_code = 0;
@@ -227,13 +207,17 @@ void add_job(CLI::App& app, int& exit_code) {
             return;
         }
         JobList jobs = list_jobs(client, nlohmann::json::object());
+        // A window of waits at a time: the broker reads at most 4096
+        // unanswered requests of one connection.
+        constexpr size_t kWaitWindow = 512;
         std::map<uint32_t, JobId> waiting;
-        for (size_t i = 0; i < jobs.size(); i++) {
-            JobId id = jobs.get(i, "id").get<JobId>();
-            waiting[must(client.send(Message::request("job-manager.wait", {{"id", id}}, 0)))] = id;
-        }
+        size_t next = 0;
         exit_code = 0;
-        while (!waiting.empty()) {
+        while (next < jobs.size() || !waiting.empty()) {
+            for (; next < jobs.size() && waiting.size() < kWaitWindow; next++) {
+                JobId id = jobs.get(next, "id").get<JobId>();
+                waiting[must(client.send(Message::request("job-manager.wait", {{"id", id}}, 0)))] = id;
+            }
             Message m = must(client.recv());
             auto it = waiting.find(m.matchtag);
             if (it == waiting.end())

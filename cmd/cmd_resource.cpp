@@ -4,16 +4,10 @@
 #include <fmt/format.h>
 
 #include "cmd/cli_util.hpp"
+#include "core/duration.hpp"
 
 namespace banyan::cli {
 namespace {
-
-std::string when(double timestamp) {
-    std::time_t t = static_cast<std::time_t>(timestamp);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", std::localtime(&t));
-    return buf;
-}
 
 nlohmann::json ask(const std::string& topic, const nlohmann::json& body = nlohmann::json::object()) {
     Client client = connect_to_instance();
@@ -35,7 +29,8 @@ void print_status(const nlohmann::json& body) {
         std::string reason;
         if (s.contains("reason"))
             reason = fmt::format("{}{}({})", s["reason"].get<std::string>(),
-                                 s["reason"].get<std::string>().empty() ? "" : " ", when(s.value("timestamp", 0.0)));
+                                 s["reason"].get<std::string>().empty() ? "" : " ",
+                                 format_moment(s.value("timestamp", 0.0)));
         fmt::print("{:>8} {:>6} {:<12} {:<20} {}\n", s.value("state", ""), s.value("nnodes", 0), s.value("ranks", ""),
                    s.value("nodelist", ""), reason);
     }

@@ -1,5 +1,7 @@
 #include "cmd/submit_options.hpp"
 
+#include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -141,6 +143,23 @@ nlohmann::json dependencies(const std::vector<std::string>& specs) {
     return deps;
 }
 
+// --signal=SIG@TIME as Flux reads it: either part may be left out
+// (SIGUSR1, 60 s); TIME is a duration, a bare number in seconds.
+nlohmann::json warning_signal(const std::string& text) {
+    auto at = text.find('@');
+    std::string sig = text.substr(0, at);
+    std::string time = at == std::string::npos ? "" : text.substr(at + 1);
+    int signum = sig.empty() ? SIGUSR1 : signal_number(sig, "--signal");
+    double timeleft = 60;
+    if (!time.empty()) {
+        auto d = parse_duration(time, BareNumber::seconds);
+        if (!d)
+            fail("--signal " + d.error().message);
+        timeleft = *d;
+    }
+    return {{"signum", signum}, {"timeleft", timeleft}};
+}
+
 }  // namespace
 
 void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
@@ -153,6 +172,10 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
     cmd->add_option("--urgency", o.urgency, "0 (hold) to 31 (expedite); default 16");
     cmd->add_option("--dependency", o.dependencies, "afterok|afterany|afternotok|afterstart:JOBID[,...]")
         ->allow_extra_args(false);
+    cmd->add_option("--begin-time", o.begin_time, "not before TIME: +DURATION, HH:MM[:SS], YYYY-MM-DD[ HH:MM], @EPOCH");
+    cmd->add_option("--signal", o.signal,
+                    "send SIG to the tasks TIME before the time limit: SIG@TIME (USR1@60s if "
+                    "either part is left out)");
     cmd->add_option("-J,--job-name", o.job_name, "name shown by banyan jobs (default: the command)");
     cmd->add_option("--output", o.output, "write stdout (and stderr, unless --error) to FILE; {{id}}, {{taskid}}, {{node}} are replaced");
     cmd->add_option("--error", o.error, "write stderr to FILE");
@@ -258,6 +281,14 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
     if (!o.job_name.empty())
         system["job"] = {{"name", o.job_name}};
     auto deps = dependencies(o.dependencies);
+    if (!o.begin_time.empty()) {
+        auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+        auto when = parse_moment(o.begin_time, now);
+        if (!when)
+            fail("--begin-time " + when.error().message);
+        // A string, as RFC 26 has every value.
+        deps.push_back({{"scheme", "begin-time"}, {"value", fmt::format("{:.3f}", *when)}});
+    }
     if (!deps.empty())
         system["dependencies"] = deps;
     nlohmann::json jobspec{{"version", 1},
@@ -293,6 +324,11 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
                  "--input");
     if (o.label_io)
         set_path(jobspec["attributes"]["system"], "shell.options.output.label", true, "-l");
+    if (!o.signal.empty()) {
+        if (duration <= 0)
+            fail(fmt::format("--signal={}: needs a time limit (-t) to count back from", o.signal));
+        set_path(jobspec["attributes"]["system"], "shell.options.signal", warning_signal(o.signal), "--signal");
+    }
     return jobspec;
 }
 

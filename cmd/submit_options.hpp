@@ -20,6 +20,8 @@ struct SubmitOptions {
     bool exclusive = false;
     int64_t urgency = 16;
     std::vector<std::string> dependencies;
+    std::string begin_time;
+    std::string signal;  // SIG@TIME
     std::string job_name;
     std::string output;
     std::string error;

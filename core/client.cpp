@@ -65,15 +65,43 @@ Result<uint32_t> Client::send(Message msg) {
     std::string bytes = encode_stream(msg);
     size_t done = 0;
     while (done < bytes.size()) {
-        ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return make_error(errno, fmt::format("send to broker: {}", std::strerror(errno)));
+        ssize_t n = ::send(fd_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n >= 0) {
+            done += static_cast<size_t>(n);
+            continue;
         }
-        done += static_cast<size_t>(n);
+        int err = errno;
+        if (err == EINTR)
+            continue;
+        if (err == EAGAIN) {
+            // The broker reads a connection only while it takes its
+            // answers (banyan-broker(8)): take them meanwhile, for recv(),
+            // so neither side waits on the other.
+            pollfd pfd{fd_, POLLIN | POLLOUT, 0};
+            if (poll(&pfd, 1, -1) > 0 && (pfd.revents & POLLIN))
+                take_available();
+            continue;
+        }
+        if (err == EPIPE || err == ECONNRESET) {
+            // The broker may have said why before it closed (a refused
+            // connection, doc/spec/messages.md section 5).
+            auto why = recv(std::chrono::milliseconds(100));
+            if (!why && why.error().code != ECONNRESET && why.error().code != ETIMEDOUT)
+                return why.error();
+        }
+        return make_error(err, fmt::format("send to broker: {}", std::strerror(err)));
     }
     return msg.matchtag;
+}
+
+void Client::take_available() {
+    char buf[65536];
+    for (;;) {
+        ssize_t n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+        if (n <= 0)
+            return;  // nothing more now, or closed: recv() will say
+        decoder_.feed(std::string_view(buf, static_cast<size_t>(n)));
+    }
 }
 
 Result<Message> Client::recv(std::optional<std::chrono::milliseconds> timeout) {
@@ -82,8 +110,13 @@ Result<Message> Client::recv(std::optional<std::chrono::milliseconds> timeout) {
         auto next = decoder_.next();
         if (!next)
             return next.error();
-        if (*next)
+        if (*next) {
+            // An error answer to no request is the broker's word on the
+            // connection itself (doc/spec/messages.md section 5).
+            if ((*next)->type == MessageType::response && (*next)->matchtag == 0 && (*next)->errnum != 0)
+                return make_error(static_cast<int>((*next)->errnum), (*next)->error_text());
             return std::move(**next);
+        }
         int wait_ms = -1;
         if (timeout) {
             auto left =

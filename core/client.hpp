@@ -26,7 +26,10 @@ class Client {
     ~Client();
 
     // Sends a message; a request that wants a response gets a matchtag,
-    // which is returned.
+    // which is returned. While the broker does not take it (it reads a
+    // connection only while that one takes its answers), what the broker
+    // sends meanwhile is kept for recv(). A connection the broker refused
+    // returns the broker's reason.
     Result<uint32_t> send(Message msg);
     // Waits for the next message; ETIMEDOUT after `timeout` when given,
     // ECONNRESET when the broker closed the connection.
@@ -40,6 +43,9 @@ class Client {
 
   private:
     Client(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+    // Reads what the broker has sent so far into the decoder, without
+    // waiting.
+    void take_available();
 
     int fd_ = -1;
     std::string path_;

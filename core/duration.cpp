@@ -1,9 +1,12 @@
 #include "core/duration.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <ctime>
 #include <optional>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -62,6 +65,71 @@ Result<double> parse_duration(std::string_view text, BareNumber bare) {
     if (!v)
         return bad_duration(text);
     return *v * unit;
+}
+
+namespace {
+
+Error bad_moment(std::string_view text) {
+    return make_error(EINVAL, fmt::format("{}: not a time (expected +DURATION, @EPOCH, HH:MM[:SS] or "
+                                          "YYYY-MM-DD[ HH:MM[:SS]])",
+                                          text));
+}
+
+// Parses all of `text` with strptime's `format` into `tm`.
+bool parse_all(const std::string& text, const char* format, std::tm& tm) {
+    const char* end = strptime(text.c_str(), format, &tm);
+    return end && *end == '\0';
+}
+
+}  // namespace
+
+Result<double> parse_moment(std::string_view text, double now) {
+    if (text.starts_with('+')) {
+        auto d = parse_duration(text.substr(1), BareNumber::seconds);
+        if (!d)
+            return bad_moment(text);
+        return now + *d;
+    }
+    if (text.starts_with('@')) {
+        auto v = number(text.substr(1));
+        if (!v)
+            return bad_moment(text);
+        return *v;
+    }
+    std::string s(text);
+    std::replace(s.begin(), s.end(), 'T', ' ');
+    auto t_now = static_cast<std::time_t>(now);
+    std::tm tm{};
+    localtime_r(&t_now, &tm);
+    tm.tm_sec = 0;
+    tm.tm_isdst = -1;  // mktime decides
+    if (parse_all(s, "%H:%M", tm) || parse_all(s, "%H:%M:%S", tm)) {
+        double at = static_cast<double>(std::mktime(&tm));
+        if (at <= now) {  // passed today: tomorrow
+            tm.tm_mday += 1;
+            tm.tm_isdst = -1;
+            at = static_cast<double>(std::mktime(&tm));
+        }
+        return at;
+    }
+    tm = std::tm{};
+    tm.tm_isdst = -1;
+    if (parse_all(s, "%Y-%m-%d", tm) || parse_all(s, "%Y-%m-%d %H:%M", tm) || parse_all(s, "%Y-%m-%d %H:%M:%S", tm)) {
+        std::time_t at = std::mktime(&tm);
+        if (at == static_cast<std::time_t>(-1))
+            return bad_moment(text);
+        return static_cast<double>(at);
+    }
+    return bad_moment(text);
+}
+
+std::string format_moment(double seconds_since_epoch) {
+    auto t = static_cast<std::time_t>(seconds_since_epoch);
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    return buf;
 }
 
 std::string format_duration(double seconds) {

@@ -314,21 +314,32 @@ Result<std::optional<Message>> StreamDecoder::next() {
     uint32_t nframes = get_u32(p);
     if (nframes == 0 || nframes > kMaxFrames)
         return bad(fmt::format("stream frame count {} (expected 1-{})", nframes, kMaxFrames));
-    const size_t max_frame = limits_.max_payload + kStreamOverhead;
+    // The whole message, not each frame, is bounded: 68 frames of the
+    // largest size would make one message of 1.1 GiB.
+    const size_t max_message = limits_.max_payload + kStreamOverhead;
+    // First only the lengths are read: a message whose bytes have not all
+    // come yet costs a walk over its frame headers, never a copy, so a
+    // large message arriving in small reads is read in linear time.
     size_t offset = 4;
-    Frames frames;
-    frames.reserve(nframes);
+    size_t total = 0;
     for (uint32_t i = 0; i < nframes; i++) {
         if (avail - offset < 4)
             return std::optional<Message>{};
         uint32_t len = get_u32(p + offset);
-        if (len > max_frame)
-            return bad(fmt::format("stream frame of {} bytes (at most {})", len, max_frame));
+        total += len;
+        if (total > max_message)
+            return bad(fmt::format("stream message of more than {} bytes (at most {})", total, max_message));
         offset += 4;
         if (avail - offset < len)
             return std::optional<Message>{};
-        frames.emplace_back(p + offset, len);
         offset += len;
+    }
+    Frames frames;
+    frames.reserve(nframes);
+    for (size_t at = 4; at < offset;) {
+        uint32_t len = get_u32(p + at);
+        frames.emplace_back(p + at + 4, len);
+        at += 4 + len;
     }
     consumed_ += offset;
     // Compact once the consumed prefix dominates, so the buffer stays bounded.

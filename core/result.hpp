@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cerrno>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -83,5 +84,15 @@ class [[nodiscard]] Result<void> {
     Error error_;
     bool ok_ = true;
 };
+
+// The first error among `results`, in the order given, or nullopt when all
+// are values: for reading several fields and answering the first bad one,
+//   if (auto e = first_error(task, stream, data)) return answer(*e);
+template <class... R>
+std::optional<Error> first_error(const R&... results) {
+    std::optional<Error> first;
+    ((first || results.ok() ? void() : void(first = results.error())), ...);
+    return first;
+}
 
 }  // namespace banyan

@@ -1,6 +1,7 @@
 #include "sched/shell_options.hpp"
 
 #include <algorithm>
+#include <csignal>
 
 #include <fmt/format.h>
 
@@ -14,7 +15,7 @@ namespace {
 // What `-o NAME=...` may name (the CLI sets output, input and stdin from
 // its own options).
 constexpr std::string_view kKnownOptions[] = {"cpu-affinity", "gpu-affinity", "exit-timeout", "rlimit",
-                                              "output",       "input",        "stdin"};
+                                              "output",       "input",        "stdin",        "signal"};
 
 Result<Affinity> affinity(const nlohmann::json& options, const char* key) {
     auto it = options.find(key);
@@ -45,6 +46,19 @@ Result<std::optional<double>> exit_timeout(const nlohmann::json& options) {
     if (!seconds || *seconds <= 0)
         return make_error(EINVAL, fmt::format("-o exit-timeout={}: expected a duration like 30s, or none", it->dump()));
     return std::optional<double>(*seconds);
+}
+
+// {"signum": N, "timeleft": SECONDS}, as Flux's shell option.
+Result<std::optional<ShellOptions::Warning>> warning_signal(const nlohmann::json& options) {
+    auto it = options.find("signal");
+    if (it == options.end())
+        return std::optional<ShellOptions::Warning>();
+    auto signum = json_field<int64_t>(*it, "signum", 0, "-o signal");
+    auto timeleft = json_field<double>(*it, "timeleft", -1, "-o signal");
+    if (!it->is_object() || !signum || !timeleft || *signum < 1 || *signum >= NSIG || *timeleft < 0)
+        return make_error(EINVAL, fmt::format("-o signal={}: expected {{\"signum\": 1-{}, \"timeleft\": SECONDS}}",
+                                              it->dump(), NSIG - 1));
+    return std::optional<ShellOptions::Warning>(ShellOptions::Warning{static_cast<int>(*signum), *timeleft});
 }
 
 Result<std::vector<std::pair<int, rlim_t>>> rlimits(const nlohmann::json& options) {
@@ -78,15 +92,17 @@ Result<ShellOptions> read_shell_options(const nlohmann::json& system) {
     for (const auto& [name, value] : o.items())
         if (std::find(std::begin(kKnownOptions), std::end(kKnownOptions), name) == std::end(kKnownOptions))
             return make_error(EINVAL, fmt::format("-o {}: unknown shell option (known: cpu-affinity, gpu-affinity, "
-                                                  "exit-timeout, rlimit.NAME, output, input, stdin)",
+                                                  "exit-timeout, rlimit.NAME, output, input, stdin, signal)",
                                                   name));
     ShellOptions opts;
     auto cpu = affinity(o, "cpu-affinity");
     auto gpu = affinity(o, "gpu-affinity");
     auto timeout = exit_timeout(o);
     auto limits = rlimits(o);
-    if (!cpu || !gpu || !timeout || !limits)
-        return (!cpu ? cpu.error() : !gpu ? gpu.error() : !timeout ? timeout.error() : limits.error());
+    auto warning = warning_signal(o);
+    if (auto e = first_error(cpu, gpu, timeout, limits, warning))
+        return *e;
+    opts.signal = *warning;
     opts.cpu_affinity = *cpu;
     opts.gpu_affinity = *gpu;
     opts.exit_timeout = *timeout;

@@ -28,6 +28,13 @@ struct ShellOptions {
     std::string input_path;      // every task reads it
     bool forward_stdin = false;  // task 0 reads what `banyan run` sends
     std::vector<std::pair<int, rlim_t>> rlimits;
+    // --signal=SIG@TIME: signal the tasks this many seconds before the
+    // time limit. Carried out by the job manager, which keeps the limit.
+    struct Warning {
+        int signum = 0;
+        double timeleft = 0;
+    };
+    std::optional<Warning> signal;
 };
 
 // The options under `system` (a jobspec's attributes.system). Error

@@ -15,6 +15,7 @@
 #include <pmix_server.h>
 
 #include "core/log.hpp"
+#include "shell/pmix_barrier.hpp"
 
 namespace banyan {
 
@@ -66,19 +67,6 @@ Error pmix_error(pmix_status_t rc, std::string_view what) {
     return make_error(EIO, fmt::format("PMIx {}: {}", what, PMIx_Error_string(rc)));
 }
 
-// PMIx calls the server module from its own thread, and C code is above
-// us: nothing may throw back into it (an allocation can fail in any of them).
-template <class Fn>
-pmix_status_t without_throwing(Fn&& fn) noexcept {
-    try {
-        return fn();
-    } catch (const std::bad_alloc&) {
-        return PMIX_ERR_OUT_OF_RESOURCE;
-    } catch (...) {
-        return PMIX_ERROR;
-    }
-}
-
 pmix_status_t on_client_connected(const pmix_proc_t*, void*, pmix_op_cbfunc_t, void*) {
     return PMIX_OPERATION_SUCCEEDED;
 }
@@ -89,7 +77,7 @@ pmix_status_t on_client_finalized(const pmix_proc_t*, void*, pmix_op_cbfunc_t, v
 
 pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[], pmix_proc_t*, size_t,
                        pmix_op_cbfunc_t, void*) noexcept {
-    return without_throwing([&] {
+    return pmix_barrier([&] {
         auto state = g_state;
         if (!state)
             return PMIX_ERR_NOT_SUPPORTED;
@@ -106,7 +94,7 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char ms
 
 pmix_status_t on_fence(const pmix_proc_t*, size_t, const pmix_info_t*, size_t, char* data, size_t ndata,
                        pmix_modex_cbfunc_t cbfunc, void* cbdata) noexcept {
-    return without_throwing([&] {
+    return pmix_barrier([&] {
         auto state = g_state;
         if (!state)
             return PMIX_ERR_NOT_SUPPORTED;

@@ -244,8 +244,8 @@ Result<void> Shell::launch_tasks() {
         // (emit_output), which writes to the file opened here.
         auto out = output_file(false, rank);
         auto err = output_file(true, rank);
-        if (!out || !err)
-            return !out ? out.error() : err.error();
+        if (auto e = first_error(out, err))
+            return *e;
         if (!job.options.label) {
             setup.stdout_fd = *out;
             setup.stderr_fd = *err;

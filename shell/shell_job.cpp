@@ -31,8 +31,8 @@ Result<ShellJob> ShellJob::parse(const nlohmann::json& m) {
     auto uri = json_field<std::string>(m, "uri", "", "shell");
     auto tmpdir = json_field<std::string>(m, "tmpdir", "", "shell");
     auto topology = json_field<std::string>(m, "topology", "", "shell");
-    if (!id || !rank || !uri || !tmpdir || !topology)
-        return (!id ? id.error() : !rank ? rank.error() : !uri ? uri.error() : !tmpdir ? tmpdir.error() : topology.error());
+    if (auto e = first_error(id, rank, uri, tmpdir, topology))
+        return *e;
     job.id = *id;
     job.rank = *rank;
     job.uri = *uri;

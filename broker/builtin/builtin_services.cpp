@@ -73,9 +73,8 @@ void register_event_methods(Broker& b) {
         std::string topic = (*body)["topic"].get<std::string>();
         auto payload = json_field(*body, "payload", nlohmann::json::object());
         auto private_event = json_field(*body, "private", false);
-        if (!payload || !private_event)
-            return b.respond_error(req, EPROTO,
-                                   "event.publish: " + (!payload ? payload.error() : private_event.error()).message);
+        if (auto e = first_error(payload, private_event))
+            return b.respond_error(req, EPROTO, "event.publish: " + e->message);
         if (topic.empty() || topic.size() > kMaxTopic || topic.find(' ') != std::string::npos)
             return b.respond_error(req, EINVAL, fmt::format("event.publish: bad topic '{}'", topic));
         b.publish_event(topic, *payload, *private_event, req.userid);

@@ -14,8 +14,14 @@
 
 namespace banyan {
 namespace {
-// A client that stops reading is dropped once this much waits for it.
+// A subscriber that stops reading is dropped once this much waits for it.
 constexpr size_t kMaxQueued = 64u << 20;
+// Past these a connection is not read until it is under again.
+constexpr size_t kPauseQueued = 4u << 20;
+constexpr size_t kMaxInFlight = 4096;
+// While over a bound, reading goes on only until this much waits in the
+// decoder: a client that hangs up meanwhile is still seen to go.
+constexpr size_t kPausedReadCap = 1u << 20;
 }  // namespace
 
 struct LocalConnector::Connection {
@@ -27,6 +33,9 @@ struct LocalConnector::Connection {
     std::string out;  // bytes not yet written
     size_t out_offset = 0;
     std::vector<std::string> subscriptions;
+    size_t in_flight = 0;  // requests that want an answer, not answered yet
+    bool paused = false;   // over a bound: requests wait in the decoder
+    // Null while reading is paused (the connection is over a bound).
     std::unique_ptr<FdWatcher> reader;
     // Only while `out` is not empty. It watches a dup of `fd`: the event
     // loop (epoll) takes each descriptor number once, and `reader` has it.
@@ -46,8 +55,13 @@ struct LocalConnector::Connection {
     }
 };
 
-LocalConnector::LocalConnector(Reactor& reactor, std::string socket_path, uint32_t owner_uid, Callbacks callbacks)
-    : reactor_(reactor), path_(std::move(socket_path)), owner_uid_(owner_uid), cb_(std::move(callbacks)) {}
+LocalConnector::LocalConnector(Reactor& reactor, std::string socket_path, uint32_t owner_uid,
+                               size_t connections_per_user, Callbacks callbacks)
+    : reactor_(reactor),
+      path_(std::move(socket_path)),
+      owner_uid_(owner_uid),
+      connections_per_user_(connections_per_user),
+      cb_(std::move(callbacks)) {}
 
 LocalConnector::~LocalConnector() {
     conns_.clear();
@@ -88,16 +102,59 @@ void LocalConnector::on_accept() {
             close(fd);
             continue;
         }
+        bool owner = cred.uid == owner_uid_ || cred.uid == 0;
+        if (!owner && user_connections_[cred.uid] >= connections_per_user_) {
+            refuse(fd, cred.uid);
+            continue;
+        }
         auto conn = std::make_unique<Connection>();
         conn->fd = fd;
         conn->id = fmt::format("c{}", next_id_++);
         conn->uid = cred.uid;
-        conn->rolemask = (cred.uid == owner_uid_ || cred.uid == 0) ? role::owner : role::user;
+        conn->rolemask = owner ? role::owner : role::user;
+        if (!owner)
+            user_connections_[cred.uid]++;
+        Connection& c = *conn;
         std::string id = conn->id;
-        conn->reader =
-            std::make_unique<FdWatcher>(reactor_, fd, FdWatcher::Event::readable, [this, id] { on_readable(id); });
         conns_[id] = std::move(conn);
+        update_reading(c);
     }
+}
+
+// One error answer (matchtag 0: about the connection itself, doc/spec/
+// messages.md section 5), then the connection is closed.
+void LocalConnector::refuse(int fd, uint32_t uid) {
+    log::warning("connector", "refused a connection of uid {}: it has {} already", uid, connections_per_user_);
+    Message connect = Message::request("broker.connect", nlohmann::json::object());
+    std::string bytes = encode_stream(Message::error_to(
+        connect, EUSERS,
+        fmt::format("too many connections of uid {} to this broker (at most {}: broker.connections-per-user)", uid,
+                    connections_per_user_)));
+    (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+}
+
+bool LocalConnector::over_bounds(const Connection& conn) {
+    return conn.in_flight >= kMaxInFlight || conn.out.size() - conn.out_offset >= kPauseQueued;
+}
+
+void LocalConnector::update_reading(Connection& conn) {
+    bool over = over_bounds(conn);
+    bool read = !over || conn.decoder.buffered() < kPausedReadCap;
+    if (!read && conn.reader) {
+        conn.reader.reset();
+    } else if (read && !conn.reader) {
+        std::string id = conn.id;
+        conn.reader =
+            std::make_unique<FdWatcher>(reactor_, conn.fd, FdWatcher::Event::readable, [this, id] { on_readable(id); });
+    }
+    if (!over && conn.paused) {
+        // Whole requests may wait in the decoder with nothing more to
+        // read: handled soon (not here: a handler may be sending).
+        std::string id = conn.id;
+        reactor_.post([this, id] { handle_buffered(id); });
+    }
+    conn.paused = over;
 }
 
 void LocalConnector::on_readable(const std::string& id) {
@@ -114,7 +171,22 @@ void LocalConnector::on_readable(const std::string& id) {
     if (n < 0)
         return;
     conn.decoder.feed(std::string_view(buf, static_cast<size_t>(n)));
+    handle_buffered(id);
+}
+
+// Hands on each whole request read so far, while the connection is under
+// its bounds.
+void LocalConnector::handle_buffered(const std::string& id) {
     for (;;) {
+        auto it = conns_.find(id);
+        if (it == conns_.end())
+            return;  // a handler dropped this connection
+        Connection& conn = *it->second;
+        if (over_bounds(conn)) {
+            update_reading(conn);  // the rest waits in the decoder
+            return;
+        }
+        conn.paused = false;
         auto next = conn.decoder.next();
         if (!next) {
             log::warning("connector", "dropping client {} (uid {}): {}", id, conn.uid, next.error().message);
@@ -128,9 +200,9 @@ void LocalConnector::on_readable(const std::string& id) {
             continue;  // clients only send requests
         msg.userid = conn.uid;
         msg.rolemask = conn.rolemask;
+        if (!msg.has_flag(msgflag::noresponse))
+            conn.in_flight++;
         cb_.on_request(std::move(msg), id);
-        if (!conns_.count(id))
-            return;  // the handler dropped this connection
     }
 }
 
@@ -139,6 +211,10 @@ void LocalConnector::send(const std::string& id, const Message& msg) {
     if (it == conns_.end())
         return;
     Connection& conn = *it->second;
+    // A stream's answers end with an error answer (messages.md section 3).
+    bool last_answer = msg.type == MessageType::response && (!msg.has_flag(msgflag::streaming) || msg.errnum != 0);
+    if (last_answer && conn.in_flight > 0)
+        conn.in_flight--;
     conn.out += encode_stream(msg);
     if (conn.out.size() - conn.out_offset > kMaxQueued) {
         log::warning("connector", "dropping client {} (uid {}): not reading its messages", id, conn.uid);
@@ -156,8 +232,12 @@ void LocalConnector::flush(Connection& conn) {
             if (errno == EINTR)
                 continue;
             if (errno != EAGAIN) {
-                conn.out.clear();  // the reader sees the hangup and drops it
+                // Gone: dropped soon (not here: the caller still holds
+                // the connection), whether or not it is being read.
+                conn.out.clear();
                 conn.out_offset = 0;
+                std::string id = conn.id;
+                reactor_.post([this, id] { drop(id, "hung up"); });
             }
             break;
         }
@@ -167,8 +247,16 @@ void LocalConnector::flush(Connection& conn) {
         conn.out.clear();
         conn.out_offset = 0;
         conn.stop_writer();
+        update_reading(conn);
         return;
     }
+    // A client that always leaves a little unread must not make `out`
+    // keep every byte ever sent to it.
+    if (conn.out_offset > (1u << 20) && conn.out_offset * 2 > conn.out.size()) {
+        conn.out.erase(0, conn.out_offset);
+        conn.out_offset = 0;
+    }
+    update_reading(conn);
     if (!conn.writer) {
         std::string id = conn.id;
         conn.writer_fd = fcntl(conn.fd, F_DUPFD_CLOEXEC, 0);
@@ -192,6 +280,10 @@ void LocalConnector::drop(const std::string& id, std::string_view why) {
     if (it == conns_.end())
         return;
     log::debug("connector", "client {} (uid {}) disconnected: {}", id, it->second->uid, why);
+    if (auto user = user_connections_.find(it->second->uid);
+        user != user_connections_.end() && !(it->second->rolemask & role::owner))
+        if (--user->second == 0)
+            user_connections_.erase(user);
     conns_.erase(it);
     cb_.on_disconnect(id);
 }

@@ -4,6 +4,15 @@
 // connector stamps every request with the caller's uid and role, so a
 // client can never claim another identity. Messages use the stream framing
 // of doc/spec/messages.md section 5.
+//
+// What one connection may make the broker hold is bounded: one message
+// being read (the decoder), kMaxInFlight requests awaiting their answers
+// and kPauseQueued bytes of answers not yet written; past either bound the
+// connector stops reading that connection until it is under again (the
+// client waits in write). Events are pushed without asking, so a
+// subscriber that stops reading is dropped past kMaxQueued. A user other
+// than the owner may hold at most `connections_per_user` connections; one
+// more is answered with one error and closed.
 #pragma once
 
 #include <functional>
@@ -26,7 +35,8 @@ class LocalConnector {
         std::function<void(const std::string& id)> on_disconnect;
     };
 
-    LocalConnector(Reactor& reactor, std::string socket_path, uint32_t owner_uid, Callbacks callbacks);
+    LocalConnector(Reactor& reactor, std::string socket_path, uint32_t owner_uid, size_t connections_per_user,
+                   Callbacks callbacks);
     ~LocalConnector();
 
     // Creates the socket (replacing a stale one). Error names the path.
@@ -49,11 +59,18 @@ class LocalConnector {
     void on_readable(const std::string& id);
     void on_writable(const std::string& id);
     void flush(Connection& conn);
+    void handle_buffered(const std::string& id);
+    static bool over_bounds(const Connection& conn);
+    // Reads the connection only while it is under its bounds.
+    void update_reading(Connection& conn);
+    void refuse(int fd, uint32_t uid);
     void drop(const std::string& id, std::string_view why);
 
     Reactor& reactor_;
     std::string path_;
     uint32_t owner_uid_;
+    size_t connections_per_user_;
+    std::map<uint32_t, size_t> user_connections_;  // guests' open connections, by uid
     Callbacks cb_;
     int listen_fd_ = -1;
     std::unique_ptr<FdWatcher> accept_watcher_;

@@ -77,7 +77,13 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     svc->kill_timeout_ = std::chrono::milliseconds(static_cast<int64_t>(*timeout * 1000));
     std::error_code ec;
     auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    svc->shell_path_ = (ec ? std::filesystem::path("banyan-shell") : exe.parent_path() / "banyan-shell").string();
+    // The shell beside the broker, unless the config names another (as
+    // Flux's exec.job-shell: a site's wrapper, or a test's fault).
+    auto shell = broker.bootstrap().config.get_string(
+        "exec.job-shell", (ec ? std::filesystem::path("banyan-shell") : exe.parent_path() / "banyan-shell").string());
+    if (!shell)
+        return shell.error();
+    svc->shell_path_ = *shell;
     auto mounts = read_text_file("/proc/self/mounts");
     auto own = read_text_file("/proc/self/cgroup");
     if (mounts && own)
@@ -128,8 +134,8 @@ void ExecService::on_run(const Message& req) {
     const nlohmann::json& p = *body;
     auto id = json_field<uint64_t>(p, "id", 0, "exec.run");
     auto userid = json_field<uint32_t>(p, "userid", getuid(), "exec.run");
-    if (!id || !userid)
-        return broker_.respond_error(req, EPROTO, (!id ? id.error() : userid.error()).message);
+    if (auto e = first_error(id, userid))
+        return broker_.respond_error(req, EPROTO, e->message);
     if (!p.contains("jobspec") || !p["jobspec"].is_object())
         return broker_.respond_error(req, EPROTO, "exec.run: expected a jobspec");
     if (jobs_.count(*id))
@@ -256,8 +262,8 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
         auto exception = json_field<std::string>(m, "exception", "exec", "shell");
         auto severity = json_field<int64_t>(m, "severity", 0, "shell");
         auto note = json_field<std::string>(m, "note", "", "shell");
-        if (!exception || !severity || !note)
-            return bad(!exception ? exception.error() : !severity ? severity.error() : note.error());
+        if (auto e = first_error(exception, severity, note))
+            return bad(*e);
         nlohmann::json body{{"id", id},
                             {"type", *exception},
                             {"severity", *severity},
@@ -267,8 +273,8 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
         auto seq = json_field<uint64_t>(m, "seq", 0, "shell");
         auto nshells = json_field<uint64_t>(m, "nshells", job.nshells, "shell");
         auto data = json_field<std::string>(m, "data", "", "shell");
-        if (!seq || !nshells || !data)
-            return bad(!seq ? seq.error() : !nshells ? nshells.error() : data.error());
+        if (auto e = first_error(seq, nshells, data))
+            return bad(*e);
         nlohmann::json body{{"id", id}, {"seq", *seq}, {"rank", rank}, {"nshells", *nshells}, {"data", *data}};
         broker_.rpc(Message::request("exec.fence", body, job.leader), [this, id](const Message& resp) {
             auto j = jobs_.find(id);
@@ -457,14 +463,8 @@ void ExecService::on_fence(const Message& req) {
     auto rank = json_field<uint32_t>(*body, "rank", 0, "exec.fence");
     auto nshells = json_field<uint32_t>(*body, "nshells", 1, "exec.fence");
     auto data = json_field<std::string>(*body, "data", "", "exec.fence");
-    if (!id || !seq || !rank || !nshells || !data)
-        return broker_.respond_error(req, EPROTO,
-                                     (!id        ? id.error()
-                                      : !seq     ? seq.error()
-                                      : !rank    ? rank.error()
-                                      : !nshells ? nshells.error()
-                                                 : data.error())
-                                         .message);
+    if (auto e = first_error(id, seq, rank, nshells, data))
+        return broker_.respond_error(req, EPROTO, e->message);
     Fence& fence = fences_[{*id, *seq}];
     fence.data[std::to_string(*rank)] = std::move(*data);
     fence.waiting.push_back(req);

@@ -1,13 +1,18 @@
 #include "broker/job_manager/job.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <ctime>
 
 #include <fmt/format.h>
 
+#include "core/duration.hpp"
 #include "core/json_field.hpp"
 #include "resource/rv1.hpp"
+#include "sched/shell_options.hpp"
 
 namespace banyan {
 namespace {
@@ -57,6 +62,12 @@ uint32_t count_nodes(const nlohmann::json& jobspec) {
 
 }  // namespace
 
+std::chrono::milliseconds delay_until(double when) {
+    constexpr double kCenturyMs = 100.0 * 365 * 86400 * 1000;
+    return std::chrono::milliseconds(
+        static_cast<int64_t>(std::ceil(std::clamp((when - wall_now()) * 1000, 0.0, kCenturyMs))));
+}
+
 double wall_now() {
     timespec ts{};
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -82,8 +93,8 @@ Result<JobEvent> JobEvent::from_json(const nlohmann::json& j) {
     auto timestamp = json_field<double>(j, "timestamp", 0, "event");
     auto name = json_field<std::string>(j, "name", "", "event");
     auto context = json_field<nlohmann::json>(j, "context", nlohmann::json::object(), "event");
-    if (!timestamp || !name || !context)
-        return (!timestamp ? timestamp.error() : !name ? name.error() : context.error());
+    if (auto e = first_error(timestamp, name, context))
+        return *e;
     return JobEvent{*timestamp, *name, *context};
 }
 
@@ -108,6 +119,10 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec) {
         std::string arg0 = spec["tasks"][0]["command"][0].get<std::string>();
         name = arg0.substr(arg0.rfind('/') == std::string::npos ? 0 : arg0.rfind('/') + 1);
     }
+    if (auto options = read_shell_options(system); options && options->signal) {
+        warning_signal = options->signal->signum;
+        warning_timeleft = options->signal->timeleft;
+    }
     if (!system.contains("dependencies"))
         return {};
     const auto& deps = system["dependencies"];
@@ -116,11 +131,22 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec) {
     for (size_t i = 0; i < deps.size(); i++) {
         std::string where = fmt::format("attributes.system.dependencies[{}]", i);
         auto scheme = json_field<std::string>(deps[i], "scheme", "", where);
+        if (!scheme)
+            return scheme.error();
         auto value = json_field<std::string>(deps[i], "value", "", where);
-        if (!scheme || !value)
-            return !scheme ? scheme.error() : value.error();
+        if (!value)
+            return value.error();
+        if (*scheme == "begin-time") {  // {"scheme": "begin-time", "value": "SECONDS SINCE THE EPOCH"}
+            char* end = nullptr;
+            double when = std::strtod(value->c_str(), &end);
+            if (value->empty() || *end != '\0' || !std::isfinite(when) || when < 0)
+                return make_error(EINVAL, fmt::format("{}.value: {}: expected seconds since the epoch", where, *value));
+            begin_time = std::max(begin_time, when);
+            continue;
+        }
         if (*scheme != "afterstart" && *scheme != "afterany" && *scheme != "afterok" && *scheme != "afternotok")
-            return make_error(EINVAL, fmt::format("{}.scheme: {}: expected afterstart, afterany, afterok or afternotok",
+            return make_error(EINVAL, fmt::format("{}.scheme: {}: expected afterstart, afterany, afterok, afternotok "
+                                                  "or begin-time",
                                                   where, *scheme));
         auto target = parse_jobid(*value);
         if (!target)
@@ -158,8 +184,10 @@ nlohmann::json Job::summary() const {
         s["status"] = *status;
     if (!exception_type.empty())
         s["exception"] = {{"type", exception_type}, {"note", exception_note}};
-    if (!dependencies.empty() && state == JobState::depend) {
+    if ((!dependencies.empty() || begin_time > 0) && state == JobState::depend) {
         nlohmann::json deps = nlohmann::json::array();
+        if (begin_time > 0)
+            deps.push_back("begin-time:" + format_moment(begin_time));
         for (const auto& d : dependencies)
             deps.push_back(fmt::format("{}:{}", d.scheme, format_jobid(d.target)));
         s["dependencies"] = deps;

@@ -4,6 +4,7 @@
 // database on start.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -53,6 +54,11 @@ struct Job {
     uint32_t nnodes = 0;  // 0: not asked for; the R decides
     double duration = 0;  // time limit in seconds; 0: none
     std::vector<Dependency> dependencies;
+    double begin_time = 0;  // --begin-time: not before (seconds since the epoch); 0: none
+    // --signal=SIG@TIME: signum, sent timeleft seconds before the time
+    // limit (0: none).
+    int warning_signal = 0;
+    double warning_timeleft = 0;
     // While pending: what the scheduler needs of the jobspec (resources,
     // tasks, duration) as JSON text, so a sched.alloc costs no database
     // read and no environment of kilobytes is parsed again.
@@ -101,6 +107,11 @@ void apply_event(Job& job, const JobEvent& event);
 
 // Real time in seconds (event timestamps, t_submit).
 double wall_now();
+// The delay from now until `when` (wall seconds) for a Timer: rounded up
+// (a timer that fires early finds its moment not yet come), never
+// negative, and at most a century, so any time a user can write (@1e300
+// among them) is a delay the clock can hold.
+std::chrono::milliseconds delay_until(double when);
 
 // Priority from urgency (doc/spec/jobs.md §4).
 int64_t priority_from_urgency(int urgency);

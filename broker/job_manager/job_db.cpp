@@ -8,9 +8,7 @@
 namespace banyan {
 namespace {
 
-constexpr auto kCommitDelay = std::chrono::milliseconds(2);
 constexpr auto kRetryDelay = std::chrono::milliseconds(100);
-constexpr size_t kCommitAtOnce = 4096;
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -47,26 +45,86 @@ Result<JobEvent> event_from_row(const SqlRow& row, size_t first) {
 }  // namespace
 
 Result<std::unique_ptr<JobDb>> JobDb::open(Reactor& reactor, const std::string& statedir) {
-    auto db = Database::open(statedir + "/jobs.db");
-    if (!db)
-        return db.error();
+    std::string path = statedir + "/jobs.db";
+    auto writer = Database::open(path);
+    if (!writer)
+        return writer.error();
     // FULL: a commit survives the machine crashing, not just the process.
-    if (auto r = db->exec("PRAGMA synchronous=FULL;"); !r)
+    if (auto r = writer->exec("PRAGMA synchronous=FULL;"); !r)
         return r.error();
-    if (auto r = db->exec(kSchema); !r)
+    if (auto r = writer->exec(kSchema); !r)
         return r.error();
-    auto version = db->query("SELECT value FROM meta WHERE key = 'schema_version'");
+    auto version = writer->query("SELECT value FROM meta WHERE key = 'schema_version'");
     if (!version)
         return version.error();
     if (version->empty() || as_text((*version)[0][0]) != "1")
         return make_error(EINVAL, fmt::format("{}: job database schema version {} (this broker reads version 1)",
-                                              db->path(), version->empty() ? "?" : as_text((*version)[0][0])));
-    return std::unique_ptr<JobDb>(new JobDb(reactor, std::move(*db)));
+                                              writer->path(), version->empty() ? "?" : as_text((*version)[0][0])));
+    // A second connection for reads: in WAL mode it reads the last commit
+    // while the writer's next one is being written and synced.
+    auto reader = Database::open(path);
+    if (!reader)
+        return reader.error();
+    return std::unique_ptr<JobDb>(new JobDb(reactor, std::move(*writer), std::move(*reader)));
 }
 
+JobDb::JobDb(Reactor& reactor, Database writer, Database reader)
+    : reactor_(reactor),
+      writer_(std::make_unique<DbWorker>(reactor, std::move(writer))),
+      reader_(std::make_unique<DbWorker>(reactor, std::move(reader))),
+      commit_soon_(reactor),
+      retry_(reactor) {}
+
+namespace {
+
+// One transaction: every write of the batch, or none.
+Result<void> commit_batch(Database& db, const std::vector<std::function<Result<void>(Database&)>>& writes,
+                          JobId last_id) {
+    if (auto r = db.exec("BEGIN"); !r)
+        return r.error();
+    auto fail = [&db](const Error& e) -> Result<void> {
+        (void)db.exec("ROLLBACK");
+        return e;
+    };
+    for (const auto& write : writes)
+        if (auto r = write(db); !r)
+            return fail(r.error());
+    // The largest id ever issued outlives the purge of its job: once per
+    // commit, not per job.
+    if (last_id > 0)
+        if (auto r =
+                db.query("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_id', ?)", {std::to_string(last_id)});
+            !r)
+            return fail(r.error());
+    if (auto r = db.exec("COMMIT"); !r)
+        return fail(r.error());
+    return {};
+}
+
+}  // namespace
+
 JobDb::~JobDb() {
-    if (auto r = flush(); !r)
-        log::error("job-db", "{}", r.error().message);
+    // What was queued is committed before the threads stop, after the
+    // batch the writer may still be committing; if that one failed, its
+    // writes go first in this last try (a job's events never land without
+    // the job).
+    if (committing_) {
+        writer_->run_and_wait([](Database&) { return 0; });
+        if (!committing_->committed) {
+            for (auto& w : queued_.writes)
+                committing_->writes.push_back(std::move(w));
+            queued_.writes = std::move(committing_->writes);
+        }
+    }
+    if (!queued_.writes.empty() || last_id_ > last_id_stored_) {
+        auto writes = std::make_shared<std::vector<Write>>(std::move(queued_.writes));
+        JobId last_id = last_id_ > last_id_stored_ ? last_id_ : 0;
+        auto r = writer_->run_and_wait([writes, last_id](Database& db) { return commit_batch(db, *writes, last_id); });
+        if (!r)
+            log::error("job-db", "{}", r.error().message);
+    }
+    writer_.reset();
+    reader_.reset();
 }
 
 void JobDb::add_job(JobId id, uint32_t userid, double t_submit, const std::string& jobspec) {
@@ -103,70 +161,63 @@ void JobDb::remove_job(JobId id) {
 }
 
 void JobDb::queue(Write write) {
-    writes_.push_back(std::move(write));
-    if (writes_.size() >= kCommitAtOnce)
-        timer_.start(Duration::zero(), [this] { commit_now(); });
-    else if (!timer_.active())
-        // At most one commit (one fdatasync) per kCommitDelay: under load
-        // the writes of that time share it, and a lone write (one user's
-        // one job) is not kept waiting.
-        timer_.start(std::max(last_commit_ + kCommitDelay - Clock::now(), Duration::zero()), [this] { commit_now(); });
+    queued_.writes.push_back(std::move(write));
+    // The writes of this loop turn go together; while a commit (its
+    // fdatasync) is under way, the next batch gathers everything that
+    // comes meanwhile: one sync per batch, and a lone write waits for none.
+    if (!committing_ && !commit_soon_.active() && !retry_.active())
+        commit_soon_.start(Duration::zero(), [this] { commit_next(); });
 }
 
 void JobDb::after_commit(std::function<void()> fn) {
-    if (writes_.empty())
-        reactor_.post(std::move(fn));
+    if (!queued_.writes.empty())
+        queued_.waiters.push_back(std::move(fn));
+    else if (committing_)
+        committing_->waiters.push_back(std::move(fn));
     else
-        waiters_.push_back(std::move(fn));
+        reactor_.post(std::move(fn));
 }
 
-Result<void> JobDb::flush() {
-    if (writes_.empty())
-        return {};
-    if (auto r = db_.exec("BEGIN"); !r)
-        return r.error();
-    for (auto& write : writes_) {
-        if (auto r = write(db_); !r) {
-            (void)db_.exec("ROLLBACK");
-            return r.error();
-        }
-    }
-    // The largest id ever issued outlives the purge of its job: once per
-    // commit, not per job.
-    if (last_id_ > last_id_stored_) {
-        if (auto r = db_.query("INSERT OR REPLACE INTO meta (key, value) VALUES ('last_id', ?)",
-                               {std::to_string(last_id_)});
-            !r) {
-            (void)db_.exec("ROLLBACK");
-            return r.error();
-        }
-    }
-    if (auto r = db_.exec("COMMIT"); !r) {
-        (void)db_.exec("ROLLBACK");
-        return r.error();
-    }
-    writes_.clear();
-    last_id_stored_ = last_id_;
-    commits_++;
-    last_commit_ = Clock::now();
-    return {};
+void JobDb::commit_next() {
+    if (committing_ || queued_.writes.empty())
+        return;
+    committing_ = std::make_shared<Batch>(std::exchange(queued_, {}));
+    if (last_id_ > last_id_stored_)
+        committing_->last_id = last_id_;
+    writer_->run(
+        [batch = committing_](Database& db) {
+            auto r = commit_batch(db, batch->writes, batch->last_id);
+            batch->committed = r.ok();
+            return r;
+        },
+        [this, batch = committing_](const Result<void>& r) { on_committed(batch, r); });
 }
 
-void JobDb::commit_now() {
-    if (auto r = flush(); !r) {
+void JobDb::on_committed(std::shared_ptr<Batch> batch, const Result<void>& r) {
+    committing_.reset();
+    if (!r) {
         // Nothing waiting is released: a submission is answered only once
-        // it is on disk. Try again soon.
+        // it is on disk. The batch goes back in front of what came since,
+        // and is tried again soon.
         log::error("job-db", "commit failed (retrying): {}", r.error().message);
-        timer_.start(kRetryDelay, [this] { commit_now(); });
+        for (auto& w : queued_.writes)
+            batch->writes.push_back(std::move(w));
+        for (auto& fn : queued_.waiters)
+            batch->waiters.push_back(std::move(fn));
+        queued_ = {std::move(batch->writes), std::move(batch->waiters), 0, false};
+        retry_.start(kRetryDelay, [this] { commit_next(); });
         return;
     }
-    for (auto& fn : std::exchange(waiters_, {}))
+    commits_++;
+    last_id_stored_ = std::max(last_id_stored_, batch->last_id);
+    for (auto& fn : batch->waiters)
         fn();
     if (on_commit_)
         on_commit_();
+    commit_next();
 }
 
-Result<std::vector<StoredJob>> JobDb::load_all() {
+Result<std::vector<StoredJob>> JobDbReader::load_all() {
     auto jobs = db_.query("SELECT id, userid, t_submit, jobspec FROM jobs ORDER BY id");
     if (!jobs)
         return jobs.error();
@@ -193,7 +244,7 @@ Result<std::vector<StoredJob>> JobDb::load_all() {
     return out;
 }
 
-Result<std::vector<JobEvent>> JobDb::events(JobId id, uint32_t from_seq) {
+Result<std::vector<JobEvent>> JobDbReader::events(JobId id, uint32_t from_seq) {
     auto rows = db_.query("SELECT timestamp, name, context FROM events WHERE id = ? AND seq >= ? ORDER BY seq",
                           {static_cast<int64_t>(id), static_cast<int64_t>(from_seq)});
     if (!rows)
@@ -208,7 +259,7 @@ Result<std::vector<JobEvent>> JobDb::events(JobId id, uint32_t from_seq) {
     return out;
 }
 
-Result<std::vector<OutputChunk>> JobDb::output(JobId id, uint32_t from_seq, size_t max_bytes) {
+Result<std::vector<OutputChunk>> JobDbReader::output(JobId id, uint32_t from_seq, size_t max_bytes) {
     // Rows are read a bounded batch at a time when the answer is bounded.
     int64_t max_rows = max_bytes == SIZE_MAX ? -1 : 4096;
     auto rows =
@@ -228,7 +279,7 @@ Result<std::vector<OutputChunk>> JobDb::output(JobId id, uint32_t from_seq, size
     return out;
 }
 
-Result<std::string> JobDb::jobspec(JobId id) {
+Result<std::string> JobDbReader::jobspec(JobId id) {
     auto rows = db_.query("SELECT jobspec FROM jobs WHERE id = ?", {static_cast<int64_t>(id)});
     if (!rows)
         return rows.error();
@@ -237,7 +288,7 @@ Result<std::string> JobDb::jobspec(JobId id) {
     return as_text((*rows)[0][0]);
 }
 
-Result<JobId> JobDb::max_id() {
+Result<JobId> JobDbReader::max_id() {
     auto rows = db_.query("SELECT value FROM meta WHERE key = 'last_id'");
     if (!rows)
         return rows.error();

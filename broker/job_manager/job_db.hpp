@@ -1,5 +1,8 @@
 // JobDb: the job database at rank 0 (doc/spec/jobdb.md): jobspecs,
-// eventlogs and output in sqlite3, written by group commit.
+// eventlogs and output in sqlite3, written by group commit. The loop never
+// touches the disk: commits run on a writer thread, reads on a reader
+// thread (each a DbWorker with its own connection), and their results come
+// back as callbacks on the loop.
 #pragma once
 
 #include <functional>
@@ -8,8 +11,8 @@
 #include <vector>
 
 #include "broker/job_manager/job.hpp"
+#include "core/db_worker.hpp"
 #include "core/reactor.hpp"
-#include "core/sqlite.hpp"
 
 namespace banyan {
 
@@ -28,10 +31,31 @@ struct OutputChunk {
     std::string data;
 };
 
+// Reads of committed data, on the reader thread (JobDb::read).
+class JobDbReader {
+  public:
+    explicit JobDbReader(Database& db) : db_(db) {}
+    // Every job with its eventlog, in id order (for the replay on start).
+    Result<std::vector<StoredJob>> load_all();
+    // Committed events of a job from `seq` on.
+    Result<std::vector<JobEvent>> events(JobId id, uint32_t from_seq);
+    // Output: from `from_seq` on, as many chunks as make `max_bytes` (at
+    // least one).
+    Result<std::vector<OutputChunk>> output(JobId id, uint32_t from_seq, size_t max_bytes = SIZE_MAX);
+    // ENOENT when the job is not stored (never, or purged).
+    Result<std::string> jobspec(JobId id);
+    // The largest id ever issued (0 for a new database).
+    Result<JobId> max_id();
+
+  private:
+    Database& db_;
+};
+
 class JobDb {
   public:
     // Opens (creating) STATEDIR/jobs.db. Error names the file and why.
     static Result<std::unique_ptr<JobDb>> open(Reactor& reactor, const std::string& statedir);
+    // Commits what is queued (waiting for it), then stops both threads.
     ~JobDb();
 
     // Queue writes for the next group commit.
@@ -39,39 +63,59 @@ class JobDb {
     void add_event(JobId id, uint32_t seq, const JobEvent& event);
     void add_output(JobId id, const OutputChunk& chunk);
     void remove_job(JobId id);
-    // Runs `fn` once everything queued so far is committed.
+    // Runs `fn` on the loop once everything queued so far is committed
+    // (never inside this call). A failed commit is retried: `fn` waits.
     void after_commit(std::function<void()> fn);
-    // Called after every commit (the job manager wakes its watchers).
+    // Called on the loop after every commit (the job manager wakes its
+    // watchers).
     void on_commit(std::function<void()> fn) { on_commit_ = std::move(fn); }
-    // Commits what is queued now, synchronously (shutdown).
-    Result<void> flush();
 
-    // Every job with its eventlog, in id order (for the replay on start).
-    Result<std::vector<StoredJob>> load_all();
-    // Committed events / output chunks of a job from `seq` on.
-    Result<std::vector<JobEvent>> events(JobId id, uint32_t from_seq);
-    // Output: from `from_seq` on, as many chunks as make `max_bytes` (at
-    // least one).
-    Result<std::vector<OutputChunk>> output(JobId id, uint32_t from_seq, size_t max_bytes = SIZE_MAX);
-    Result<std::string> jobspec(JobId id);
-    Result<JobId> max_id();
+    // Runs work(JobDbReader&) on the reader thread, then done(result) on
+    // the loop. It sees every commit whose after_commit callbacks have run.
+    template <typename Work, typename Done>
+    void read(Work work, Done done) {
+        reader_->run(
+            [work = std::move(work)](Database& db) mutable {
+                JobDbReader reader(db);
+                return work(reader);
+            },
+            std::move(done));
+    }
+    // The same, waiting for the result: for the replay on start only.
+    template <typename Work>
+    auto read_now(Work work) {
+        return reader_->run_and_wait([work = std::move(work)](Database& db) mutable {
+            JobDbReader reader(db);
+            return work(reader);
+        });
+    }
 
     size_t commits() const { return commits_; }
 
   private:
-    JobDb(Reactor& reactor, Database db) : reactor_(reactor), db_(std::move(db)), timer_(reactor) {}
     using Write = std::function<Result<void>(Database&)>;
+    struct Batch {
+        std::vector<Write> writes;
+        std::vector<std::function<void()>> waiters;
+        JobId last_id = 0;  // recorded in meta with the batch (0: unchanged)
+        // Set by the writer thread; read on the loop only after waiting
+        // for a later task of that thread (~JobDb).
+        bool committed = false;
+    };
+    JobDb(Reactor& reactor, Database writer, Database reader);
     void queue(Write write);
-    void commit_now();
+    void commit_next();
+    void on_committed(std::shared_ptr<Batch> batch, const Result<void>& r);
 
     Reactor& reactor_;
-    Database db_;
-    Timer timer_;
-    std::vector<Write> writes_;
-    std::vector<std::function<void()>> waiters_;
+    std::unique_ptr<DbWorker> writer_;
+    std::unique_ptr<DbWorker> reader_;
+    Batch queued_;                       // not yet handed to the writer
+    std::shared_ptr<Batch> committing_;  // handed to the writer, not yet done
+    Timer commit_soon_;                  // writes of one loop turn go together
+    Timer retry_;
     std::function<void()> on_commit_;
     size_t commits_ = 0;
-    Clock::time_point last_commit_{};
     JobId last_id_ = 0;         // the largest id added
     JobId last_id_stored_ = 0;  // ... and committed
 };

@@ -16,10 +16,6 @@ namespace {
 
 constexpr auto kPurgePeriod = std::chrono::seconds(60);
 
-std::chrono::milliseconds seconds_from_now(double when) {
-    return std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, when - wall_now()) * 1000));
-}
-
 }  // namespace
 
 Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
@@ -63,11 +59,11 @@ JobManager::~JobManager() = default;
 
 // Rebuilds every job from its jobspec and eventlog.
 Result<void> JobManager::restore() {
-    auto last = db_->max_id();
+    auto last = db_->read_now([](JobDbReader& r) { return r.max_id(); });
     if (!last)
         return last.error();
     ids_ = JobIdGenerator(*last);
-    auto stored = db_->load_all();
+    auto stored = db_->read_now([](JobDbReader& r) { return r.load_all(); });
     if (!stored)
         return stored.error();
     for (auto& s : *stored) {
@@ -169,6 +165,19 @@ void JobManager::advance(Job& job) {
 }
 
 void JobManager::check_dependencies(Job& job) {
+    if (job.begin_time > wall_now()) {
+        // Looked at again then (a timer per waiting job; asio keeps them
+        // in a heap).
+        auto& timer = begin_timers_[job.id];
+        if (!timer)
+            timer = std::make_unique<Timer>(broker_.reactor());
+        timer->start(delay_until(job.begin_time), [this, id = job.id] {
+            begin_timers_.erase(id);  // this callback's timer: its state lives until the call returns
+            if (auto it = jobs_.find(id); it != jobs_.end() && it->second.state == JobState::depend)
+                check_dependencies(it->second);
+        });
+        return;
+    }
     for (const auto& d : job.dependencies) {
         auto it = jobs_.find(d.target);
         if (it == jobs_.end())
@@ -322,10 +331,6 @@ void JobManager::launch(Job& job, const nlohmann::json& R) {
     auto r = Rv1::from_json(R);
     if (!r || r->ranks.empty())
         return raise(job, "exec", "the allocation has no ranks", 0);
-    auto spec = db_->jobspec(job.id);
-    if (!spec)
-        return raise(job, "exec", spec.error().message, 0);
-    std::string r_text = R.dump();
     // Counted and timed before anything is sent: the exec service of this
     // rank answers (and reports started) within broker_.rpc, and the last
     // answer ends the execution.
@@ -334,16 +339,42 @@ void JobManager::launch(Job& job, const nlohmann::json& R) {
     double end = r->expiration > 0 ? r->expiration : job.duration > 0 ? wall_now() + job.duration : 0;
     if (end > 0) {
         ex.time_limit = std::make_unique<Timer>(broker_.reactor());
-        ex.time_limit->start(seconds_from_now(end), [this, id = job.id] {
+        ex.time_limit->start(delay_until(end), [this, id = job.id] {
             if (auto it = jobs_.find(id); it != jobs_.end() && it->second.state == JobState::run)
                 raise(it->second, "timeout", "the job reached its time limit", 0);
         });
     }
-    for (const auto& [rank, children] : r->ranks) {
+    ex.end = end;
+    std::vector<uint32_t> ranks;
+    for (const auto& [rank, children] : r->ranks)
+        ranks.push_back(rank);
+    // The jobspec is read from the database (a pending job does not keep
+    // it in memory), on the reader thread.
+    db_->read([id = job.id](JobDbReader& reader) { return reader.jobspec(id); },
+              [this, id = job.id, ranks = std::move(ranks), r_text = R.dump()](Result<std::string> spec) {
+                  send_exec_run(id, ranks, r_text, spec);
+              });
+}
+
+void JobManager::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, const std::string& r_text,
+                               const Result<std::string>& spec) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !executing_.count(id))
+        return;
+    Job& job = it->second;
+    if (job.state != JobState::run || !spec) {
+        // Ended while its jobspec was read (cancel, time limit), or not
+        // readable: nothing was started.
+        executing_.erase(id);
+        if (job.state == JobState::run)
+            return raise(job, "exec", spec.error().message, 0);  // its cleanup follows
+        return release(job);
+    }
+    for (uint32_t rank : ranks) {
         // Written as text: the jobspec goes on as stored, unparsed.
         Message req = Message::request("exec.run", nlohmann::json::object(), rank);
-        req.payload = fmt::format(R"({{"id":{},"userid":{},"R":{},"jobspec":{}}})", job.id, job.userid, r_text, *spec);
-        broker_.rpc(std::move(req), [this, id = job.id](const Message& resp) { on_exec_response(id, resp); });
+        req.payload = fmt::format(R"({{"id":{},"userid":{},"R":{},"jobspec":{}}})", id, job.userid, r_text, *spec);
+        broker_.rpc(std::move(req), [this, id](const Message& resp) { on_exec_response(id, resp); });
     }
 }
 
@@ -400,6 +431,7 @@ void JobManager::release(Job& job) {
 }
 
 void JobManager::became_inactive(Job& job) {
+    begin_timers_.erase(job.id);
     job.dependencies.clear();
     dependencies_changed(job);
     add_inactive(job);

@@ -18,6 +18,13 @@
 
 namespace banyan {
 
+// What an attach is answered with: the committed events and output from
+// where it has read so far.
+struct AttachNews {
+    std::vector<JobEvent> events;
+    std::vector<OutputChunk> output;
+};
+
 class JobManager {
   public:
     // Rank 0: opens the database in the state directory and replays it;
@@ -51,12 +58,15 @@ class JobManager {
         JobId id;
         uint32_t events_from;
         uint32_t output_from;
+        bool reading = false;  // a read for it is under way
+        bool stale = false;    // ... and a commit came since it began
     };
     // The job a request ({"id": N, ...}) names, if the caller may see it,
     // with the request's body in `body`; else answers the error itself and
     // returns null.
     Job* visible_job(const Message& req, nlohmann::json& body);
-    bool try_answer_attach(const Watch& watch);
+    void read_for_attach(uint64_t watch_id);
+    void answer_attach(uint64_t watch_id, const Result<AttachNews>& news);
     void wake_watchers();
     static nlohmann::json wait_answer(const Job& job);
 
@@ -77,6 +87,8 @@ class JobManager {
     void withdraw(JobId id);
     void on_alloc_response(JobId id, uint64_t token, const Message& resp);
     void launch(Job& job, const nlohmann::json& R);
+    void send_exec_run(JobId id, const std::vector<uint32_t>& ranks, const std::string& r_text,
+                       const Result<std::string>& spec);
     void on_exec_response(JobId id, const Message& resp);
     void signal_ranks(const Job& job, int signo);
     void release(Job& job);
@@ -89,6 +101,7 @@ class JobManager {
     JobIdGenerator ids_;
     std::map<JobId, Job> jobs_;
     std::multimap<JobId, JobId> dependents_;  // target -> jobs waiting on it
+    std::unordered_map<JobId, std::unique_ptr<Timer>> begin_timers_;  // jobs waiting for their --begin-time
     bool instance_running_ = false;
 
     // sched.alloc requests in flight: job -> token (a newer request or a
@@ -107,10 +120,13 @@ class JobManager {
         int max_status = 0;
         bool failed = false;
         std::unique_ptr<Timer> time_limit;
+        double end = 0;                  // the time limit, seconds since the epoch; 0: none
+        std::unique_ptr<Timer> warning;  // --signal: before the time limit, armed once the tasks run
     };
     std::unordered_map<JobId, Execution> executing_;
 
-    std::vector<Watch> attach_watches_;
+    std::map<uint64_t, Watch> attach_watches_;  // by a number of their own
+    uint64_t next_watch_ = 1;
     std::multimap<JobId, Message> wait_watches_;
 
     // Inactive jobs per user, each by time of becoming inactive. Past the

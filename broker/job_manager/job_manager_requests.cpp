@@ -151,9 +151,8 @@ void JobManager::on_list(const Message& req) {
     auto all_users = json_field<bool>(*body, "all_users", false, "list");
     auto max = json_field<uint64_t>(*body, "max", 0, "list");
     auto states_json = json_field<nlohmann::json>(*body, "states", nlohmann::json::array(), "list");
-    if (!all_users || !max || !states_json)
-        return broker_.respond_error(req, EPROTO,
-                                     (!all_users ? all_users.error() : !max ? max.error() : states_json.error()).message);
+    if (auto e = first_error(all_users, max, states_json))
+        return broker_.respond_error(req, EPROTO, e->message);
     if (*all_users && !is_owner(req))
         return broker_.respond_error(req, EPERM, "only the instance owner may list other users' jobs");
     std::array<bool, 6> wanted{true, true, true, true, true, false};
@@ -195,18 +194,32 @@ void JobManager::on_info(const Message& req) {
     Job* job = visible_job(req, body);
     if (!job)
         return;
-    auto spec = db_->jobspec(job->id);
-    auto events = db_->events(job->id, 0);
-    if (!spec || !events)
-        return broker_.respond_error(req, EIO, (!spec ? spec.error() : events.error()).message);
-    auto jobspec = parse_json(*spec);
-    if (!jobspec)
-        return broker_.respond_error(req, EIO, "stored jobspec: " + jobspec.error().message);
-    nlohmann::json out{{"job", job->summary()}, {"jobspec", std::move(*jobspec)}};
-    for (const auto& ev : *events)
-        if (ev.name == "alloc" && ev.context.contains("R"))
-            out["R"] = ev.context["R"];
-    broker_.respond(Message::response_to(req, out));
+    using Stored = std::pair<std::string, std::vector<JobEvent>>;
+    db_->read(
+        [id = job->id](JobDbReader& reader) -> Result<Stored> {
+            auto spec = reader.jobspec(id);
+            if (!spec)
+                return spec.error();
+            auto events = reader.events(id, 0);
+            if (!events)
+                return events.error();
+            return Stored{std::move(*spec), std::move(*events)};
+        },
+        [this, req, id = job->id](const Result<Stored>& stored) {
+            auto it = jobs_.find(id);
+            if (!stored || it == jobs_.end())
+                return broker_.respond_error(
+                    req, stored ? ENOENT : EIO,
+                    stored ? fmt::format("{}: no such job (purged)", format_jobid(id)) : stored.error().message);
+            auto jobspec = parse_json(stored->first);
+            if (!jobspec)
+                return broker_.respond_error(req, EIO, "stored jobspec: " + jobspec.error().message);
+            nlohmann::json out{{"job", it->second.summary()}, {"jobspec", std::move(*jobspec)}};
+            for (const auto& ev : stored->second)
+                if (ev.name == "alloc" && ev.context.contains("R"))
+                    out["R"] = ev.context["R"];
+            broker_.respond(Message::response_to(req, out));
+        });
 }
 
 void JobManager::on_eventlog(const Message& req) {
@@ -214,13 +227,15 @@ void JobManager::on_eventlog(const Message& req) {
     Job* job = visible_job(req, body);
     if (!job)
         return;
-    auto events = db_->events(job->id, 0);
-    if (!events)
-        return broker_.respond_error(req, EIO, events.error().message);
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& ev : *events)
-        list.push_back(ev.to_json());
-    broker_.respond(Message::response_to(req, {{"events", std::move(list)}}));
+    db_->read([id = job->id](JobDbReader& reader) { return reader.events(id, 0); },
+              [this, req](const Result<std::vector<JobEvent>>& events) {
+                  if (!events)
+                      return broker_.respond_error(req, EIO, events.error().message);
+                  nlohmann::json list = nlohmann::json::array();
+                  for (const auto& ev : *events)
+                      list.push_back(ev.to_json());
+                  broker_.respond(Message::response_to(req, {{"events", std::move(list)}}));
+              });
 }
 
 void JobManager::on_attach(const Message& req) {
@@ -230,58 +245,89 @@ void JobManager::on_attach(const Message& req) {
         return;
     auto events_from = json_field<uint32_t>(body, "events_from", 0, "attach");
     auto output_from = json_field<uint32_t>(body, "output_from", 0, "attach");
-    if (!events_from || !output_from)
-        return broker_.respond_error(req, EPROTO, (!events_from ? events_from : output_from).error().message);
-    Watch watch{req, job->id, *events_from, *output_from};
+    if (auto e = first_error(events_from, output_from))
+        return broker_.respond_error(req, EPROTO, e->message);
+    uint64_t watch_id = next_watch_++;
+    Watch& watch = attach_watches_[watch_id] = Watch{req, job->id, *events_from, *output_from};
     watch.req.payload.reset();  // parsed once, here
-    if (!try_answer_attach(watch))
-        attach_watches_.push_back(std::move(watch));
+    read_for_attach(watch_id);
+}
+
+// Reads what is new for an attach (on the reader thread); one read per
+// watch at a time, and one more if a commit came meanwhile.
+void JobManager::read_for_attach(uint64_t watch_id) {
+    Watch& w = attach_watches_.at(watch_id);
+    if (w.reading) {
+        w.stale = true;
+        return;
+    }
+    w.reading = true;
+    w.stale = false;
+    db_->read(
+        [id = w.id, events_from = w.events_from,
+         output_from = w.output_from](JobDbReader& reader) -> Result<AttachNews> {
+            auto events = reader.events(id, events_from);
+            if (!events)
+                return events.error();
+            // A bounded share of the output per answer: JSON escaping can
+            // make text up to 6 times longer, and a message holds at most
+            // 16 MiB.
+            auto output = reader.output(id, output_from, kAttachOutputBytes);
+            if (!output)
+                return output.error();
+            return AttachNews{std::move(*events), std::move(*output)};
+        },
+        [this, watch_id](const Result<AttachNews>& news) { answer_attach(watch_id, news); });
 }
 
 // Answers an attach if there is something new for it, or the job is done.
-bool JobManager::try_answer_attach(const Watch& w) {
+void JobManager::answer_attach(uint64_t watch_id, const Result<AttachNews>& news) {
+    auto found = attach_watches_.find(watch_id);
+    if (found == attach_watches_.end())
+        return;
+    Watch& w = found->second;
+    w.reading = false;
     auto it = jobs_.find(w.id);
-    if (it == jobs_.end()) {
-        broker_.respond_error(w.req, ENOENT, fmt::format("{}: no such job (purged)", format_jobid(w.id)));
-        return true;
+    if (it == jobs_.end() || !news) {
+        if (it == jobs_.end())
+            broker_.respond_error(w.req, ENOENT, fmt::format("{}: no such job (purged)", format_jobid(w.id)));
+        else
+            broker_.respond_error(w.req, EIO, news.error().message);
+        attach_watches_.erase(found);
+        return;
     }
-    auto events = db_->events(w.id, w.events_from);
-    // A bounded share of the output per answer: JSON escaping can make
-    // text up to 6 times longer, and a message holds at most 16 MiB.
-    auto output = db_->output(w.id, w.output_from, kAttachOutputBytes);
-    if (!events || !output) {
-        broker_.respond_error(w.req, EIO, (!events ? events.error() : output.error()).message);
-        return true;
-    }
-    uint32_t events_next = w.events_from + static_cast<uint32_t>(events->size());
-    uint32_t output_next = output->empty() ? w.output_from : output->back().seq + 1;
+    uint32_t events_next = w.events_from + static_cast<uint32_t>(news->events.size());
+    uint32_t output_next = news->output.empty() ? w.output_from : news->output.back().seq + 1;
     const Job& job = it->second;
     bool done = job.state == JobState::inactive && events_next >= job.next_event_seq &&
                 output_next >= job.next_output_seq;
-    if (events->empty() && output->empty() && !done)
-        return false;
+    if (news->events.empty() && news->output.empty() && !done) {
+        if (w.stale)
+            read_for_attach(watch_id);
+        return;  // waits for the next commit
+    }
     nlohmann::json ev_list = nlohmann::json::array(), out_list = nlohmann::json::array();
-    for (const auto& ev : *events)
+    for (const auto& ev : news->events)
         ev_list.push_back(ev.to_json());
-    for (const auto& c : *output)
+    for (const auto& c : news->output)
         put_io_data(out_list.emplace_back(nlohmann::json{{"rank", c.rank}, {"stream", c.stream}}), c.data);
     broker_.respond(Message::response_to(w.req, {{"events", std::move(ev_list)},
                                                  {"output", std::move(out_list)},
                                                  {"events_next", events_next},
                                                  {"output_next", output_next},
                                                  {"done", done}}));
-    return true;
+    attach_watches_.erase(found);
 }
 
+// After a commit: a watch reads again only if its job has written
+// something it has not seen (counted as written, committed or not).
 void JobManager::wake_watchers() {
-    if (attach_watches_.empty())
-        return;
-    std::vector<Watch> still;
-    for (auto& w : std::exchange(attach_watches_, {}))
-        if (!try_answer_attach(w))
-            still.push_back(std::move(w));
-    for (auto& w : still)
-        attach_watches_.push_back(std::move(w));
+    for (auto& [watch_id, w] : attach_watches_) {
+        auto it = jobs_.find(w.id);
+        if (it == jobs_.end() || it->second.state == JobState::inactive || it->second.next_event_seq > w.events_from ||
+            it->second.next_output_seq > w.output_from)
+            read_for_attach(watch_id);
+    }
 }
 
 nlohmann::json JobManager::wait_answer(const Job& job) {
@@ -360,8 +406,8 @@ void JobManager::on_output(const Message& req) {
     auto task = json_field<uint32_t>(body, "task", 0, "output");
     auto stream = json_field<std::string>(body, "stream", "stdout", "output");
     auto data = io_data(body, "output");
-    if (!task || !stream || !data)
-        return broker_.respond_error(req, EPROTO, (!task ? task.error() : !stream ? stream.error() : data.error()).message);
+    if (auto e = first_error(task, stream, data))
+        return broker_.respond_error(req, EPROTO, e->message);
     if (*stream != "stdout" && *stream != "stderr")
         return broker_.respond_error(req, EINVAL, "output.stream: expected stdout or stderr");
     if (data->size() > kMaxOutputChunk)
@@ -416,8 +462,18 @@ void JobManager::on_started(const Message& req) {
     auto ex = executing_.find(job->id);
     if (ex == executing_.end() || ex->second.ranks_starting == 0)
         return;  // ended already, or a duplicate
-    if (--ex->second.ranks_starting == 0)
-        post(*job, "start");
+    if (--ex->second.ranks_starting > 0)
+        return;
+    post(*job, "start");
+    if (job->warning_signal > 0 && ex->second.end > 0) {
+        // --signal=SIG@TIME, from now on: sent before the tasks ran, it
+        // would reach no shell.
+        ex->second.warning = std::make_unique<Timer>(broker_.reactor());
+        ex->second.warning->start(delay_until(ex->second.end - job->warning_timeleft), [this, id = job->id] {
+            if (auto it = jobs_.find(id); it != jobs_.end() && it->second.state == JobState::run)
+                signal_ranks(it->second, it->second.warning_signal);
+        });
+    }
 }
 
 // Input for task 0 (banyan run's stdin), passed to the exec service of the
@@ -429,8 +485,8 @@ void JobManager::on_input(const Message& req) {
         return;
     auto data = io_data(body, "input");
     auto eof = json_field<bool>(body, "eof", false, "input");
-    if (!data || !eof)
-        return broker_.respond_error(req, EPROTO, (!data ? data.error() : eof.error()).message);
+    if (auto e = first_error(data, eof))
+        return broker_.respond_error(req, EPROTO, e->message);
     if (job->state != JobState::run || job->ranks.empty())
         return broker_.respond_error(req, EINVAL, fmt::format("{}: job is not running", format_jobid(job->id)));
     // Checked above; passed on as it came (data and encoding).

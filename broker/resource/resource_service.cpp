@@ -166,7 +166,7 @@ Result<void> ResourceService::open_database() {
             Drain{std::get<std::string>(row[1]), std::get<double>(row[2])};
     if (!drained_.empty())
         log::info("resource", "{} drained nodes from {}", drained_.size(), path);
-    db_ = std::move(*db);
+    db_ = std::make_unique<DbWorker>(broker_.reactor(), std::move(*db));
     return {};
 }
 
@@ -444,15 +444,40 @@ void ResourceService::on_drain(const Message& req, bool drain) {
                                              fmt::format("rank {} ({}) is not drained", r, hostname_of(r)));
     }
     double when = now_seconds();
-    for (uint32_t r : ranks->ids()) {
-        std::string host = hostname_of(r);
-        auto done =
-            drain ? db_->query("INSERT OR REPLACE INTO drain VALUES (?, ?, ?, ?)", {int64_t{r}, host, reason, when})
-                  : db_->query("DELETE FROM drain WHERE rank = ?", {int64_t{r}});
-        if (!done) {
-            publish_states(false);  // the ranks changed before this one
-            return broker_.respond_error(req, done.error().code, done.error().message);
-        }
+    std::vector<std::pair<int64_t, std::string>> rows;  // rank, host name
+    for (uint32_t r : ranks->ids())
+        rows.emplace_back(r, hostname_of(r));
+    // All the ranks or none, on the database's thread; the nodes change
+    // state once that is on disk.
+    db_->run(
+        [drain, rows = std::move(rows), reason, when](Database& db) -> Result<void> {
+            if (auto r = db.exec("BEGIN"); !r)
+                return r;
+            for (const auto& [rank, host] : rows) {
+                auto done =
+                    drain ? db.query("INSERT OR REPLACE INTO drain VALUES (?, ?, ?, ?)", {rank, host, reason, when})
+                          : db.query("DELETE FROM drain WHERE rank = ?", {rank});
+                if (!done) {
+                    (void)db.exec("ROLLBACK");
+                    return done.error();
+                }
+            }
+            if (auto r = db.exec("COMMIT"); !r) {
+                (void)db.exec("ROLLBACK");
+                return r;
+            }
+            return {};
+        },
+        [this, req, drain, ranks = *ranks, reason, when](const Result<void>& stored) {
+            on_drain_stored(req, drain, ranks, reason, when, stored);
+        });
+}
+
+void ResourceService::on_drain_stored(const Message& req, bool drain, const IdSet& ranks, const std::string& reason,
+                                      double when, const Result<void>& stored) {
+    if (!stored)
+        return broker_.respond_error(req, stored.error().code, stored.error().message);
+    for (uint32_t r : ranks.ids()) {
         if (drain)
             drained_[r] = Drain{reason, when};
         else
@@ -460,7 +485,7 @@ void ResourceService::on_drain(const Message& req, bool drain) {
         if (auto v = graph_.node_of_rank(static_cast<int32_t>(r)))
             graph_[*v].status = drain ? VertexStatus::drained : VertexStatus::up;
     }
-    log::info("resource", "{} rank {}{}", drain ? "drained" : "undrained", ranks->format(),
+    log::info("resource", "{} rank {}{}", drain ? "drained" : "undrained", ranks.format(),
               reason.empty() ? "" : ": " + reason);
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     publish_states(false);

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "broker/broker.hpp"
-#include "core/sqlite.hpp"
+#include "core/db_worker.hpp"
 #include "resource/graph.hpp"
 #include "resource/node.hpp"
 #include "resource/rv1.hpp"
@@ -58,6 +58,9 @@ class ResourceService {
     void on_list(const Message& req);
     void on_status(const Message& req);
     void on_drain(const Message& req, bool drain);
+    // Once the drain or undrain of `ranks` is on disk (or failed).
+    void on_drain_stored(const Message& req, bool drain, const IdSet& ranks, const std::string& reason, double when,
+                         const Result<void>& stored);
     void on_r(const Message& req);
     void on_acquire(const Message& req);
     // Sends the acquirer the node states (and the graph, when it changed)
@@ -78,7 +81,7 @@ class ResourceService {
     ResourceGraph graph_;
     IdSet excluded_;
     std::map<uint32_t, Drain> drained_;
-    std::optional<Database> db_;
+    std::unique_ptr<DbWorker> db_;  // rank 0: drains are written on its thread
     NodeDescription mine_;  // this node, as discovered
     IdSet known_online_;    // rank 0: the online ranks at the last change
     IdSet describing_;      // rank 0: joined, not described yet: down until they are

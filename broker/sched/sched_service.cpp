@@ -155,8 +155,8 @@ void SchedService::on_alloc(const Message& req) {
         return broker_.respond_error(req, id.error().code, id.error().message);
     auto priority = json_field<int64_t>(p, "priority", 16, req.topic);
     auto t_submit = json_field<double>(p, "t_submit", static_cast<double>(wall_now()), req.topic);
-    if (!priority || !t_submit)
-        return broker_.respond_error(req, EPROTO, (!priority ? priority.error() : t_submit.error()).message);
+    if (auto e = first_error(priority, t_submit))
+        return broker_.respond_error(req, EPROTO, e->message);
     if (!p.contains("jobspec"))
         return broker_.respond_error(req, EPROTO, fmt::format("{}: expected a jobspec", req.topic));
     auto jobspec = Jobspec::from_json(p["jobspec"]);
@@ -207,8 +207,8 @@ void SchedService::on_prioritize(const Message& req) {
         return broker_.respond_error(req, EPROTO, body.error().message);
     auto id = job_id(*body, req.topic);
     auto priority = json_field<int64_t>(*body, "priority", 16, req.topic);
-    if (!id || !priority)
-        return broker_.respond_error(req, EPROTO, (!id ? id.error() : priority.error()).message);
+    if (auto e = first_error(id, priority))
+        return broker_.respond_error(req, EPROTO, e->message);
     if (auto r = queue_->prioritize(*id, *priority); !r)
         return broker_.respond_error(req, r.error().code, r.error().message);
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
@@ -227,8 +227,8 @@ void SchedService::on_hello(const Message& req) {
     for (const auto& j : p["jobs"]) {
         auto id = job_id(j, "jobs[]");
         auto r = id && j.contains("R") ? Rv1::from_json(j["R"]) : Result<Rv1>(make_error(EPROTO, "jobs[]: no R"));
-        if (!id || !r) {
-            refused.push_back((!id ? id.error() : r.error()).message);
+        if (auto e = first_error(id, r)) {
+            refused.push_back(e->message);
             continue;
         }
         int64_t start = static_cast<int64_t>(r->starttime);

@@ -2,7 +2,8 @@
 # What Flux and Slurm users type without thinking works, and what is wrong
 # is one line that names it: an unknown option before COMMAND, "--",
 # --quiet, --wait, --watch, -J, -x without -N, a bad or unknown -o shell
-# option (refused at submit), --cc and environment limits.
+# option (refused at submit), --cc and environment limits, --begin-time,
+# --signal=SIG@TIME.
 . "$(dirname "$0")/lib.sh"
 
 lstopo-no-graphics -i "pack:1 core:2 pu:1" --of xml "$T_DIR/node.xml" 2>/dev/null
@@ -34,6 +35,32 @@ inside() {
     check_fails "a 20 MB environment says which limit it hit" \
         "^banyan submit: the job is 19.[0-9] MiB, its environment 19.[0-9] MiB; a job may be at most 16 MiB" \
         banyan submit --env="^$T_DIR/bigenv" true
+
+    local begin id start
+    begin=$(date +%s.%N)
+    id=$(banyan submit --begin-time=+2 true)
+    check_output "--begin-time: the job waits, and says for what" "^depend depends on begin-time:[0-9-]+T[0-9:]+$" \
+        banyan jobs -n1 --no-header -o "{state} {info}"
+    check "it runs once the time has come" banyan job wait "$id"
+    start=$(banyan job eventlog "$id" | awk '/ depend$/ {print $1}')
+    check "not before: depend came 2 s or more after the submit" \
+        awk -v t="$(date -d "$start" +%s.%N)" -v b="$begin" 'BEGIN { exit !(t - b >= 1.95) }'
+    check_fails "a time that is none is refused in one line" \
+        "^banyan submit: --begin-time tomorrowish: not a time \(expected \+DURATION, @EPOCH, HH:MM\[:SS\] or YYYY-MM-DD\[ HH:MM\[:SS\]\]\)$" \
+        banyan submit --begin-time=tomorrowish true
+    cat >"$T_DIR/trap.sh" <<'TRAP'
+trap 'echo got USR2; exit 0' USR2
+for i in $(seq 100); do sleep 0.1; done
+echo no signal
+TRAP
+    check_output "--signal=USR2@3: the tasks get SIGUSR2 3 s before a 4 s limit" "^got USR2$" \
+        banyan run -t 4s --signal=USR2@3 bash "$T_DIR/trap.sh"
+    check_fails "--signal without a time limit is refused" "^banyan submit: --signal=USR1@60: needs a time limit \(-t\)" \
+        banyan submit --signal=USR1@60 true
+    check_fails "--signal with no signal is refused naming it" "^banyan submit: --signal NOPE: not a signal" \
+        banyan submit -t 1m --signal=NOPE@10 true
+    check_fails "a bad signal option in a jobspec is refused at submit" "^banyan submit: -o signal=" \
+        banyan submit -t 1m -o signal=7 true
 }
 export -f inside
 

@@ -8,10 +8,19 @@
 //   garbage                            sends bytes that are no message; exits 0 if dropped
 //   intrude URI SERVER_KEY RANK        says hello over CURVE with a key pair of its own;
 //                                      prints "refused" if no answer comes in 2 s
+//   flood MIB                          writes MIB MiB of pings and reads no answer; prints
+//                                      how much the broker took before it stopped reading
+//   huge                               claims one message of 68 frames of 16 MiB; prints
+//                                      how much was written before the broker dropped it
+//   connections N [HOLD]               opens N connections; prints how many answer a ping,
+//                                      and the first refusal; holds them HOLD seconds
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -28,9 +37,10 @@ using namespace banyan;
 namespace {
 
 int usage() {
-    std::fprintf(stderr,
-                 "usage: banyan-test-client rpc TOPIC JSON|@FILE [NODEID [upstream]] | submit FILE | events PREFIX COUNT | "
-                 "publish TOPIC COUNT | garbage\n");
+    std::fprintf(
+        stderr,
+        "usage: banyan-test-client rpc TOPIC JSON|@FILE [NODEID [upstream]] | submit FILE | events PREFIX COUNT | "
+        "publish TOPIC COUNT | garbage | flood MIB | huge | connections N\n");
     return 2;
 }
 
@@ -104,8 +114,8 @@ int events(Client& client, const std::string& prefix, int count) {
     return 0;
 }
 
-int garbage() {
-    // Raw bytes that claim a 2 GiB frame: the broker must drop the connection.
+// A raw connection to the instance's socket ($BANYAN_URI); -1 on failure.
+int raw_connect() {
     std::string path = std::getenv("BANYAN_URI") ? std::getenv("BANYAN_URI") : "";
     if (path.rfind("local://", 0) == 0)
         path = path.substr(8);
@@ -113,7 +123,102 @@ int garbage() {
     addr.sun_family = AF_UNIX;
     path.copy(addr.sun_path, sizeof addr.sun_path - 1);
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0)
+    if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+// Writes `bytes` over and over (up to `limit`) until the broker stops
+// taking them for a second, or closes; returns how much it took.
+size_t write_until_stopped(int fd, const std::string& bytes, size_t limit, bool& closed) {
+    size_t written = 0;
+    closed = false;
+    while (written < limit) {
+        pollfd pfd{fd, POLLOUT, 0};
+        if (poll(&pfd, 1, 1000) <= 0)
+            break;  // not taken for a second
+        ssize_t n = send(fd, bytes.data() + written % bytes.size(), bytes.size() - written % bytes.size(),
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                continue;
+            closed = true;
+            break;
+        }
+        written += static_cast<size_t>(n);
+    }
+    return written;
+}
+
+int flood(size_t mib) {
+    int fd = raw_connect();
+    if (fd < 0)
+        return 1;
+    std::string pings;
+    for (uint32_t tag = 1; pings.size() < (1u << 20); tag++) {
+        Message ping = Message::request("broker.ping", {{"pad", std::string(200, 'x')}}, 0);
+        ping.matchtag = tag;
+        pings += encode_stream(ping);
+    }
+    bool closed = false;
+    size_t written = write_until_stopped(fd, pings, mib << 20, closed);
+    std::printf("flood: the broker took %zu MiB of %zu and %s\n", written >> 20, mib,
+                closed                   ? "closed the connection"
+                : written >= (mib << 20) ? "read it all"
+                                         : "stopped reading");
+    close(fd);
+    return 0;
+}
+
+int huge() {
+    int fd = raw_connect();
+    if (fd < 0)
+        return 1;
+    auto u32 = [](uint32_t v) {
+        return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                           static_cast<char>(v)};
+    };
+    std::string head = u32(68) + u32(16u << 20);
+    bool closed = false;
+    size_t written = write_until_stopped(fd, head, head.size(), closed);
+    std::string zeros(1 << 20, '\0');  // the first frame's bytes, then the second's length (0)
+    for (int i = 0; i < 16 && !closed; i++)
+        written += write_until_stopped(fd, zeros, zeros.size(), closed);
+    written += write_until_stopped(fd, u32(16u << 20) + std::string(1 << 20, 'x'), 64u << 20, closed);
+    char c;
+    bool dropped = closed || read(fd, &c, 1) == 0;
+    std::printf("huge: %s after %zu MiB\n", dropped ? "dropped" : "not dropped", written >> 20);
+    close(fd);
+    return dropped ? 0 : 1;
+}
+
+int connections(int count, int hold_seconds) {
+    std::vector<Client> held;
+    std::string refusal;
+    int answered = 0;
+    for (int i = 0; i < count; i++) {
+        auto c = Client::connect();
+        if (!c)
+            return die(c.error());
+        if (auto r = c->rpc("broker.ping", nlohmann::json::object(), 0, std::chrono::seconds(10)); r)
+            answered++;
+        else if (refusal.empty())
+            refusal = r.error().message;
+        held.push_back(std::move(*c));
+    }
+    std::printf("connections: %d of %d answered%s%s\n", answered, count,
+                refusal.empty() ? "" : "; refused: ", refusal.c_str());
+    std::fflush(stdout);
+    sleep(static_cast<unsigned>(hold_seconds));
+    return 0;
+}
+
+int garbage() {
+    // Raw bytes that claim a 2 GiB frame: the broker must drop the connection.
+    int fd = raw_connect();
+    if (fd < 0)
         return 1;
     const char bytes[] = "\x00\x00\x00\x01\x7f\xff\xff\xff";
     if (write(fd, bytes, 8) != 8)
@@ -161,6 +266,12 @@ int main(int argc, char** argv) {
         return garbage();
     if (verb == "intrude" && argc == 5)
         return intrude(argv[2], argv[3], argv[4]);
+    if (verb == "flood" && argc == 3)
+        return flood(std::stoul(argv[2]));
+    if (verb == "huge")
+        return huge();
+    if (verb == "connections" && (argc == 3 || argc == 4))
+        return connections(std::atoi(argv[2]), argc == 4 ? std::atoi(argv[3]) : 0);
     auto client = Client::connect();
     if (!client)
         return die(client.error());

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <optional>
 
 #include "broker/job_manager/job.hpp"
 #include "broker/job_manager/job_db.hpp"
@@ -110,6 +111,9 @@ TEST_CASE("the job database commits in groups and reads back what it stored", "[
     auto dir = std::filesystem::temp_directory_path() / ("banyan-jobdb-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
     Reactor reactor;
+    auto events_of = [](JobDb& d, JobId id, uint32_t from) {
+        return d.read_now([=](JobDbReader& r) { return r.events(id, from); });
+    };
     {
         auto db = JobDb::open(reactor, dir.string());
         REQUIRE(db.ok());
@@ -121,30 +125,55 @@ TEST_CASE("the job database commits in groups and reads back what it stored", "[
         }
         d.add_output(3, {0, 1, "stdout", std::string("a\0b", 3)});
         bool committed = false;
-        d.after_commit([&] { committed = true; });
+        d.after_commit([&] {
+            committed = true;
+            reactor.stop();
+        });
         CHECK_FALSE(committed);
-        CHECK(d.events(1, 0)->empty());  // nothing on disk yet
-        reactor.run_for(std::chrono::milliseconds(50));
+        CHECK(events_of(d, 1, 0)->empty());  // nothing on disk yet
+        reactor.run_for(std::chrono::seconds(10));
         CHECK(committed);
         CHECK(d.commits() == 1);  // 301 writes, one transaction
-        CHECK(d.events(1, 0)->size() == 2);
-        CHECK(d.events(1, 1)->at(0).name == "depend");
-        CHECK(d.output(3, 0)->at(0).data == std::string("a\0b", 3));
-        CHECK(*d.jobspec(5) == R"({"version":1})");
-        CHECK(d.jobspec(500).error().code == ENOENT);
+        CHECK(events_of(d, 1, 0)->size() == 2);
+        CHECK(events_of(d, 1, 1)->at(0).name == "depend");
+        CHECK(d.read_now([](JobDbReader& r) { return r.output(3, 0); })->at(0).data == std::string("a\0b", 3));
+        CHECK(*d.read_now([](JobDbReader& r) { return r.jobspec(5); }) == R"({"version":1})");
+        CHECK(d.read_now([](JobDbReader& r) { return r.jobspec(500); }).error().code == ENOENT);
+
+        // A read answers on the loop, never inside the call.
+        std::optional<size_t> read_events;
+        bool second = false;
+        d.read([](JobDbReader& r) { return r.events(2, 0); },
+               [&](const Result<std::vector<JobEvent>>& e) {
+                   read_events = e ? e->size() : 0;
+                   if (second)
+                       reactor.stop();
+               });
+        CHECK_FALSE(read_events);
+        d.add_event(2, 2, ev("priority"));
+        d.after_commit([&] {
+            second = true;
+            if (read_events)
+                reactor.stop();
+        });
+        reactor.run_for(std::chrono::seconds(10));
+        REQUIRE(read_events);
+        CHECK((*read_events == 2 || *read_events == 3));  // the reader and the writer race
+        CHECK(second);
+        CHECK(d.commits() == 2);
         d.remove_job(100);
-        REQUIRE(d.flush().ok());
-    }
+    }  // closing commits what is queued
     // Reopened: everything is there but the removed job, and the largest id
     // issued is remembered after its job is gone.
     auto db = JobDb::open(reactor, dir.string());
     REQUIRE(db.ok());
-    auto all = (*db)->load_all();
+    auto all = (*db)->read_now([](JobDbReader& r) { return r.load_all(); });
     REQUIRE(all.ok());
     CHECK(all->size() == 99);
     CHECK(all->front().userid == 7);
     CHECK(all->front().events.size() == 2);
-    CHECK(*(*db)->max_id() == 100);
+    CHECK(all->at(1).events.size() == 3);
+    CHECK(*(*db)->read_now([](JobDbReader& r) { return r.max_id(); }) == 100);
     std::filesystem::remove_all(dir);
 }
 

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <chrono>
+
 #include "core/message.hpp"
 
 using namespace banyan;
@@ -218,6 +220,53 @@ TEST_CASE("stream decoder rejects bad framing", "[message][malformed]") {
     auto r = dec.next();
     REQUIRE(r.ok());
     CHECK(!r->has_value());
+}
+
+TEST_CASE("stream decoder bounds the whole message and reads it in linear time", "[message][malformed]") {
+    auto u32 = [](uint32_t v) {
+        return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
+                           static_cast<char>(v)};
+    };
+    // 68 frames of 60,000 bytes each under a 1024-byte payload limit (a
+    // frame may be 64 KiB more than the payload): each frame fits, the
+    // message does not; refused once the lengths say so, before the bytes
+    // come.
+    StreamDecoder small(DecodeLimits{.max_payload = 1024});
+    std::string bytes = u32(68);
+    for (int i = 0; i < 68; i++)
+        bytes += u32(60000) + std::string(60000, 'x');
+    small.feed(bytes.substr(0, 4 + 2 * 60004 + 4));
+    auto r = small.next();
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message.find("stream message of more than") != std::string::npos);
+
+    // A 16 MiB message of 60 frames, fed 4 KiB at a time, as a slow client
+    // writes it: every partial read costs a walk of its frame lengths, not
+    // a copy of the frames so far (that was quadratic: 256 MiB took 229 s).
+    StreamDecoder dec;
+    std::string big = u32(60);
+    for (int i = 0; i < 60; i++)
+        big += u32(280000) + std::string(280000, 'y');
+    auto start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < big.size(); i += 4096) {
+        dec.feed(std::string_view(big).substr(i, 4096));
+        auto next = dec.next();
+        if (i + 4096 < big.size())
+            REQUIRE((next.ok() && !next->has_value()));
+        else
+            CHECK_FALSE(next.ok());  // complete: 60 frames are no message (section 1)
+    }
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));
+}
+
+TEST_CASE("first_error names the first bad field in the order given", "[result]") {
+    Result<int> a = 1;
+    Result<std::string> b = make_error(EPROTO, "b: expected a string");
+    Result<double> c = make_error(EINVAL, "c: expected a number");
+    CHECK_FALSE(first_error(a, a).has_value());
+    REQUIRE(first_error(a, b, c).has_value());
+    CHECK(first_error(a, b, c)->message == "b: expected a string");
+    CHECK(first_error(c, b)->code == EINVAL);
 }
 
 TEST_CASE("error messages are one line whatever they quote", "[result]") {

@@ -1,7 +1,9 @@
 #include <catch2/catch.hpp>
 
 #include <cstddef>
+#include <new>
 #include <optional>
+#include <stdexcept>
 
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -14,6 +16,7 @@
 #include "core/reactor.hpp"
 #include "core/text_file.hpp"
 #include "shell/binding.hpp"
+#include "shell/pmix_barrier.hpp"
 #include "shell/shell_job.hpp"
 
 using namespace banyan;
@@ -180,4 +183,11 @@ TEST_CASE("cgroup: where clone3 is refused, the child joins its cgroup itself", 
     REQUIRE(waitpid(pid, &status, 0) == pid);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("the PMIx callbacks' barrier turns every throw into a status", "[shell]") {
+    CHECK(pmix_barrier([] { return PMIX_SUCCESS; }) == PMIX_SUCCESS);
+    CHECK(pmix_barrier([]() -> pmix_status_t { throw std::bad_alloc(); }) == PMIX_ERR_OUT_OF_RESOURCE);
+    CHECK(pmix_barrier([]() -> pmix_status_t { throw std::runtime_error("injected"); }) == PMIX_ERROR);
+    CHECK(pmix_barrier([]() -> pmix_status_t { throw 7; }) == PMIX_ERROR);
 }
