@@ -323,8 +323,12 @@ void JobManager::on_alloc_response(JobId id, uint64_t token, const Message& resp
     held_by_sched_.insert(id);
     nlohmann::json R = (*body)["R"];
     post(job, "alloc", {{"R", R}});
-    if (job.state == JobState::run)
-        launch(job, R);
+    // Nothing starts before the event that allows it is on disk: a crash
+    // between the two would run the job again after the restart.
+    db_->after_commit([this, id, R = std::move(R)] {
+        if (auto found = jobs_.find(id); found != jobs_.end() && found->second.state == JobState::run)
+            launch(found->second, R);
+    });
 }
 
 void JobManager::launch(Job& job, const nlohmann::json& R) {

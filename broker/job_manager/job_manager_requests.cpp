@@ -360,7 +360,11 @@ void JobManager::on_cancel(const Message& req) {
     if (job->state == JobState::inactive)
         return broker_.respond_error(req, EINVAL, fmt::format("{}: job is inactive", format_jobid(job->id)));
     raise(*job, "cancel", note->empty() ? fmt::format("canceled by uid {}", req.userid) : *note, req.userid);
-    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    // Answered once the cancel is on disk: an acknowledged cancel survives
+    // a crash (issue 14), as an acknowledged submit does.
+    db_->after_commit([this, resp = Message::response_to(req, nlohmann::json::object())]() mutable {
+        broker_.respond(std::move(resp));
+    });
 }
 
 void JobManager::on_kill(const Message& req) {
@@ -395,7 +399,9 @@ void JobManager::on_urgency(const Message& req) {
                                                  format_jobid(job->id), state_name(job->state)));
     int old = job->urgency;
     set_urgency(*job, static_cast<int>(*urgency), req.userid);
-    broker_.respond(Message::response_to(req, {{"old", old}}));
+    // Once on disk: an acknowledged hold is never lost to a crash.
+    db_->after_commit(
+        [this, resp = Message::response_to(req, {{"old", old}})]() mutable { broker_.respond(std::move(resp)); });
 }
 
 void JobManager::on_output(const Message& req) {

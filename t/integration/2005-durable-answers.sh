@@ -1,0 +1,56 @@
+#!/bin/bash
+# What rank 0 acknowledges is on disk, and nothing starts before the event
+# that allows it is. Every write of the job database is made 200 ms slower
+# (t/fault/slow_disk.c, LD_PRELOAD: as on a busy or networked disk), and
+# rank 0 is killed with SIGKILL at once after (1) a job's task ran and
+# (2) a hold and a cancel were acknowledged. Restarted on the same state
+# directory: the job that ran is not run again, the cancel and the hold
+# are still there.
+. "$(dirname "$0")/lib.sh"
+
+shim=${BANYAN_SLOW_DISK:-}
+if [ -z "$shim" ] || [ ! -f "$shim" ]; then
+    echo "no slow-disk shim (BANYAN_SLOW_DISK=$shim)"
+    exit "$SKIP_CODE"
+fi
+if ldd "$(command -v banyan-broker)" | grep -q libasan; then
+    echo "AddressSanitizer must be the first library loaded, so no LD_PRELOAD shim"
+    exit "$SKIP_CODE"
+fi
+export STATE=$T_DIR/state
+slow() { LD_PRELOAD=$shim BANYAN_SLOW_DISK_MS=200 "$@"; }
+
+cat >"$T_DIR/ran.sh" <<'SCRIPT'
+set -u
+cd "$T_DIR"
+banyan submit sh -c "echo run >>$T_DIR/c.runs; sleep 60" >c.id
+wait_for "the job's task ran" 20 test -s c.runs
+kill -9 "$(broker_pid "$(instance_dir)" 0)"
+SCRIPT
+slow banyan start --test-size=1 --statedir "$STATE" bash "$T_DIR/ran.sh" 2>"$T_DIR/start1.err"
+
+cat >"$T_DIR/acked.sh" <<'SCRIPT'
+set -u
+cd "$T_DIR"
+banyan submit --urgency=0 true >a.id
+banyan submit --dependency=afterany:"$(cat a.id)" sh -c "echo run >>$T_DIR/b.runs" >b.id
+banyan job urgency "$(cat b.id)" hold >/dev/null
+banyan cancel "$(cat a.id)"
+kill -9 "$(broker_pid "$(instance_dir)" 0)"
+SCRIPT
+slow banyan start --test-size=1 --statedir "$STATE" bash "$T_DIR/acked.sh" 2>"$T_DIR/start2.err"
+
+cat >"$T_DIR/after.sh" <<'SCRIPT'
+set -u
+cd "$T_DIR"
+st() { banyan jobs -a --no-header -o '{id} {st} {result}' | awk -v id="$1" '$1 == id {print $2, $3}'; }
+wait_for "the job whose task ran before the crash ends with a restart exception" 20 \
+    sh -c "banyan job eventlog $(cat c.id) | grep -q 'exception.*type=restart'"
+sleep 1
+check_output "its task ran once: it was not run again" "^1$" sh -c "wc -l <c.runs"
+check_output "the acknowledged cancel is there" "^CA canceled$" st "$(cat a.id)"
+sleep 2
+check_output "the acknowledged hold is there: its dependency met, the job waits, held" "^S $" st "$(cat b.id)"
+check "and it never ran" test ! -e b.runs
+SCRIPT
+banyan start --test-size=1 --statedir "$STATE" bash "$T_DIR/after.sh"
