@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <random>
+
 #include <fmt/format.h>
 
 #include "core/log.hpp"
@@ -34,7 +36,10 @@ bool is_final(const Message& response) {
 }  // namespace
 
 Broker::Broker(Reactor& reactor, Bootstrap bootstrap)
-    : reactor_(reactor), boot_(std::move(bootstrap)), shutdown_timer_(reactor) {}
+    : reactor_(reactor), boot_(std::move(bootstrap)), shutdown_timer_(reactor) {
+    std::random_device random;
+    incarnation_hop_ = fmt::format("i{:08x}{:08x}", random(), random());
+}
 
 Broker::~Broker() = default;
 
@@ -160,7 +165,7 @@ Broker::Handler Broker::at_rank0(Handler handle) {
 
 void Broker::rpc(Message request, std::function<void(const Message&)> on_response) {
     request.routed = true;
-    request.route.clear();
+    request.route = {incarnation_hop_};
     request.rolemask = role::owner;
     request.userid = getuid();
     request.matchtag = next_internal_matchtag_++;
@@ -222,8 +227,14 @@ void Broker::on_peer_reset(uint32_t rank, std::string_view why) {
 
 void Broker::respond(Message msg) {
     std::string hop = msg.pop_route();
-    if (hop.empty()) {
-        // The broker's own request (Broker::rpc).
+    if (hop.empty() || hop[0] == 'i') {
+        // The broker's own request (Broker::rpc), if of this process: its
+        // matchtags started again at 1 after a restart.
+        if (hop != incarnation_hop_) {
+            log::info("router", "dropped an answer ({}) to a request of an earlier process of rank {}", msg.topic,
+                      boot_.rank);
+            return;
+        }
         auto it = internal_rpcs_.find(msg.matchtag);
         if (it != internal_rpcs_.end() && msg.type == MessageType::response) {
             auto fn = std::move(it->second);

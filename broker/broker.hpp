@@ -44,7 +44,10 @@ class Broker {
     // the request on to rank 0 (for services that only rank 0 answers).
     Handler at_rank0(Handler handle);
     // A request of the broker's own; `on_response` gets the final response
-    // (an EHOSTUNREACH error if a peer on the way is lost).
+    // (an EHOSTUNREACH error if a peer on the way is lost). Its route starts
+    // with this process's incarnation (`i` and 16 random hex digits), so an
+    // answer to a request of an earlier process of this rank (a restart)
+    // never matches one of this process's: it is dropped, and logged.
     void rpc(Message request, std::function<void(const Message&)> on_response);
     // Takes the response by value: a temporary moves in, payload and all.
     void respond(Message response);
@@ -109,6 +112,7 @@ class Broker {
     std::vector<std::function<void()>> subtree_listeners_;
     std::map<uint32_t, std::function<void(const Message&)>> internal_rpcs_;
     uint32_t next_internal_matchtag_ = 1;
+    std::string incarnation_hop_;  // the first hop of this process's own requests
     uint32_t event_sequence_ = 0;
     bool event_sequence_known_ = false;
     Timer shutdown_timer_;
