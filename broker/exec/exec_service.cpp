@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include <fcntl.h>
@@ -103,6 +104,7 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     broker.register_method("exec.run", true, [s](const Message& r) { s->on_run(r); });
     broker.register_method("exec.kill", true, [s](const Message& r) { s->on_kill(r); });
     broker.register_method("exec.terminate", true, [s](const Message& r) { s->on_terminate(r); });
+    broker.register_method("exec.reconcile", true, [s](const Message& r) { s->on_reconcile(r); });
     broker.register_method("exec.stdin", true, [s](const Message& r) { s->on_stdin(r); });
     broker.register_method("exec.fence", true, [s](const Message& r) { s->on_fence(r); });
     return svc;
@@ -404,6 +406,32 @@ void ExecService::on_kill(const Message& req) {
     if (job->simulated)  // a simulated job "dies" of the signal at once
         return finish(body["id"].get<uint64_t>(), 128 + static_cast<int>(*signo));
     job->channel->send({{"type", "signal"}, {"signal", *signo}});
+}
+
+void ExecService::on_reconcile(const Message& req) {
+    auto body = req.json();
+    if (!body || !body->contains("keep") || !(*body)["keep"].is_array())
+        return broker_.respond_error(req, EPROTO, "exec.reconcile: expected {\"keep\": [JOBID, ...]}");
+    std::set<JobId> keep;
+    for (const auto& id : (*body)["keep"])
+        if (id.is_number_unsigned())
+            keep.insert(id.get<JobId>());
+    std::vector<JobId> orphans;
+    for (const auto& [id, job] : jobs_)
+        if (!keep.count(id))
+            orphans.push_back(id);
+    nlohmann::json killed = nlohmann::json::array();
+    for (JobId id : orphans) {
+        log::warning("exec", "{}: rank 0 ended this job while rank {} was cut off: killing its tasks", format_jobid(id),
+                     broker_.bootstrap().rank);
+        killed.push_back(id);
+        auto it = jobs_.find(id);
+        if (it->second->simulated)
+            finish(id, 128 + SIGKILL);
+        else if (it->second->channel)
+            it->second->channel->send({{"type", "signal"}, {"signal", SIGKILL}});
+    }
+    broker_.respond(Message::response_to(req, {{"killed", killed}}));
 }
 
 void ExecService::on_terminate(const Message& req) {

@@ -37,6 +37,9 @@ class ExecService {
     void finish(JobId id, int status);
     void on_kill(const Message& req);
     void on_terminate(const Message& req);
+    // exec.reconcile {keep: [ids]}: kills every job of this rank not in
+    // `keep` (rank 0 ended it while this rank was cut off).
+    void on_reconcile(const Message& req);
     void on_stdin(const Message& req);
     void on_fence(const Message& req);
     LocalJob* job_for(const Message& req, nlohmann::json& body);

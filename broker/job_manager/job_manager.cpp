@@ -48,6 +48,7 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
     jm->db_->on_commit([p = jm.get()] { p->wake_watchers(); });
     jm->register_methods();
     broker.when_running([p = jm.get()] { p->resume_after_restart(); });
+    broker.add_subtree_listener([p = jm.get()] { p->reconcile_joined_ranks(); });
     jm->purge_timer_.start_repeating(kPurgePeriod, [p = jm.get()] { p->purge(wall_now()); });
     return jm;
 }
@@ -114,6 +115,27 @@ void JobManager::resume_after_restart() {
         }
     }
     purge(wall_now());
+}
+
+// A rank that comes (back) online may still run jobs that ended here while
+// it was cut off (node-failure): it keeps only those that run here.
+void JobManager::reconcile_joined_ranks() {
+    IdSet online = broker_.overlay().subtree().online;
+    IdSet joined = online.difference(known_online_);
+    known_online_ = online;
+    joined.for_each([this](uint32_t rank) {
+        if (rank == 0)
+            return;
+        nlohmann::json keep = nlohmann::json::array();
+        for (const auto& [id, ex] : executing_)
+            if (auto it = jobs_.find(id); it != jobs_.end())
+                if (std::find(it->second.ranks.begin(), it->second.ranks.end(), rank) != it->second.ranks.end())
+                    keep.push_back(id);
+        broker_.rpc(Message::request("exec.reconcile", {{"keep", keep}}, rank), [rank](const Message& resp) {
+            if (resp.errnum)
+                log::warning("job-manager", "exec.reconcile on rank {}: {}", rank, resp.error_text());
+        });
+    });
 }
 
 void JobManager::post(Job& job, std::string name, nlohmann::json context) {

@@ -36,6 +36,7 @@ class JobManager {
     explicit JobManager(Broker& broker);
     Result<void> restore();
     void resume_after_restart();
+    void reconcile_joined_ranks();
     void register_methods();
 
     // Requests (job_manager_requests.cpp).
@@ -103,6 +104,7 @@ class JobManager {
     std::multimap<JobId, JobId> dependents_;  // target -> jobs waiting on it
     std::unordered_map<JobId, std::unique_ptr<Timer>> begin_timers_;  // jobs waiting for their --begin-time
     bool instance_running_ = false;
+    IdSet known_online_;  // ranks online at the last subtree change
 
     // sched.alloc requests in flight: job -> token (a newer request or a
     // cancel makes the answer to an older one stale).
