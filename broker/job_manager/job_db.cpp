@@ -1,5 +1,7 @@
 #include "broker/job_manager/job_db.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/json_parse.hpp"
@@ -78,8 +80,8 @@ JobDb::JobDb(Reactor& reactor, Database writer, Database reader)
 namespace {
 
 // One transaction: every write of the batch, or none.
-Result<void> commit_batch(Database& db, const std::vector<std::function<Result<void>(Database&)>>& writes,
-                          JobId last_id) {
+template <class Writes>
+Result<void> commit_batch(Database& db, const Writes& writes, JobId last_id) {
     if (auto r = db.exec("BEGIN"); !r)
         return r.error();
     auto fail = [&db](const Error& e) -> Result<void> {
@@ -87,7 +89,7 @@ Result<void> commit_batch(Database& db, const std::vector<std::function<Result<v
         return e;
     };
     for (const auto& write : writes)
-        if (auto r = write(db); !r)
+        if (auto r = write.apply(db); !r)
             return fail(r.error());
     // The largest id ever issued outlives the purge of its job: once per
     // commit, not per job.
@@ -129,35 +131,35 @@ JobDb::~JobDb() {
 
 void JobDb::add_job(JobId id, uint32_t userid, double t_submit, const std::string& jobspec) {
     last_id_ = std::max(last_id_, id);
-    queue([=](Database& db) -> Result<void> {
-        return ran(db.query("INSERT INTO jobs (id, userid, t_submit, jobspec) VALUES (?, ?, ?, ?)",
-                   {static_cast<int64_t>(id), static_cast<int64_t>(userid), t_submit, jobspec}));
-    });
+    queue({id, true, [=](Database& db) -> Result<void> {
+               return ran(db.query("INSERT INTO jobs (id, userid, t_submit, jobspec) VALUES (?, ?, ?, ?)",
+                                   {static_cast<int64_t>(id), static_cast<int64_t>(userid), t_submit, jobspec}));
+           }});
 }
 
 void JobDb::add_event(JobId id, uint32_t seq, const JobEvent& event) {
-    queue([id, seq, ts = event.timestamp, name = event.name, context = event.context.dump()](Database& db) {
-        return ran(db.query("INSERT INTO events (id, seq, timestamp, name, context) VALUES (?, ?, ?, ?, ?)",
-                   {static_cast<int64_t>(id), static_cast<int64_t>(seq), ts, name, context}));
-    });
+    queue({id, false, [id, seq, ts = event.timestamp, name = event.name, context = event.context.dump()](Database& db) {
+               return ran(db.query("INSERT INTO events (id, seq, timestamp, name, context) VALUES (?, ?, ?, ?, ?)",
+                                   {static_cast<int64_t>(id), static_cast<int64_t>(seq), ts, name, context}));
+           }});
 }
 
 void JobDb::add_output(JobId id, const OutputChunk& chunk) {
-    queue([id, chunk](Database& db) {
-        return ran(db.query("INSERT INTO output (id, seq, rank, stream, data) VALUES (?, ?, ?, ?, ?)",
-                   {static_cast<int64_t>(id), static_cast<int64_t>(chunk.seq), static_cast<int64_t>(chunk.rank),
-                    chunk.stream, chunk.data}));
-    });
+    queue({id, false, [id, chunk](Database& db) {
+               return ran(db.query("INSERT INTO output (id, seq, rank, stream, data) VALUES (?, ?, ?, ?, ?)",
+                                   {static_cast<int64_t>(id), static_cast<int64_t>(chunk.seq),
+                                    static_cast<int64_t>(chunk.rank), chunk.stream, chunk.data}));
+           }});
 }
 
 void JobDb::remove_job(JobId id) {
-    queue([id](Database& db) -> Result<void> {
-        for (const char* sql : {"DELETE FROM jobs WHERE id = ?", "DELETE FROM events WHERE id = ?",
-                                "DELETE FROM output WHERE id = ?"})
-            if (auto r = db.query(sql, {static_cast<int64_t>(id)}); !r)
-                return r.error();
-        return {};
-    });
+    queue({id, false, [id](Database& db) -> Result<void> {
+               for (const char* sql : {"DELETE FROM jobs WHERE id = ?", "DELETE FROM events WHERE id = ?",
+                                       "DELETE FROM output WHERE id = ?"})
+                   if (auto r = db.query(sql, {static_cast<int64_t>(id)}); !r)
+                       return r.error();
+               return {};
+           }});
 }
 
 void JobDb::queue(Write write) {
@@ -179,8 +181,17 @@ void JobDb::after_commit(std::function<void()> fn) {
 }
 
 void JobDb::commit_next() {
-    if (committing_ || queued_.writes.empty())
+    if (committing_ || (queued_.writes.empty() && !failing_))
         return;
+    if (queued_.writes.empty()) {
+        // Failing, and nothing left to write (the jobs were dropped): a
+        // write of its own tells when the disk takes writes again.
+        queued_.writes.push_back({0, false, [](Database& db) {
+                                      return ran(
+                                          db.query("INSERT OR REPLACE INTO meta (key, value) VALUES "
+                                                   "('written', strftime('%s', 'now'))"));
+                                  }});
+    }
     committing_ = std::make_shared<Batch>(std::exchange(queued_, {}));
     if (last_id_ > last_id_stored_)
         committing_->last_id = last_id_;
@@ -196,17 +207,13 @@ void JobDb::commit_next() {
 void JobDb::on_committed(std::shared_ptr<Batch> batch, const Result<void>& r) {
     committing_.reset();
     if (!r) {
-        // Nothing waiting is released: a submission is answered only once
-        // it is on disk. The batch goes back in front of what came since,
-        // and is tried again soon.
-        log::error("job-db", "commit failed (retrying): {}", r.error().message);
-        for (auto& w : queued_.writes)
-            batch->writes.push_back(std::move(w));
-        for (auto& fn : queued_.waiters)
-            batch->waiters.push_back(std::move(fn));
-        queued_ = {std::move(batch->writes), std::move(batch->waiters), 0, false};
-        retry_.start(kRetryDelay, [this] { commit_next(); });
+        on_commit_failed(*batch, r.error());
         return;
+    }
+    if (failing_) {
+        log::info("job-db", "commits land again after {:.1f} s of failing",
+                  std::chrono::duration<double>(Clock::now() - failing_since_).count());
+        failing_.reset();
     }
     commits_++;
     last_id_stored_ = std::max(last_id_stored_, batch->last_id);
@@ -215,6 +222,40 @@ void JobDb::on_committed(std::shared_ptr<Batch> batch, const Result<void>& r) {
     if (on_commit_)
         on_commit_();
     commit_next();
+}
+
+// Nothing waiting is released: an answer goes out only once its write is
+// on disk. The jobs the batch would have created are dropped (their
+// submissions are refused at once, not kept waiting for the disk); the
+// rest goes back in front of what came since and is tried again soon.
+void JobDb::on_commit_failed(Batch& batch, const Error& error) {
+    auto now = Clock::now();
+    if (!failing_) {
+        failing_since_ = now;
+        failure_logged_ = {};
+    }
+    failing_ = error;
+    if (now - failure_logged_ >= std::chrono::seconds(10)) {  // not ten lines a second
+        log::error("job-db", "commit failed (retrying every {} ms until it lands): {}", kRetryDelay.count(),
+                   error.message);
+        failure_logged_ = now;
+    }
+    std::vector<JobId> dropped;
+    for (const auto& w : batch.writes)
+        if (w.creates)
+            dropped.push_back(w.job);
+    for (auto& w : queued_.writes)
+        batch.writes.push_back(std::move(w));
+    for (auto& fn : queued_.waiters)
+        batch.waiters.push_back(std::move(fn));
+    if (!dropped.empty())
+        std::erase_if(batch.writes, [&](const Write& w) {
+            return std::find(dropped.begin(), dropped.end(), w.job) != dropped.end();
+        });
+    queued_ = {std::move(batch.writes), std::move(batch.waiters), 0, false};
+    retry_.start(kRetryDelay, [this] { commit_next(); });
+    if (!dropped.empty() && on_dropped_)
+        on_dropped_(dropped, error);
 }
 
 Result<std::vector<StoredJob>> JobDbReader::load_all() {

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,11 +65,19 @@ class JobDb {
     void add_output(JobId id, const OutputChunk& chunk);
     void remove_job(JobId id);
     // Runs `fn` on the loop once everything queued so far is committed
-    // (never inside this call). A failed commit is retried: `fn` waits.
+    // (never inside this call). A failed commit is retried every 100 ms
+    // until it lands: `fn` waits.
     void after_commit(std::function<void()> fn);
     // Called on the loop after every commit (the job manager wakes its
     // watchers).
     void on_commit(std::function<void()> fn) { on_commit_ = std::move(fn); }
+    // A failed commit drops the jobs it would have created (add_job), with
+    // every write of theirs, and calls `fn` with their ids and the error:
+    // their submissions are refused, not kept waiting for the disk. The
+    // rest of the batch is retried.
+    void on_dropped(std::function<void(const std::vector<JobId>&, const Error&)> fn) { on_dropped_ = std::move(fn); }
+    // The last commit's error while commits fail (a full disk), else none.
+    const std::optional<Error>& failing() const { return failing_; }
 
     // Runs work(JobDbReader&) on the reader thread, then done(result) on
     // the loop. It sees every commit whose after_commit callbacks have run.
@@ -93,7 +102,11 @@ class JobDb {
     size_t commits() const { return commits_; }
 
   private:
-    using Write = std::function<Result<void>(Database&)>;
+    struct Write {
+        JobId job = 0;
+        bool creates = false;  // add_job: the write that makes the job
+        std::function<Result<void>(Database&)> apply;
+    };
     struct Batch {
         std::vector<Write> writes;
         std::vector<std::function<void()>> waiters;
@@ -106,6 +119,7 @@ class JobDb {
     void queue(Write write);
     void commit_next();
     void on_committed(std::shared_ptr<Batch> batch, const Result<void>& r);
+    void on_commit_failed(Batch& batch, const Error& error);
 
     Reactor& reactor_;
     std::unique_ptr<DbWorker> writer_;
@@ -115,6 +129,9 @@ class JobDb {
     Timer commit_soon_;                  // writes of one loop turn go together
     Timer retry_;
     std::function<void()> on_commit_;
+    std::function<void(const std::vector<JobId>&, const Error&)> on_dropped_;
+    std::optional<Error> failing_;
+    Clock::time_point failing_since_{}, failure_logged_{};
     size_t commits_ = 0;
     JobId last_id_ = 0;         // the largest id added
     JobId last_id_stored_ = 0;  // ... and committed

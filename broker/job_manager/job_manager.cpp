@@ -46,6 +46,7 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
     if (auto r = jm->restore(); !r)
         return r.error();
     jm->db_->on_commit([p = jm.get()] { p->wake_watchers(); });
+    jm->db_->on_dropped([p = jm.get()](const std::vector<JobId>& ids, const Error& e) { p->drop_unstored(ids, e); });
     jm->register_methods();
     broker.when_running([p = jm.get()] { p->resume_after_restart(); });
     broker.add_subtree_listener([p = jm.get()] { p->reconcile_joined_ranks(); });
@@ -127,8 +128,10 @@ void JobManager::reconcile_joined_ranks() {
         if (rank == 0)
             return;
         nlohmann::json keep = nlohmann::json::array();
+        // Still running: not failed (a lost rank fails its job at once,
+        // while its other ranks may take a while to end).
         for (const auto& [id, ex] : executing_)
-            if (auto it = jobs_.find(id); it != jobs_.end())
+            if (auto it = jobs_.find(id); it != jobs_.end() && !ex.failed && it->second.state == JobState::run)
                 if (std::find(it->second.ranks.begin(), it->second.ranks.end(), rank) != it->second.ranks.end())
                     keep.push_back(id);
         broker_.rpc(Message::request("exec.reconcile", {{"keep", keep}}, rank), [rank](const Message& resp) {

@@ -41,6 +41,7 @@ class JobManager {
 
     // Requests (job_manager_requests.cpp).
     void on_submit(const Message& req);
+    void drop_unstored(const std::vector<JobId>& ids, const Error& error);
     void on_list(const Message& req);
     void on_info(const Message& req);
     void on_eventlog(const Message& req);
@@ -101,6 +102,7 @@ class JobManager {
     std::unique_ptr<JobDb> db_;
     JobIdGenerator ids_;
     std::map<JobId, Job> jobs_;
+    std::unordered_map<JobId, Message> unstored_;  // submitted, not yet on disk: the submit to answer
     std::multimap<JobId, JobId> dependents_;  // target -> jobs waiting on it
     std::unordered_map<JobId, std::unique_ptr<Timer>> begin_timers_;  // jobs waiting for their --begin-time
     bool instance_running_ = false;

@@ -77,7 +77,7 @@ Job* JobManager::visible_job(const Message& req, nlohmann::json& body) {
         return nullptr;
     }
     auto it = jobs_.find(*id);
-    if (it == jobs_.end()) {
+    if (it == jobs_.end() || unstored_.count(*id)) {  // a job exists once it is on disk
         broker_.respond_error(req, ENOENT, fmt::format("{}: no such job", format_jobid(*id)));
         return nullptr;
     }
@@ -94,6 +94,9 @@ void JobManager::on_submit(const Message& req) {
         return broker_.respond_error(req, EPROTO, body.error().message);
     if (!body->contains("jobspec") || !(*body)["jobspec"].is_object())
         return broker_.respond_error(req, EPROTO, "job-manager.submit: expected {\"jobspec\": {...}}");
+    if (const auto& failing = db_->failing())  // refused at once, not kept waiting for the disk
+        return broker_.respond_error(req, EIO,
+                                     "the job database cannot be written, nothing was submitted: " + failing->message);
     const nlohmann::json& spec = (*body)["jobspec"];
     auto urgency = json_field<int64_t>(*body, "urgency", kDefaultUrgency, "submit");
     if (!urgency)
@@ -136,12 +139,32 @@ void JobManager::on_submit(const Message& req) {
     for (const auto& d : j.dependencies)
         dependents_.emplace(d.target, j.id);
     post(j, "submit", {{"userid", j.userid}, {"urgency", j.urgency}});
-    // The answer and the first step wait until the job is on disk.
+    // The answer and the first step wait until the job is on disk (or the
+    // commit fails and drop_unstored() answers).
+    unstored_.emplace(j.id, req);
     db_->after_commit([this, id = j.id, resp = Message::response_to(req, {{"id", j.id}})]() mutable {
+        if (!unstored_.erase(id))
+            return;  // dropped: answered with the error
         broker_.respond(std::move(resp));
         if (auto found = jobs_.find(id); found != jobs_.end())
             advance(found->second);
     });
+}
+
+// Submissions whose commit failed (a full disk): refused, and forgotten.
+void JobManager::drop_unstored(const std::vector<JobId>& ids, const Error& error) {
+    for (JobId id : ids) {
+        auto submit = unstored_.find(id);
+        if (submit == unstored_.end())
+            continue;
+        broker_.respond_error(submit->second, EIO,
+                              "the job database cannot be written, nothing was submitted: " + error.message);
+        unstored_.erase(submit);
+        if (auto it = jobs_.find(id); it != jobs_.end())
+            for (const auto& d : it->second.dependencies)
+                std::erase_if(dependents_, [&](const auto& e) { return e.first == d.target && e.second == id; });
+        jobs_.erase(id);
+    }
 }
 
 void JobManager::on_list(const Message& req) {
@@ -168,7 +191,8 @@ void JobManager::on_list(const Message& req) {
     }
     std::vector<const Job*> selected;
     for (const auto& [id, job] : jobs_)
-        if (wanted[static_cast<size_t>(job.state)] && (*all_users || job.userid == req.userid))
+        if (wanted[static_cast<size_t>(job.state)] && (*all_users || job.userid == req.userid) &&
+            !unstored_.count(id))  // listed once on disk
             selected.push_back(&job);
     std::sort(selected.begin(), selected.end(), listing_order);
     if (*max > 0 && selected.size() > *max)
