@@ -425,11 +425,7 @@ void ExecService::on_reconcile(const Message& req) {
         log::warning("exec", "{}: rank 0 ended this job while rank {} was cut off: killing its tasks", format_jobid(id),
                      broker_.bootstrap().rank);
         killed.push_back(id);
-        auto it = jobs_.find(id);
-        if (it->second->simulated)
-            finish(id, 128 + SIGKILL);
-        else if (it->second->channel)
-            it->second->channel->send({{"type", "signal"}, {"signal", SIGKILL}});
+        kill_now(id);
     }
     broker_.respond(Message::response_to(req, {{"killed", killed}}));
 }
@@ -451,16 +447,31 @@ void ExecService::on_terminate(const Message& req) {
         auto it = jobs_.find(id);
         if (it == jobs_.end())
             return;
-        it->second->channel->send({{"type", "signal"}, {"signal", SIGKILL}});
-        it->second->escalate->start(kShellGrace, [this, id] {
-            auto j = jobs_.find(id);
-            if (j == jobs_.end())
-                return;
-            log::warning("exec", "{}: the shell did not end its tasks; killing it", format_jobid(id));
-            (void)j->second->shell->signal(SIGKILL);
-            if (j->second->cgroup)
-                j->second->cgroup->kill_all();
-        });
+        kill_now(id);
+    });
+}
+
+// SIGKILL to the tasks through the shell; if the shell has not ended them
+// kShellGrace later, the shell and its cgroup go too.
+void ExecService::kill_now(JobId id) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end())
+        return;
+    LocalJob& job = *it->second;
+    if (job.simulated)
+        return finish(id, 128 + SIGKILL);
+    if (job.channel)
+        job.channel->send({{"type", "signal"}, {"signal", SIGKILL}});
+    if (!job.escalate)
+        job.escalate = std::make_unique<Timer>(broker_.reactor());
+    job.escalate->start(kShellGrace, [this, id] {
+        auto j = jobs_.find(id);
+        if (j == jobs_.end())
+            return;
+        log::warning("exec", "{}: the shell did not end its tasks; killing it", format_jobid(id));
+        (void)j->second->shell->signal(SIGKILL);
+        if (j->second->cgroup)
+            j->second->cgroup->kill_all();
     });
 }
 

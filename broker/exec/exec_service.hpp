@@ -40,6 +40,7 @@ class ExecService {
     // exec.reconcile {keep: [ids]}: kills every job of this rank not in
     // `keep` (rank 0 ended it while this rank was cut off).
     void on_reconcile(const Message& req);
+    void kill_now(JobId id);
     void on_stdin(const Message& req);
     void on_fence(const Message& req);
     LocalJob* job_for(const Message& req, nlohmann::json& body);

@@ -282,6 +282,21 @@ Result<std::vector<StoredJob>> JobDbReader::load_all() {
             return make_error(EIO, fmt::format("{}: job {}: {}", db_.path(), format_jobid(id), ev.error().message));
         out[j].events.push_back(std::move(*ev));
     }
+    // Output goes on after what is stored (a shell that outlived rank 0
+    // writes more), and counts toward the limit.
+    auto output = db_.query("SELECT id, MAX(seq), SUM(LENGTH(CAST(data AS BLOB))) FROM output GROUP BY id ORDER BY id");
+    if (!output)
+        return output.error();
+    j = 0;
+    for (auto& row : *output) {
+        auto id = static_cast<JobId>(as_int(row[0]));
+        while (j < out.size() && out[j].id < id)
+            j++;
+        if (j < out.size() && out[j].id == id) {
+            out[j].next_output_seq = static_cast<uint32_t>(as_int(row[1]) + 1);
+            out[j].output_bytes = static_cast<uint64_t>(as_int(row[2]));
+        }
+    }
     return out;
 }
 

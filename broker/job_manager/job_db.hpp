@@ -23,6 +23,8 @@ struct StoredJob {
     double t_submit = 0;
     std::string jobspec;
     std::vector<JobEvent> events;
+    uint32_t next_output_seq = 0;  // output chunks stored: the next one's seq
+    uint64_t output_bytes = 0;
 };
 
 struct OutputChunk {

@@ -73,6 +73,8 @@ Result<void> JobManager::restore() {
         job.id = s.id;
         job.userid = s.userid;
         job.t_submit = s.t_submit;
+        job.next_output_seq = s.next_output_seq;
+        job.output_bytes = s.output_bytes;
         if (auto spec = parse_json(s.jobspec))
             (void)job.read_jobspec(*spec);
         for (const auto& ev : s.events)
@@ -128,10 +130,11 @@ void JobManager::reconcile_joined_ranks() {
         if (rank == 0)
             return;
         nlohmann::json keep = nlohmann::json::array();
-        // Still running: not failed (a lost rank fails its job at once,
-        // while its other ranks may take a while to end).
+        // Still executing and not failed (a lost rank fails its job at
+        // once, while its other ranks may take a while to end); a job
+        // ending on its own keeps its grace period (exec.kill-timeout).
         for (const auto& [id, ex] : executing_)
-            if (auto it = jobs_.find(id); it != jobs_.end() && !ex.failed && it->second.state == JobState::run)
+            if (auto it = jobs_.find(id); it != jobs_.end() && !ex.failed)
                 if (std::find(it->second.ranks.begin(), it->second.ranks.end(), rank) != it->second.ranks.end())
                     keep.push_back(id);
         broker_.rpc(Message::request("exec.reconcile", {{"keep", keep}}, rank), [rank](const Message& resp) {
@@ -235,8 +238,8 @@ void JobManager::dependencies_changed(const Job& target) {
     if (target.state == JobState::inactive)
         dependents_.erase(first, last);
     for (JobId id : waiting)
-        if (auto it = jobs_.find(id); it != jobs_.end() && it->second.state == JobState::depend)
-            check_dependencies(it->second);
+        if (auto it = jobs_.find(id); it != jobs_.end() && it->second.state == JobState::depend && !unstored_.count(id))
+            check_dependencies(it->second);  // one not yet on disk goes on once it is (on_submit)
 }
 
 void JobManager::raise(Job& job, std::string type, std::string note, uint32_t userid) {
@@ -399,11 +402,21 @@ void JobManager::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, con
             return raise(job, "exec", spec.error().message, 0);  // its cleanup follows
         return release(job);
     }
+    executing_.at(id).sent = true;
     for (uint32_t rank : ranks) {
         // Written as text: the jobspec goes on as stored, unparsed.
         Message req = Message::request("exec.run", nlohmann::json::object(), rank);
         req.payload = fmt::format(R"({{"id":{},"userid":{},"R":{},"jobspec":{}}})", id, job.userid, r_text, *spec);
         broker_.rpc(std::move(req), [this, id](const Message& resp) { on_exec_response(id, resp); });
+    }
+    // `banyan job kill` before the tasks could be reached: now (each rank
+    // reads its exec.run first).
+    if (auto pending = pending_signals_.find(id); pending != pending_signals_.end()) {
+        auto signals = std::move(pending->second);
+        pending_signals_.erase(pending);
+        if (auto it2 = jobs_.find(id); it2 != jobs_.end() && it2->second.state == JobState::run)
+            for (int signo : signals)
+                signal_ranks(it2->second, signo);
     }
 }
 
@@ -461,6 +474,7 @@ void JobManager::release(Job& job) {
 
 void JobManager::became_inactive(Job& job) {
     begin_timers_.erase(job.id);
+    pending_signals_.erase(job.id);
     job.dependencies.clear();
     dependencies_changed(job);
     add_inactive(job);

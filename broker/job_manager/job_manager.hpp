@@ -105,6 +105,7 @@ class JobManager {
     std::unordered_map<JobId, Message> unstored_;  // submitted, not yet on disk: the submit to answer
     std::multimap<JobId, JobId> dependents_;  // target -> jobs waiting on it
     std::unordered_map<JobId, std::unique_ptr<Timer>> begin_timers_;  // jobs waiting for their --begin-time
+    std::unordered_map<JobId, std::vector<int>> pending_signals_;     // kill before exec.run went out
     bool instance_running_ = false;
     IdSet known_online_;  // ranks online at the last subtree change
 
@@ -125,6 +126,7 @@ class JobManager {
         bool failed = false;
         std::unique_ptr<Timer> time_limit;
         double end = 0;                  // the time limit, seconds since the epoch; 0: none
+        bool sent = false;               // exec.run sent to every rank
         std::unique_ptr<Timer> warning;  // --signal: before the time limit, armed once the tasks run
     };
     std::unordered_map<JobId, Execution> executing_;

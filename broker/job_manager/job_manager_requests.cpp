@@ -141,7 +141,9 @@ void JobManager::on_submit(const Message& req) {
     post(j, "submit", {{"userid", j.userid}, {"urgency", j.urgency}});
     // The answer and the first step wait until the job is on disk (or the
     // commit fails and drop_unstored() answers).
-    unstored_.emplace(j.id, req);
+    Message submit_req = req;
+    submit_req.payload.reset();  // only answered: the jobspec is in jobs_ and the database
+    unstored_.emplace(j.id, std::move(submit_req));
     db_->after_commit([this, id = j.id, resp = Message::response_to(req, {{"id", j.id}})]() mutable {
         if (!unstored_.erase(id))
             return;  // dropped: answered with the error
@@ -161,8 +163,16 @@ void JobManager::drop_unstored(const std::vector<JobId>& ids, const Error& error
                               "the job database cannot be written, nothing was submitted: " + error.message);
         unstored_.erase(submit);
         if (auto it = jobs_.find(id); it != jobs_.end())
-            for (const auto& d : it->second.dependencies)
-                std::erase_if(dependents_, [&](const auto& e) { return e.first == d.target && e.second == id; });
+            for (const auto& d : it->second.dependencies) {
+                auto [first, last] = dependents_.equal_range(d.target);
+                for (auto e = first; e != last;)
+                    e = e->second == id ? dependents_.erase(e) : std::next(e);
+            }
+        // Never advanced (dependencies_changed waits for the disk), so
+        // nothing else holds it; withdrawn all the same, should it be asked.
+        withdraw(id);
+        begin_timers_.erase(id);
+        pending_signals_.erase(id);
         jobs_.erase(id);
     }
 }
@@ -401,7 +411,10 @@ void JobManager::on_kill(const Message& req) {
         return broker_.respond_error(req, EINVAL, fmt::format("kill.signal: expected a signal number 1 to {}", NSIG - 1));
     if (job->state != JobState::run)
         return broker_.respond_error(req, EINVAL, fmt::format("{}: job is not running", format_jobid(job->id)));
-    signal_ranks(*job, static_cast<int>(*signo));
+    if (auto ex = executing_.find(job->id); ex == executing_.end() || !ex->second.sent)
+        pending_signals_[job->id].push_back(static_cast<int>(*signo));  // sent after exec.run (send_exec_run)
+    else
+        signal_ranks(*job, static_cast<int>(*signo));
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
 }
 

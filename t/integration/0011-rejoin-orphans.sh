@@ -3,13 +3,13 @@
 # node-failure; when it comes back its shells must not run on: rank 0
 # tells it which jobs still run there (exec.reconcile) and it kills the
 # others' tasks. Two configured brokers; rank 1 is stopped (SIGSTOP) past
-# tbon.lost_timeout, then resumed.
+# tbon.lost_timeout (3 s), then resumed.
 . "$(dirname "$0")/lib.sh"
 
 banyan keygen "$T_DIR/cert" >/dev/null
 port=$(($(free_port) / 10))
 write_config "$T_DIR/c.toml" 2 "$port" "$T_DIR/cert" \
-    $'heartbeat_period = "0.2s"\ntorpid_timeout = "1s"\nlost_timeout = "2s"'
+    $'heartbeat_period = "0.2s"\ntorpid_timeout = "1.5s"\nlost_timeout = "3s"'
 for r in 0 1; do start_broker "$T_DIR/c.toml" $r; done
 export BANYAN_URI
 BANYAN_URI=$(uri_of 0)

@@ -173,6 +173,9 @@ TEST_CASE("the job database commits in groups and reads back what it stored", "[
     CHECK(all->front().userid == 7);
     CHECK(all->front().events.size() == 2);
     CHECK(all->at(1).events.size() == 3);
+    CHECK(all->at(2).next_output_seq == 1);  // job 3: output goes on after what is stored
+    CHECK(all->at(2).output_bytes == 3);
+    CHECK(all->at(0).next_output_seq == 0);
     CHECK(*(*db)->read_now([](JobDbReader& r) { return r.max_id(); }) == 100);
     std::filesystem::remove_all(dir);
 }
