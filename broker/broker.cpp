@@ -25,14 +25,6 @@ std::string pending_key(const Message& msg) {
     return key + std::to_string(msg.matchtag);
 }
 
-bool wants_response(const Message& msg) {
-    return msg.type == MessageType::request && !msg.has_flag(msgflag::noresponse);
-}
-
-bool is_final(const Message& response) {
-    return !response.has_flag(msgflag::streaming) || response.errnum != 0;
-}
-
 }  // namespace
 
 Broker::Broker(Reactor& reactor, Bootstrap bootstrap)
@@ -109,7 +101,7 @@ void Broker::on_peer_message(Message&& msg, uint32_t from) {
     if (msg.type != MessageType::response)
         return;
     auto peer = pending_.find(from);
-    if (peer != pending_.end() && is_final(msg))
+    if (peer != pending_.end() && msg.is_final_response())
         peer->second.erase(pending_key(msg));
     respond(std::move(msg));
 }
@@ -205,7 +197,7 @@ void Broker::forward(uint32_t peer, Message msg) {
         respond_error(msg, EHOSTUNREACH, sent.error().message);
         return;
     }
-    if (wants_response(msg)) {
+    if (msg.wants_response()) {
         // Sent: keep the request, less its payload, to answer it if the peer is lost.
         std::string key = pending_key(msg);
         msg.payload.reset();
@@ -238,7 +230,7 @@ void Broker::respond(Message msg) {
         auto it = internal_rpcs_.find(msg.matchtag);
         if (it != internal_rpcs_.end() && msg.type == MessageType::response) {
             auto fn = std::move(it->second);
-            if (is_final(msg))
+            if (msg.is_final_response())
                 internal_rpcs_.erase(it);
             else
                 it->second = fn;
@@ -262,7 +254,7 @@ void Broker::respond(Message msg) {
 }
 
 void Broker::respond_error(const Message& request, int errnum, std::string_view errstr) {
-    if (wants_response(request))
+    if (request.wants_response())
         respond(Message::error_to(request, errnum, errstr));
 }
 

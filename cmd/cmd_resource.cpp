@@ -5,6 +5,7 @@
 
 #include "cmd/cli_util.hpp"
 #include "core/duration.hpp"
+#include "core/json_field.hpp"
 
 namespace banyan::cli {
 namespace {
@@ -25,14 +26,17 @@ void print_list(const nlohmann::json& body) {
 
 void print_status(const nlohmann::json& body) {
     fmt::print("{:>8} {:>6} {:<12} {:<20} {}\n", "STATE", "NNODES", "RANKS", "NODELIST", "REASON");
-    for (const auto& s : body.value("states", nlohmann::json::array())) {
+    for (const auto& s : must(json_field(body, "states", nlohmann::json::array(), "resource.status"))) {
+        const char* at = "resource.status.states[]";
         std::string reason;
-        if (s.contains("reason"))
-            reason = fmt::format("{}{}({})", s["reason"].get<std::string>(),
-                                 s["reason"].get<std::string>().empty() ? "" : " ",
-                                 format_moment(s.value("timestamp", 0.0)));
-        fmt::print("{:>8} {:>6} {:<12} {:<20} {}\n", s.value("state", ""), s.value("nnodes", 0), s.value("ranks", ""),
-                   s.value("nodelist", ""), reason);
+        if (s.contains("reason")) {
+            auto text = must(json_field<std::string>(s, "reason", "", at));
+            auto when = must(json_field(s, "timestamp", 0.0, at));
+            reason = fmt::format("{}{}({})", text, text.empty() ? "" : " ", format_moment(when));
+        }
+        fmt::print("{:>8} {:>6} {:<12} {:<20} {}\n", must(json_field<std::string>(s, "state", "", at)),
+                   must(json_field<int64_t>(s, "nnodes", 0, at)), must(json_field<std::string>(s, "ranks", "", at)),
+                   must(json_field<std::string>(s, "nodelist", "", at)), reason);
     }
 }
 

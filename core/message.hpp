@@ -72,6 +72,13 @@ struct Message {
     static Message control(uint32_t control_type, uint32_t status);
 
     bool has_flag(uint8_t flag) const { return (flags & flag) != 0; }
+    // A request that wants an answer (no NORESPONSE flag).
+    bool wants_response() const { return type == MessageType::request && !has_flag(msgflag::noresponse); }
+    // The last answer to its request: not streaming, or the error that
+    // ends a stream (section 3 of doc/spec/messages.md).
+    bool is_final_response() const {
+        return type == MessageType::response && (!has_flag(msgflag::streaming) || errnum != 0);
+    }
     // Parses the payload; an absent payload reads as an empty object.
     // Error only if the payload was never validated (built by hand) and is bad.
     Result<nlohmann::json> json() const;

@@ -35,7 +35,8 @@ struct LocalConnector::Connection {
     std::vector<std::string> subscriptions;
     size_t in_flight = 0;  // requests that want an answer, not answered yet
     bool paused = false;   // over a bound: requests wait in the decoder
-    // Null while reading is paused (the connection is over a bound).
+    // Null while not read: over a bound, with kPausedReadCap waiting in
+    // the decoder.
     std::unique_ptr<FdWatcher> reader;
     // Only while `out` is not empty. It watches a dup of `fd`: the event
     // loop (epoll) takes each descriptor number once, and `reader` has it.
@@ -200,7 +201,7 @@ void LocalConnector::handle_buffered(const std::string& id) {
             continue;  // clients only send requests
         msg.userid = conn.uid;
         msg.rolemask = conn.rolemask;
-        if (!msg.has_flag(msgflag::noresponse))
+        if (msg.wants_response())
             conn.in_flight++;
         cb_.on_request(std::move(msg), id);
     }
@@ -211,9 +212,7 @@ void LocalConnector::send(const std::string& id, const Message& msg) {
     if (it == conns_.end())
         return;
     Connection& conn = *it->second;
-    // A stream's answers end with an error answer (messages.md section 3).
-    bool last_answer = msg.type == MessageType::response && (!msg.has_flag(msgflag::streaming) || msg.errnum != 0);
-    if (last_answer && conn.in_flight > 0)
+    if (msg.is_final_response() && conn.in_flight > 0)
         conn.in_flight--;
     conn.out += encode_stream(msg);
     if (conn.out.size() - conn.out_offset > kMaxQueued) {

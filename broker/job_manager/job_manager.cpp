@@ -144,6 +144,10 @@ void JobManager::reconcile_joined_ranks() {
     });
 }
 
+void JobManager::respond_once_stored(Message response) {
+    db_->after_commit([this, response = std::move(response)]() mutable { broker_.respond(std::move(response)); });
+}
+
 void JobManager::post(Job& job, std::string name, nlohmann::json context) {
     JobEvent ev{wall_now(), std::move(name), std::move(context)};
     db_->add_event(job.id, job.next_event_seq, ev);
@@ -414,9 +418,9 @@ void JobManager::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, con
     if (auto pending = pending_signals_.find(id); pending != pending_signals_.end()) {
         auto signals = std::move(pending->second);
         pending_signals_.erase(pending);
-        if (auto it2 = jobs_.find(id); it2 != jobs_.end() && it2->second.state == JobState::run)
-            for (int signo : signals)
-                signal_ranks(it2->second, signo);
+        for (int signo : signals)
+            if (job.state == JobState::run)  // a launch that failed at once has ended it
+                signal_ranks(job, signo);
     }
 }
 
@@ -478,17 +482,11 @@ void JobManager::became_inactive(Job& job) {
     job.dependencies.clear();
     dependencies_changed(job);
     add_inactive(job);
+    // Waits are answered once the clean event is on disk.
     auto [first, last] = wait_watches_.equal_range(job.id);
-    std::vector<Message> answers;
     for (auto it = first; it != last; ++it)
-        answers.push_back(Message::response_to(it->second, wait_answer(job)));
+        respond_once_stored(Message::response_to(it->second, wait_answer(job)));
     wait_watches_.erase(first, last);
-    // Answered once the clean event is on disk.
-    if (!answers.empty())
-        db_->after_commit([this, answers = std::move(answers)]() mutable {
-            for (auto& a : answers)
-                broker_.respond(std::move(a));
-        });
     // Not now: callers up the stack still hold this job.
     if (!purge_soon_.active())
         purge_soon_.start(Duration::zero(), [this] { purge(wall_now()); });

@@ -73,6 +73,9 @@ class JobManager {
     static nlohmann::json wait_answer(const Job& job);
 
     // The lifecycle (job_manager.cpp).
+    // Sends `response` once everything written so far is on disk (an
+    // acknowledged change survives a crash of rank 0).
+    void respond_once_stored(Message response);
     void post(Job& job, std::string name, nlohmann::json context = nlohmann::json::object());
     void on_state_change(Job& job, JobState from);
     void advance(Job& job);

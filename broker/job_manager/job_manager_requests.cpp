@@ -394,11 +394,8 @@ void JobManager::on_cancel(const Message& req) {
     if (job->state == JobState::inactive)
         return broker_.respond_error(req, EINVAL, fmt::format("{}: job is inactive", format_jobid(job->id)));
     raise(*job, "cancel", note->empty() ? fmt::format("canceled by uid {}", req.userid) : *note, req.userid);
-    // Answered once the cancel is on disk: an acknowledged cancel survives
-    // a crash (issue 14), as an acknowledged submit does.
-    db_->after_commit([this, resp = Message::response_to(req, nlohmann::json::object())]() mutable {
-        broker_.respond(std::move(resp));
-    });
+    // An acknowledged cancel survives a crash, as an acknowledged submit does.
+    respond_once_stored(Message::response_to(req, nlohmann::json::object()));
 }
 
 void JobManager::on_kill(const Message& req) {
@@ -436,9 +433,7 @@ void JobManager::on_urgency(const Message& req) {
                                                  format_jobid(job->id), state_name(job->state)));
     int old = job->urgency;
     set_urgency(*job, static_cast<int>(*urgency), req.userid);
-    // Once on disk: an acknowledged hold is never lost to a crash.
-    db_->after_commit(
-        [this, resp = Message::response_to(req, {{"old", old}})]() mutable { broker_.respond(std::move(resp)); });
+    respond_once_stored(Message::response_to(req, {{"old", old}}));  // a hold is never lost to a crash
 }
 
 void JobManager::on_output(const Message& req) {

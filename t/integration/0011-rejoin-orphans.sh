@@ -6,16 +6,7 @@
 # tbon.lost_timeout (3 s), then resumed.
 . "$(dirname "$0")/lib.sh"
 
-banyan keygen "$T_DIR/cert" >/dev/null
-port=$(($(free_port) / 10))
-write_config "$T_DIR/c.toml" 2 "$port" "$T_DIR/cert" \
-    $'heartbeat_period = "0.2s"\ntorpid_timeout = "1.5s"\nlost_timeout = "3s"'
-for r in 0 1; do start_broker "$T_DIR/c.toml" $r; done
-export BANYAN_URI
-BANYAN_URI=$(uri_of 0)
-both_up() { banyan overlay status -s | grep -q '^online: 0-1 (2)$'; }
-export -f both_up
-wait_for "two brokers up" 20 both_up
+start_cluster 2 $'heartbeat_period = "0.2s"\ntorpid_timeout = "1.5s"\nlost_timeout = "3s"'
 marker=$((RANDOM + 1000))
 id=$(banyan submit -N2 -n2 sleep "$marker")
 wait_for "a job runs on both ranks" 20 sh -c "[ \$(pgrep -fc '^sleep $marker\$') -eq 2 ]"
@@ -24,7 +15,7 @@ kill -STOP "$rank1"
 wait_for "rank 1 is lost and its job ends with node-failure" 20 \
     sh -c "banyan job eventlog $id | grep -q 'exception.*type=node-failure'"
 kill -CONT "$rank1"
-wait_for "rank 1 is back" 30 both_up
+wait_for "rank 1 is back" 30 all_up 2
 wait_for "the ended job's task on rank 1 is killed, none left" 15 sh -c "! pgrep -f '^sleep $marker\$'"
 check_output "rank 1 said why" "rank 0 ended this job while rank 1 was cut off" cat "$T_DIR/rank-1.log"
 new=$(banyan submit -N2 -n2 true)

@@ -8,20 +8,12 @@
 # logged, and a new job runs and finishes as itself.
 . "$(dirname "$0")/lib.sh"
 
-banyan keygen "$T_DIR/cert" >/dev/null
-port=$(($(free_port) / 10))
-write_config "$T_DIR/c.toml" 2 "$port" "$T_DIR/cert"
-for r in 0 1; do start_broker "$T_DIR/c.toml" $r; done
-export BANYAN_URI
-BANYAN_URI=$(uri_of 0)
-both_up() { banyan overlay status -s | grep -q '^online: 0-1 (2)$'; }
-export -f both_up
-wait_for "two brokers up" 20 both_up
+start_cluster 2
 old=$(banyan submit -N2 -n2 sleep 60)
 wait_for "a job runs on both ranks" 20 sh -c "banyan jobs --no-header -o '{st}' | grep -q '^R$'"
 kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")"
 start_broker "$T_DIR/c.toml" 0
-wait_for "rank 0 is back, rank 1 with it" 30 both_up
+wait_for "rank 0 is back, rank 1 with it" 30 all_up 2
 wait_for "the old job ends with the restart" 20 \
     sh -c "banyan job eventlog $old | grep -q 'exception.*type=restart'"
 wait_for "rank 1's answer to the old process's exec.run is dropped, and logged" 20 \

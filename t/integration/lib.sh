@@ -142,4 +142,20 @@ start_broker() {
 }
 
 uri_of() { echo "local://$T_DIR/rank-$1/local.sock"; }
-export -f free_port write_config start_broker uri_of
+
+# all_up SIZE: rank 0 sees ranks 0 to SIZE-1 online.
+all_up() { banyan overlay status -s | grep -q "^online: 0-$(($1 - 1)) ($1)\$"; }
+
+# start_cluster SIZE [EXTRA_TOML]: SIZE configured brokers on loopback TCP
+# ($T_DIR/c.toml; EXTRA_TOML goes into its [tbon] table), BANYAN_URI at
+# rank 0; returns once all are up.
+start_cluster() {
+    local r
+    banyan keygen "$T_DIR/cert" >/dev/null
+    write_config "$T_DIR/c.toml" "$1" "$(($(free_port) / 10))" "$T_DIR/cert" "${2:-}"
+    for r in $(seq 0 $(($1 - 1))); do start_broker "$T_DIR/c.toml" "$r"; done
+    BANYAN_URI=$(uri_of 0)
+    export BANYAN_URI
+    wait_for "$1 brokers up" 20 all_up "$1"
+}
+export -f free_port write_config start_broker uri_of all_up start_cluster
