@@ -20,7 +20,7 @@ Result<void> check_known_keys(const Config& config) {
         {"resource", {"path", "synthetic", "hwloc_xml", "exclude"}},
         {"sched", {"queue-policy", "match-policy", "queue-depth", "reservation-depth"}},
         {"job-manager", {"inactive-age", "inactive-limit", "sched-window", "output-limit"}},
-        {"exec", {"kill-timeout", "job-shell"}},
+        {"exec", {"kill-timeout", "job-shell", "reattach-timeout"}},
     };
     for (const auto& [table, keys] : tables)
         if (auto r = config.check_keys(table, keys); !r)

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 
 #include <fmt/format.h>
@@ -201,7 +202,7 @@ void Broker::forward(uint32_t peer, Message msg) {
         // Sent: keep the request, less its payload, to answer it if the peer is lost.
         std::string key = pending_key(msg);
         msg.payload.reset();
-        pending_[peer][key] = Pending{std::move(msg)};
+        pending_[peer][key] = Pending{std::move(msg), next_pending_order_++};
     }
 }
 
@@ -211,8 +212,14 @@ void Broker::on_peer_reset(uint32_t rank, std::string_view why) {
         return;
     auto lost = std::move(it->second);
     pending_.erase(it);
+    // In the order they were sent: a client that keeps what failed (the
+    // exec service's output) sends it again in that order.
+    std::vector<Pending*> in_order;
     for (auto& [key, p] : lost)
-        respond_error(p.request, EHOSTUNREACH, fmt::format("rank {} is {}", rank, why));
+        in_order.push_back(&p);
+    std::sort(in_order.begin(), in_order.end(), [](const Pending* a, const Pending* b) { return a->order < b->order; });
+    for (Pending* p : in_order)
+        respond_error(p->request, EHOSTUNREACH, fmt::format("rank {} is {}", rank, why));
 }
 
 // --- responses ---------------------------------------------------------------

@@ -81,6 +81,7 @@ class Broker {
   private:
     struct Pending {
         Message request;  // without payload: enough to answer it
+        uint64_t order;   // when it was sent: a lost peer's requests fail in the order they went
     };
 
     void on_local_request(Message&& msg, const std::string& connection);
@@ -107,6 +108,7 @@ class Broker {
     std::set<std::string, std::less<>> services_;
     // Requests forwarded to each peer, by route+matchtag, until answered.
     std::map<uint32_t, std::map<std::string, Pending>> pending_;
+    uint64_t next_pending_order_ = 0;
     std::vector<std::function<void()>> running_waiters_;
     std::vector<std::function<bool()>> ready_conditions_;
     std::vector<std::function<void()>> subtree_listeners_;

@@ -282,8 +282,7 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
         system["job"] = {{"name", o.job_name}};
     auto deps = dependencies(o.dependencies);
     if (!o.begin_time.empty()) {
-        auto now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-        auto when = parse_moment(o.begin_time, now);
+        auto when = parse_moment(o.begin_time, wall_now());
         if (!when)
             fail("--begin-time " + when.error().message);
         // A string, as RFC 26 has every value.

@@ -1,4 +1,5 @@
 #include "core/client.hpp"
+#include "core/unix_socket.hpp"
 
 #include <cstdlib>
 #include <cstring>
@@ -20,20 +21,10 @@ Result<Client> Client::connect(std::string uri) {
         uri = env;
     }
     std::string path = uri.rfind("local://", 0) == 0 ? uri.substr(8) : uri;
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof addr.sun_path)
-        return make_error(ENAMETOOLONG, fmt::format("{}: socket path too long", path));
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return make_error(errno, fmt::format("socket: {}", std::strerror(errno)));
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0) {
-        int err = errno;
-        close(fd);
-        return make_error(err, fmt::format("cannot connect to broker at {}: {}", path, std::strerror(err)));
-    }
-    return Client(fd, path);
+    auto fd = connect_unix(path);
+    if (!fd)
+        return make_error(fd.error().code, "no broker: " + fd.error().message);
+    return Client(fd->release(), path);
 }
 
 Client::Client(Client&& other) noexcept

@@ -143,4 +143,10 @@ std::string format_duration(double seconds) {
     return fmt::format("{}d{}h", s / 86400, s % 86400 / 3600);
 }
 
+double wall_now() {
+    timespec ts{};
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 }  // namespace banyan

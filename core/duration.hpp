@@ -25,4 +25,7 @@ std::string format_moment(double seconds_since_epoch);
 // "45s", "12m30s", "3h05m", "2d4h": the largest two units.
 std::string format_duration(double seconds);
 
+// Real time in seconds since the epoch (event timestamps, t_submit).
+double wall_now();
+
 }  // namespace banyan

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,8 +17,11 @@
 #include <fmt/format.h>
 
 #include "core/base64.hpp"
+#include "core/duration.hpp"
 #include "core/io_data.hpp"
+#include "core/json_field.hpp"
 #include "core/log.hpp"
+#include "core/unix_socket.hpp"
 #include "shell/binding.hpp"
 
 namespace banyan {
@@ -28,6 +32,8 @@ constexpr auto kDrainLimit = std::chrono::seconds(5);
 // longer read (until the queue empties): a task writing faster than its
 // output can travel waits in write() instead of filling this shell's memory.
 constexpr size_t kOutputQueueLimit = size_t{4} << 20;
+// Output kept while no broker is there to take it (doc/spec/shell.md §8).
+constexpr size_t kKeptOutputLimit = size_t{1} << 20;
 
 // Every child of this process (tasks, and orphans it reaped as subreaper).
 std::set<pid_t> children_of_self() {
@@ -85,9 +91,13 @@ std::unique_ptr<MachineTopology> machine_topology(const std::string& xml) {
 }  // namespace
 
 Shell::Shell(Reactor& reactor, int in_fd, int out_fd)
-    : reactor_(reactor), exit_timer_(reactor), drain_timer_(reactor) {
+    : reactor_(reactor), reattach_timer_(reactor), socket_check_(reactor), exit_timer_(reactor), drain_timer_(reactor) {
+    open_channel(in_fd, out_fd);
+}
+
+void Shell::open_channel(int in_fd, int out_fd) {
     channel_ = std::make_unique<LineChannel>(
-        reactor, in_fd, out_fd, [this](Result<nlohmann::json> m) { on_message(std::move(m)); },
+        reactor_, in_fd, out_fd, [this](Result<nlohmann::json> m) { on_message(std::move(m)); },
         [this] { on_exec_service_gone(); });
     channel_->on_drained([this] {
         if (!output_paused_)
@@ -96,6 +106,27 @@ Shell::Shell(Reactor& reactor, int in_fd, int out_fd)
         for (auto& t : tasks_)
             t->resume_output();
     });
+}
+
+void Shell::send(nlohmann::json message) {
+    if (channel_)
+        return channel_->send(message);
+    if (message.value("type", "") == "output") {
+        if (kept_output_lost_)
+            return;
+        size_t bytes = message["data"].is_string() ? message["data"].get_ref<const std::string&>().size() : 0;
+        if (kept_output_bytes_ + bytes > kKeptOutputLimit) {
+            kept_output_lost_ = true;
+            message["stream"] = "stderr";
+            message["data"] = fmt::format(
+                "banyan: output lost: more than {} bytes were written while the broker "
+                "was away\n",
+                kKeptOutputLimit);
+            message.erase("encoding");
+        }
+        kept_output_bytes_ += bytes;
+    }
+    kept_.push_back(std::move(message));
 }
 
 Shell::~Shell() {
@@ -111,6 +142,10 @@ void Shell::on_message(Result<nlohmann::json> message) {
         return;
     }
     const nlohmann::json& m = *message;
+    if (m.value("type", "") == "end") {
+        ending_ = true;
+        return;
+    }
     if (!job_) {
         if (!finishing_)
             start(m);
@@ -133,12 +168,92 @@ void Shell::on_message(Result<nlohmann::json> message) {
     }
 }
 
-// The broker is gone: nobody is left to report to, and no task may outlive
-// the job's broker.
+// The broker is gone. Stopping (it said `end`), or before the job began:
+// no task may outlive it. Dead: the tasks go on, and this shell waits for
+// a broker to come back and re-attach it.
 void Shell::on_exec_service_gone() {
+    if (ending_ || !job_ || reattach_socket_.empty()) {
+        kill_everything();
+        exit_code_ = 1;
+        return reactor_.stop();
+    }
+    channel_.reset();  // allowed: this is its close callback
+    wait_for_broker();
+}
+
+void Shell::wait_for_broker() {
+    auto fd = listen_unix(reattach_socket_, 4);
+    if (!fd) {
+        log::error("shell", "{}: the broker is gone and {}: ending the tasks", format_jobid(job_->id),
+                   fd.error().message);
+        kill_everything();
+        exit_code_ = 1;
+        return reactor_.stop();
+    }
+    listen_fd_ = std::move(*fd);
+    struct stat own {};
+    stat(reattach_socket_.c_str(), &own);
+    // Removed (the run directory was wiped): no broker can find this shell.
+    socket_check_.start_repeating(std::chrono::seconds(1), [this, inode = own.st_ino] {
+        struct stat now {};
+        if (stat(reattach_socket_.c_str(), &now) == 0 && now.st_ino == inode)
+            return;
+        give_up("its socket was removed");
+    });
+    accept_watch_ = std::make_unique<FdWatcher>(reactor_, listen_fd_.get(), FdWatcher::Event::readable,
+                                                [this] { on_broker_connecting(); });
+    reattach_timer_.start(std::chrono::milliseconds(static_cast<int64_t>(reattach_timeout_ * 1000)), [this] {
+        give_up(fmt::format("no broker came back within {}s (exec.reattach-timeout)", reattach_timeout_));
+    });
+}
+
+void Shell::give_up(const std::string& why) {
+    log::error("shell", "{}: {}: ending the tasks", format_jobid(job_->id), why);
+    stop_waiting();
     kill_everything();
     exit_code_ = 1;
     reactor_.stop();
+}
+
+void Shell::stop_waiting() {
+    reattach_timer_.cancel();
+    socket_check_.cancel();
+    accept_watch_.reset();
+    if (listen_fd_) {
+        listen_fd_.reset();
+        unlink(reattach_socket_.c_str());
+    }
+}
+
+void Shell::on_broker_connecting() {
+    int fd = accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    ucred peer{};
+    socklen_t len = sizeof peer;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != getuid()) {
+        close(fd);  // only a broker of this instance's owner may take the job
+        return;
+    }
+    stop_waiting();
+    attach_channel(fd);
+}
+
+// A broker re-attached: it hears hello, then everything kept, in order.
+void Shell::attach_channel(int fd) {
+    open_channel(fd, dup(fd));
+    channel_->send({{"type", "hello"}, {"id", job_->id}, {"started", started_}});
+    for (auto& m : kept_)
+        channel_->send(m);
+    kept_.clear();
+    kept_output_bytes_ = 0;
+    kept_output_lost_ = false;
+    log::info("shell", "{}: re-attached to a broker", format_jobid(job_->id));
+    if (finishing_) {  // the finish was among them
+        channel_->flush();
+        exit_code_ = 0;
+        reactor_.stop();
+    }
 }
 
 void Shell::start(const nlohmann::json& message) {
@@ -146,17 +261,25 @@ void Shell::start(const nlohmann::json& message) {
     if (!job) {
         finishing_ = true;
         raise("exec", job.error().message, 0);
-        channel_->send({{"type", "finish"}, {"status", 1}});
+        channel_->send({{"type", "finish"}, {"status", 1}, {"time", wall_now()}});
         channel_->flush();
         exit_code_ = 0;
         return reactor_.stop();
     }
     job_ = std::move(*job);
+    auto socket = json_field<std::string>(message, "reattach_socket", "", "job");
+    auto timeout = json_field<double>(message, "reattach_timeout", 300, "job");
+    if (socket && timeout) {
+        reattach_socket_ = *socket;
+        reattach_timeout_ = *timeout;
+    }
     auto ready = prepare();
     if (ready)
         ready = launch_tasks();
-    if (ready)
-        channel_->send({{"type", "started"}});
+    if (ready) {
+        started_ = true;
+        send({{"type", "started"}});
+    }
     if (!ready) {
         raise("exec", ready.error().message, 0);
         failed_status_ = std::max(failed_status_, 1);
@@ -189,8 +312,7 @@ Result<void> Shell::prepare() {
                                               [](const auto& b) { return b.ntasks > 0; });
                  if (nshells == 1)
                      return pmix_->fence_done(seq, std::move(data));
-                 channel_->send(
-                     {{"type", "fence"}, {"seq", seq}, {"nshells", nshells}, {"data", base64_encode(data)}});
+                 send({{"type", "fence"}, {"seq", seq}, {"nshells", nshells}, {"data", base64_encode(data)}});
              },
          .abort =
              [this](uint32_t task, int status, std::string msg) {
@@ -303,8 +425,8 @@ void Shell::emit_output(uint32_t task, bool is_stderr, std::string data) {
     }
     nlohmann::json m{{"type", "output"}, {"task", task}, {"stream", is_stderr ? "stderr" : "stdout"}};
     put_io_data(m, data);
-    channel_->send(m);
-    if (!output_paused_ && channel_->queued_bytes() > kOutputQueueLimit) {
+    send(std::move(m));
+    if (channel_ && !output_paused_ && channel_->queued_bytes() > kOutputQueueLimit) {
         output_paused_ = true;
         for (auto& t : tasks_)
             t->pause_output();
@@ -350,7 +472,9 @@ void Shell::finish() {
     int status = failed_status_;
     for (const auto& t : tasks_)
         status = std::max(status, t->status());
-    channel_->send({{"type", "finish"}, {"status", status}});
+    send({{"type", "finish"}, {"status", status}, {"time", wall_now()}});
+    if (!channel_)
+        return;  // kept: sent, and this shell done, once a broker re-attaches
     channel_->flush();
     exit_code_ = 0;
     reactor_.stop();
@@ -374,7 +498,7 @@ void Shell::on_fence_result(const nlohmann::json& m) {
 }
 
 void Shell::raise(const std::string& type, const std::string& note, int severity) {
-    channel_->send({{"type", "exception"}, {"exception", type}, {"severity", severity}, {"note", note}});
+    send({{"type", "exception"}, {"exception", type}, {"severity", severity}, {"note", note}});
 }
 
 void Shell::signal_tasks(int signo) {

@@ -2,9 +2,12 @@
 // Reads the job from the exec service on stdin, starts the rank's tasks
 // with their environment, binding, limits and PMIx server, forwards their
 // output, delivers signals and input, and reports exceptions and the final
-// status on stdout. Ends every process of the job before it reports.
+// status on stdout. Ends every process of the job before it reports. If
+// its broker dies, it keeps the tasks and what it would send, and waits on
+// a socket for a broker to re-attach it (doc/spec/shell.md §8).
 #pragma once
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -13,6 +16,7 @@
 
 #include "core/line_channel.hpp"
 #include "core/reactor.hpp"
+#include "core/unique_fd.hpp"
 #include "resource/machine_topology.hpp"
 #include "shell/binding.hpp"
 #include "shell/pmix_server.hpp"
@@ -30,8 +34,17 @@ class Shell {
     int exit_code() const { return exit_code_; }
 
   private:
+    // Over `in_fd` / `out_fd` (owned): the pipes, or a re-attached socket.
+    void open_channel(int in_fd, int out_fd);
     void on_message(Result<nlohmann::json> message);
     void on_exec_service_gone();
+    // To the exec service, or kept for the next one while there is none.
+    void send(nlohmann::json message);
+    void wait_for_broker();
+    void stop_waiting();
+    void give_up(const std::string& why);
+    void on_broker_connecting();
+    void attach_channel(int fd);
     void start(const nlohmann::json& message);
     Result<void> prepare();
     Result<void> launch_tasks();
@@ -49,7 +62,18 @@ class Shell {
     void finish();
 
     Reactor& reactor_;
-    std::unique_ptr<LineChannel> channel_;
+    std::unique_ptr<LineChannel> channel_;  // none while waiting to be re-attached
+    bool ending_ = false;                   // the broker is stopping: end with it
+    bool started_ = false;                  // every local task was started
+    std::string reattach_socket_;           // where to wait for a broker; empty: do not
+    double reattach_timeout_ = 0;
+    UniqueFd listen_fd_;
+    std::unique_ptr<FdWatcher> accept_watch_;
+    Timer reattach_timer_;
+    Timer socket_check_;
+    std::deque<nlohmann::json> kept_;  // for the next exec service, in order
+    size_t kept_output_bytes_ = 0;
+    bool kept_output_lost_ = false;
     std::optional<ShellJob> job_;
     std::unique_ptr<MachineTopology> topology_;
     std::unique_ptr<PmixServer> pmix_;

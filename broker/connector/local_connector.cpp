@@ -1,4 +1,5 @@
 #include "broker/connector/local_connector.hpp"
+#include "core/unix_socket.hpp"
 
 #include <cstring>
 
@@ -74,17 +75,10 @@ LocalConnector::~LocalConnector() {
 }
 
 Result<void> LocalConnector::start() {
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path_.size() >= sizeof addr.sun_path)
-        return make_error(ENAMETOOLONG, fmt::format("{}: socket path too long", path_));
-    std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
-    listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (listen_fd_ < 0)
-        return make_error(errno, fmt::format("socket: {}", std::strerror(errno)));
-    unlink(path_.c_str());  // a stale socket of a broker that died
-    if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) < 0 || listen(listen_fd_, 256) < 0)
-        return make_error(errno, fmt::format("{}: {}", path_, std::strerror(errno)));
+    auto fd = listen_unix(path_, 256);  // replaces a stale socket of a broker that died
+    if (!fd)
+        return fd.error();
+    listen_fd_ = fd->release();
     chmod(path_.c_str(), 0777);  // others may connect as guests; the rundir's mode decides who reaches it
     accept_watcher_ =
         std::make_unique<FdWatcher>(reactor_, listen_fd_, FdWatcher::Event::readable, [this] { on_accept(); });

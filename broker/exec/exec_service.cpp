@@ -1,12 +1,14 @@
 #include "broker/exec/exec_service.hpp"
 
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <set>
 #include <thread>
 
 #include <fcntl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,10 +17,12 @@
 
 #include "broker/exec/job_cgroup.hpp"
 #include "core/duration.hpp"
+#include "core/idset.hpp"
 #include "core/json_field.hpp"
 #include "core/line_channel.hpp"
 #include "core/log.hpp"
 #include "core/text_file.hpp"
+#include "core/unix_socket.hpp"
 #include "resource/machine_topology.hpp"
 #include "resource/rv1.hpp"
 
@@ -32,6 +36,8 @@ constexpr auto kShellGrace = std::chrono::seconds(2);
 // pipe is no longer read (it resumes at half): bounds what a fast writer
 // queues in the brokers.
 constexpr size_t kOutputInFlightLimit = size_t{4} << 20;
+// Output kept per job while rank 0 cannot take it (doc/spec/shell.md §8).
+constexpr size_t kKeptOutputLimit = size_t{1} << 20;
 
 // Seconds from a run_duration given as a number or as "10s"-style text.
 Result<double> run_duration(const nlohmann::json& v) {
@@ -51,13 +57,24 @@ std::string describe_wait_status(int wait_status) {
 }  // namespace
 
 struct ExecService::LocalJob {
-    Message req;          // exec.run, answered when the shell has finished
+    // exec.run or exec.reattach, answered when the shell has finished;
+    // none for an adopted shell until a job manager asks (the result is
+    // kept in ended_ all the same).
+    std::optional<Message> answer_to;
+    pid_t adopted_pid = 0;  // a dead broker's shell, reached through its socket
+    bool started = false;   // every local task runs
+    // Output rank 0 did not take (no route to it), and all after it, in
+    // order: sent again at exec.reattach.
+    std::deque<nlohmann::json> kept_output;
+    size_t kept_bytes = 0;
+    bool output_lost = false;  // past kKeptOutputLimit: dropped, with one notice
     uint32_t leader = 0;  // the first rank of R: where fences meet
     uint32_t nshells = 1;
     std::unique_ptr<Subprocess> shell;
     std::unique_ptr<LineChannel> channel;
     std::optional<JobCgroup> cgroup;
     std::optional<int> status;    // from the shell's finish
+    double end_time = 0;          // ... and when its tasks ended
     size_t output_in_flight = 0;  // bytes sent to job-manager.output, not yet answered
     std::unique_ptr<Timer> simulated;
     std::unique_ptr<Timer> escalate;  // terminate: SIGKILL, then the shell itself
@@ -76,6 +93,12 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     if (*timeout <= 0)
         return make_error(EINVAL, "exec.kill-timeout: must be more than 0");
     svc->kill_timeout_ = std::chrono::milliseconds(static_cast<int64_t>(*timeout * 1000));
+    auto reattach = broker.bootstrap().config.get_duration("exec.reattach-timeout", 300.0);
+    if (!reattach)
+        return reattach.error();
+    if (*reattach <= 0)
+        return make_error(EINVAL, "exec.reattach-timeout: must be more than 0");
+    svc->reattach_timeout_ = *reattach;
     std::error_code ec;
     auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
     // The shell beside the broker, unless the config names another (as
@@ -107,16 +130,24 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     broker.register_method("exec.reconcile", true, [s](const Message& r) { s->on_reconcile(r); });
     broker.register_method("exec.stdin", true, [s](const Message& r) { s->on_stdin(r); });
     broker.register_method("exec.fence", true, [s](const Message& r) { s->on_fence(r); });
+    broker.register_method("exec.reattach", true, [s](const Message& r) { s->on_reattach(r); });
+    svc->adopt_orphaned_shells();
     return svc;
 }
 
 ExecService::ExecService(Broker& broker) : broker_(broker) {}
 ExecService::~ExecService() {
-    // The broker is stopping: a shell ends its tasks when its pipe closes,
-    // so each gets up to a second for that before destroying it sends
-    // SIGKILL (which would orphan its tasks where there is no cgroup).
-    for (auto& [id, job] : jobs_)
+    // The broker is stopping: told so (`end`), a shell ends its tasks when
+    // its pipe closes rather than wait to be re-attached, so each gets up
+    // to a second for that before destroying it sends SIGKILL (which
+    // would orphan its tasks where there is no cgroup).
+    for (auto& [id, job] : jobs_) {
+        if (job->channel) {
+            job->channel->send({{"type", "end"}});
+            job->channel->flush();
+        }
         job->channel.reset();
+    }
     auto deadline = Clock::now() + std::chrono::seconds(1);
     for (auto& [id, job] : jobs_) {
         while (job->shell && Clock::now() < deadline) {
@@ -146,8 +177,8 @@ void ExecService::on_run(const Message& req) {
         return broker_.respond_error(
             req, EPERM, fmt::format("cannot run tasks as uid {}: this broker runs as uid {}", *userid, getuid()));
     auto job = std::make_unique<LocalJob>();
-    job->req = req;
-    job->req.payload.reset();  // enough to answer it
+    job->answer_to = req;
+    job->answer_to->payload.reset();  // enough to answer it
     const auto& test = json_object_at(p["jobspec"], {"attributes", "system", "exec", "test"});
     if (test.contains("run_duration")) {
         auto seconds = run_duration(test["run_duration"]);
@@ -155,7 +186,8 @@ void ExecService::on_run(const Message& req) {
             return broker_.respond_error(req, EINVAL, seconds.error().message);
         job->simulated = std::make_unique<Timer>(broker_.reactor());
         job->simulated->start(std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000)),
-                              [this, id = *id] { finish(id, 0); });
+                              [this, id = *id] { finish(id, 0, wall_now()); });
+        job->started = true;
         jobs_.emplace(*id, std::move(job));
         return report_started(*id);
     }
@@ -218,6 +250,8 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     request["rank"] = boot.rank;
     request["uri"] = fmt::format("local://{}/local.sock", boot.rundir);
     request["tmpdir"] = fmt::format("{}/jobs/{}-{}", boot.rundir, format_jobid(id), boot.rank);
+    request["reattach_socket"] = fmt::format("{}/jobs/{}.sock", boot.rundir, id);
+    request["reattach_timeout"] = reattach_timeout_;
     if (topology_xml_)
         request["topology"] = *topology_xml_;
     mkdir((boot.rundir + "/jobs").c_str(), 0700);
@@ -243,23 +277,7 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
     if (*type == "output") {  // {task, stream, data} as the job manager takes it, plus the id
         m.erase("type");
         m["id"] = id;
-        Message req = Message::request("job-manager.output", m, 0);
-        size_t bytes = req.payload ? req.payload->size() : 0;
-        // Backpressure: past kOutputInFlightLimit unanswered, the shell's
-        // pipe is not read until rank 0 has caught up.
-        job.output_in_flight += bytes;
-        if (job.output_in_flight > kOutputInFlightLimit)
-            job.channel->pause_reading();
-        broker_.rpc(std::move(req), [this, id, bytes](const Message& resp) {
-            if (resp.errnum)
-                log::warning("exec", "{}: output lost: {}", format_jobid(id), resp.error_text());
-            auto j = jobs_.find(id);
-            if (j == jobs_.end())
-                return;
-            j->second->output_in_flight -= bytes;
-            if (j->second->output_in_flight <= kOutputInFlightLimit / 2 && j->second->channel)
-                j->second->channel->resume_reading();
-        });
+        send_output(id, job, std::move(m));
     } else if (*type == "exception") {
         auto exception = json_field<std::string>(m, "exception", "exec", "shell");
         auto severity = json_field<int64_t>(m, "severity", 0, "shell");
@@ -297,15 +315,66 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
             j->second->channel->send(*result);
         });
     } else if (*type == "started") {
+        job.started = true;
         report_started(id);
     } else if (*type == "finish") {
         auto status = json_field<int64_t>(m, "status", 0, "shell");
-        if (!status)
-            return bad(status.error());
+        auto time = json_field<double>(m, "time", 0, "shell");
+        if (auto e = first_error(status, time))
+            return bad(*e);
         job.status = static_cast<int>(*status);
+        job.end_time = *time > 0 ? *time : wall_now();
+    } else if (*type == "hello") {  // an adopted shell: whether its tasks all run
+        auto started = json_field<bool>(m, "started", false, "shell");
+        if (!started)
+            return bad(started.error());
+        job.started = *started;
     } else {
         log::error("exec", "{}: unknown message from the shell: {}", format_jobid(id), m.dump());
     }
+}
+
+void ExecService::send_output(JobId id, LocalJob& job, nlohmann::json output) {
+    if (!job.kept_output.empty() || job.output_lost)
+        return keep_output(job, std::move(output));  // in order: after what waits already
+    Message req = Message::request("job-manager.output", output, 0);
+    size_t bytes = req.payload ? req.payload->size() : 0;
+    // Backpressure: past kOutputInFlightLimit unanswered, the shell's
+    // pipe is not read until rank 0 has caught up.
+    job.output_in_flight += bytes;
+    if (job.output_in_flight > kOutputInFlightLimit && job.channel)
+        job.channel->pause_reading();
+    broker_.rpc(std::move(req), [this, id, bytes, output = std::move(output)](const Message& resp) mutable {
+        auto j = jobs_.find(id);
+        if (resp.errnum == EHOSTUNREACH && j != jobs_.end()) {
+            keep_output(*j->second, std::move(output));  // rank 0 is away: for its return
+        } else if (resp.errnum) {
+            log::warning("exec", "{}: output lost: {}", format_jobid(id), resp.error_text());
+        }
+        if (j == jobs_.end())
+            return;
+        j->second->output_in_flight -= bytes;
+        if (j->second->output_in_flight <= kOutputInFlightLimit / 2 && j->second->channel)
+            j->second->channel->resume_reading();
+    });
+}
+
+void ExecService::keep_output(LocalJob& job, nlohmann::json output) {
+    if (job.output_lost)
+        return;
+    size_t bytes =
+        output.contains("data") && output["data"].is_string() ? output["data"].get_ref<const std::string&>().size() : 0;
+    if (job.kept_bytes + bytes > kKeptOutputLimit) {
+        job.output_lost = true;
+        output["stream"] = "stderr";
+        output["data"] = fmt::format(
+            "banyan: output lost: more than {} bytes were written on rank {} while rank 0 "
+            "could not be reached\n",
+            kKeptOutputLimit, broker_.bootstrap().rank);
+        output.erase("encoding");
+    }
+    job.kept_bytes += bytes;
+    job.kept_output.push_back(std::move(output));
 }
 
 // This rank's tasks all run (doc/spec/jobs.md section 8).
@@ -326,18 +395,47 @@ void ExecService::on_shell_exit(JobId id, int wait_status) {
     if (job.cgroup)
         job.cgroup->kill_all();
     if (job.status)
-        return finish(id, *job.status);
-    auto note = fmt::format("banyan-shell on rank {} {}", broker_.bootstrap().rank, describe_wait_status(wait_status));
-    broker_.respond_error(job.req, EIO, note);
+        return finish(id, *job.status, job.end_time);
+    fail(id, fmt::format("banyan-shell on rank {} {}", broker_.bootstrap().rank, describe_wait_status(wait_status)));
+}
+
+// An adopted shell's connection closed: it has exited.
+void ExecService::on_adopted_shell_gone(JobId id) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end())
+        return;
+    LocalJob& job = *it->second;
+    if (job.status)
+        return finish(id, *job.status, job.end_time);
+    fail(id, fmt::format("banyan-shell on rank {} (re-attached) ended without reporting", broker_.bootstrap().rank));
+}
+
+void ExecService::fail(JobId id, const std::string& note) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end())
+        return;
+    if (it->second->answer_to)
+        broker_.respond_error(*it->second->answer_to, EIO, note);
+    else
+        log::error("exec", "{}: {}", format_jobid(id), note);
     // Not here: this runs inside the shell's own exit callback.
     broker_.reactor().post([this, id] { remove_job(id); });
 }
 
-void ExecService::finish(JobId id, int status) {
+void ExecService::finish(JobId id, int status, double time) {
     auto it = jobs_.find(id);
     if (it == jobs_.end())
         return;
-    broker_.respond(Message::response_to(it->second->req, {{"status", status}}));
+    if (it->second->answer_to)
+        broker_.respond(Message::response_to(*it->second->answer_to, {{"status", status}, {"time", time}}));
+    // Kept whether answered or not: the answer may die with rank 0.
+    double now = wall_now();
+    while (!ended_order_.empty() && now - ended_order_.front().first > reattach_timeout_) {
+        ended_.erase(ended_order_.front().second);
+        ended_order_.pop_front();
+    }
+    ended_[id] = {status, time, it->second->started};
+    ended_order_.emplace_back(now, id);
     broker_.reactor().post([this, id] { remove_job(id); });
     for (auto f = fences_.lower_bound({id, 0}); f != fences_.end() && f->first.first == id;)
         f = fences_.erase(f);
@@ -374,6 +472,77 @@ void ExecService::retry_cgroup_removal() {
         emptying_timer_.reset();  // from inside its own callback: the timer copies its function first
 }
 
+// Each socket <rundir>/jobs/<id>.sock is a shell that outlived its broker
+// (doc/spec/shell.md §8): connected, it says hello, sends what it kept,
+// and goes on as if started here; its end of file is its exit.
+void ExecService::adopt_orphaned_shells() {
+    std::string dir = broker_.bootstrap().rundir + "/jobs";
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (!name.ends_with(".sock"))
+            continue;
+        auto id = parse_decimal(name.substr(0, name.size() - 5), UINT64_MAX, "job id");
+        auto fd = id ? connect_unix(entry.path().string()) : Result<UniqueFd>(id.error());
+        if (!fd) {
+            // A shell that gave up (or crashed) left its socket behind.
+            log::warning("exec", "{}: {}; removed", entry.path().string(), fd.error().message);
+            unlink(entry.path().c_str());
+            continue;
+        }
+        ucred peer{};
+        socklen_t len = sizeof peer;
+        if (getsockopt(fd->get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != getuid()) {
+            log::warning("exec", "{}: not a shell of this instance's owner; ignored", entry.path().string());
+            continue;
+        }
+        auto job = std::make_unique<LocalJob>();
+        job->adopted_pid = peer.pid;
+        int write_fd = dup(fd->get());
+        job->channel = std::make_unique<LineChannel>(
+            broker_.reactor(), fd->release(), write_fd,
+            [this, id = *id](Result<nlohmann::json> m) { on_shell_message(id, std::move(m)); },
+            [this, id = *id] {
+                // Not here: the channel is inside its own callback.
+                broker_.reactor().post([this, id] { on_adopted_shell_gone(id); });
+            });
+        jobs_.emplace(*id, std::move(job));
+        log::info("exec", "{}: re-attached its shell (pid {})", format_jobid(*id), peer.pid);
+    }
+}
+
+// A job manager that started again asks for a job's share here (doc/spec/
+// shell.md §8): what rank 0 did not take is sent again, its tasks are
+// reported running again, and the answer comes when the share ends, at
+// once if it has.
+void ExecService::on_reattach(const Message& req) {
+    auto body = req.json();
+    auto id = body ? json_field<uint64_t>(*body, "id", 0, "exec.reattach") : Result<uint64_t>(body.error());
+    if (!id || !body->contains("id"))
+        return broker_.respond_error(req, EPROTO, "exec.reattach: expected {\"id\": JOBID}");
+    auto it = jobs_.find(*id);
+    if (it == jobs_.end()) {
+        auto ended = ended_.find(*id);
+        if (ended == ended_.end())
+            return broker_.respond_error(
+                req, ENOENT, fmt::format("{} has nothing here (rank {})", format_jobid(*id), broker_.bootstrap().rank));
+        broker_.respond(Message::response_to(
+            req, {{"status", ended->second.status}, {"time", ended->second.time}, {"started", ended->second.started}}));
+        ended_.erase(ended);  // its place in ended_order_ goes when it expires
+        return;
+    }
+    LocalJob& job = *it->second;
+    job.answer_to = req;
+    job.answer_to->payload.reset();
+    auto kept = std::exchange(job.kept_output, {});
+    job.kept_bytes = 0;
+    job.output_lost = false;
+    for (auto& output : kept)
+        send_output(*id, job, std::move(output));
+    if (job.started)
+        report_started(*id);
+}
+
 ExecService::LocalJob* ExecService::job_for(const Message& req, nlohmann::json& body) {
     auto parsed = req.json();
     if (!parsed) {
@@ -404,7 +573,7 @@ void ExecService::on_kill(const Message& req) {
         return broker_.respond_error(req, EPROTO, "exec.kill: expected {\"id\": JOBID, \"signal\": N}");
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     if (job->simulated)  // a simulated job "dies" of the signal at once
-        return finish(body["id"].get<uint64_t>(), 128 + static_cast<int>(*signo));
+        return finish(body["id"].get<uint64_t>(), 128 + static_cast<int>(*signo), wall_now());
     job->channel->send({{"type", "signal"}, {"signal", *signo}});
 }
 
@@ -438,7 +607,7 @@ void ExecService::on_terminate(const Message& req) {
     JobId id = body["id"].get<uint64_t>();
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     if (job->simulated)
-        return finish(id, 128 + SIGTERM);
+        return finish(id, 128 + SIGTERM, wall_now());
     if (job->escalate)
         return;  // already on its way
     job->channel->send({{"type", "signal"}, {"signal", SIGTERM}});
@@ -459,7 +628,7 @@ void ExecService::kill_now(JobId id) {
         return;
     LocalJob& job = *it->second;
     if (job.simulated)
-        return finish(id, 128 + SIGKILL);
+        return finish(id, 128 + SIGKILL, wall_now());
     if (job.channel)
         job.channel->send({{"type", "signal"}, {"signal", SIGKILL}});
     if (!job.escalate)
@@ -469,7 +638,10 @@ void ExecService::kill_now(JobId id) {
         if (j == jobs_.end())
             return;
         log::warning("exec", "{}: the shell did not end its tasks; killing it", format_jobid(id));
-        (void)j->second->shell->signal(SIGKILL);
+        if (j->second->shell)
+            (void)j->second->shell->signal(SIGKILL);
+        else if (j->second->adopted_pid > 0)  // not our child; its connection is still open, so the pid is its
+            kill(j->second->adopted_pid, SIGKILL);
         if (j->second->cgroup)
             j->second->cgroup->kill_all();
     });

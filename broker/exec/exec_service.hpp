@@ -5,12 +5,18 @@
 // exec.fence joins the shells' PMIx fences at the job's first rank. The
 // shell's output and exceptions go to the job manager at rank 0. A jobspec
 // with attributes.system.exec.test.run_duration is simulated: nothing is
-// started.
+// started. Jobs outlive a crash of this broker or of rank 0
+// (doc/spec/shell.md §8): a starting exec service adopts the shells a dead
+// one left in its run directory, keeps output rank 0 could not take and
+// the result of every job that ended, and exec.reattach hands both to a
+// job manager that started again.
 #pragma once
 
+#include <deque>
 #include <list>
 #include <map>
 #include <memory>
+#include <unordered_map>
 
 #include "broker/broker.hpp"
 #include "broker/exec/job_cgroup.hpp"
@@ -31,10 +37,17 @@ class ExecService {
     explicit ExecService(Broker& broker);
     void on_run(const Message& req);
     Result<void> start_shell(JobId id, LocalJob& job, nlohmann::json request);
+    // Connects to the shells a dead broker left in the run directory.
+    void adopt_orphaned_shells();
     void on_shell_message(JobId id, Result<nlohmann::json> message);
+    void send_output(JobId id, LocalJob& job, nlohmann::json output);
+    void keep_output(LocalJob& job, nlohmann::json output);
     void report_started(JobId id);
     void on_shell_exit(JobId id, int wait_status);
-    void finish(JobId id, int status);
+    void on_adopted_shell_gone(JobId id);
+    void fail(JobId id, const std::string& note);
+    void finish(JobId id, int status, double time);
+    void on_reattach(const Message& req);
     void on_kill(const Message& req);
     void on_terminate(const Message& req);
     // exec.reconcile {keep: [ids]}: kills every job of this rank not in
@@ -51,6 +64,7 @@ class ExecService {
 
     Broker& broker_;
     Duration kill_timeout_;
+    double reattach_timeout_ = 300;  // seconds
     std::string shell_path_;
     std::optional<std::string> cgroup_parent_;  // where job cgroups go; nullopt: none
     std::optional<std::string> topology_xml_;   // this machine's hwloc XML, for the shells; nullopt: none
@@ -62,6 +76,15 @@ class ExecService {
     };
     std::list<EmptyingCgroup> emptying_;
     std::unique_ptr<Timer> emptying_timer_;
+    // The result of each job that ended here, for exec.reattach-timeout:
+    // the answer to its exec.run may have died with rank 0.
+    struct Ended {
+        int status;
+        double time;
+        bool started;  // every local task had run
+    };
+    std::unordered_map<JobId, Ended> ended_;
+    std::deque<std::pair<double, JobId>> ended_order_;
 };
 
 }  // namespace banyan

@@ -68,12 +68,6 @@ std::chrono::milliseconds delay_until(double when) {
         static_cast<int64_t>(std::ceil(std::clamp((when - wall_now()) * 1000, 0.0, kCenturyMs))));
 }
 
-double wall_now() {
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 std::string_view state_name(JobState state) { return kStateNames[static_cast<size_t>(state)]; }
 
 Result<JobState> state_from_name(std::string_view name) {

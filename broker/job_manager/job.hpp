@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/duration.hpp"
 #include "core/jobid.hpp"
 #include "core/result.hpp"
 
@@ -105,8 +106,6 @@ struct Job {
 // events are kept in the eventlog and change nothing.
 void apply_event(Job& job, const JobEvent& event);
 
-// Real time in seconds (event timestamps, t_submit).
-double wall_now();
 // The delay from now until `when` (wall seconds) for a Timer: rounded up
 // (a timer that fires early finds its moment not yet come), never
 // negative, and at most a century, so any time a user can write (@1e300

@@ -17,7 +17,6 @@ namespace banyan {
 namespace {
 
 constexpr size_t kMaxOutputChunk = 1 << 20;
-constexpr size_t kAttachOutputBytes = 1 << 20;  // raw bytes per attach answer, plus one chunk
 
 bool is_owner(const Message& req) { return req.rolemask & role::owner; }
 
@@ -170,9 +169,9 @@ void JobManager::drop_unstored(const std::vector<JobId>& ids, const Error& error
             }
         // Never advanced (dependencies_changed waits for the disk), so
         // nothing else holds it; withdrawn all the same, should it be asked.
-        withdraw(id);
+        sched_.withdraw(id);
         begin_timers_.erase(id);
-        pending_signals_.erase(id);
+        exec_.forget(id);
         jobs_.erase(id);
     }
 }
@@ -281,96 +280,7 @@ void JobManager::on_attach(const Message& req) {
     auto output_from = json_field<uint32_t>(body, "output_from", 0, "attach");
     if (auto e = first_error(events_from, output_from))
         return broker_.respond_error(req, EPROTO, e->message);
-    uint64_t watch_id = next_watch_++;
-    Watch& watch = attach_watches_[watch_id] = Watch{req, job->id, *events_from, *output_from};
-    watch.req.payload.reset();  // parsed once, here
-    read_for_attach(watch_id);
-}
-
-// Reads what is new for an attach (on the reader thread); one read per
-// watch at a time, and one more if a commit came meanwhile.
-void JobManager::read_for_attach(uint64_t watch_id) {
-    Watch& w = attach_watches_.at(watch_id);
-    if (w.reading) {
-        w.stale = true;
-        return;
-    }
-    w.reading = true;
-    w.stale = false;
-    db_->read(
-        [id = w.id, events_from = w.events_from,
-         output_from = w.output_from](JobDbReader& reader) -> Result<AttachNews> {
-            auto events = reader.events(id, events_from);
-            if (!events)
-                return events.error();
-            // A bounded share of the output per answer: JSON escaping can
-            // make text up to 6 times longer, and a message holds at most
-            // 16 MiB.
-            auto output = reader.output(id, output_from, kAttachOutputBytes);
-            if (!output)
-                return output.error();
-            return AttachNews{std::move(*events), std::move(*output)};
-        },
-        [this, watch_id](const Result<AttachNews>& news) { answer_attach(watch_id, news); });
-}
-
-// Answers an attach if there is something new for it, or the job is done.
-void JobManager::answer_attach(uint64_t watch_id, const Result<AttachNews>& news) {
-    auto found = attach_watches_.find(watch_id);
-    if (found == attach_watches_.end())
-        return;
-    Watch& w = found->second;
-    w.reading = false;
-    auto it = jobs_.find(w.id);
-    if (it == jobs_.end() || !news) {
-        if (it == jobs_.end())
-            broker_.respond_error(w.req, ENOENT, fmt::format("{}: no such job (purged)", format_jobid(w.id)));
-        else
-            broker_.respond_error(w.req, EIO, news.error().message);
-        attach_watches_.erase(found);
-        return;
-    }
-    uint32_t events_next = w.events_from + static_cast<uint32_t>(news->events.size());
-    uint32_t output_next = news->output.empty() ? w.output_from : news->output.back().seq + 1;
-    const Job& job = it->second;
-    bool done = job.state == JobState::inactive && events_next >= job.next_event_seq &&
-                output_next >= job.next_output_seq;
-    if (news->events.empty() && news->output.empty() && !done) {
-        if (w.stale)
-            read_for_attach(watch_id);
-        return;  // waits for the next commit
-    }
-    nlohmann::json ev_list = nlohmann::json::array(), out_list = nlohmann::json::array();
-    for (const auto& ev : news->events)
-        ev_list.push_back(ev.to_json());
-    for (const auto& c : news->output)
-        put_io_data(out_list.emplace_back(nlohmann::json{{"rank", c.rank}, {"stream", c.stream}}), c.data);
-    broker_.respond(Message::response_to(w.req, {{"events", std::move(ev_list)},
-                                                 {"output", std::move(out_list)},
-                                                 {"events_next", events_next},
-                                                 {"output_next", output_next},
-                                                 {"done", done}}));
-    attach_watches_.erase(found);
-}
-
-// After a commit: a watch reads again only if its job has written
-// something it has not seen (counted as written, committed or not).
-void JobManager::wake_watchers() {
-    for (auto& [watch_id, w] : attach_watches_) {
-        auto it = jobs_.find(w.id);
-        if (it == jobs_.end() || it->second.state == JobState::inactive || it->second.next_event_seq > w.events_from ||
-            it->second.next_output_seq > w.output_from)
-            read_for_attach(watch_id);
-    }
-}
-
-nlohmann::json JobManager::wait_answer(const Job& job) {
-    nlohmann::json out{{"id", job.id}, {"result", job.result()}};
-    if (job.status)
-        out["status"] = *job.status;
-    if (!job.exception_type.empty())
-        out["note"] = fmt::format("{}: {}", job.exception_type, job.exception_note);
-    return out;
+    watchers_.attach(req, job->id, *events_from, *output_from);
 }
 
 void JobManager::on_wait(const Message& req) {
@@ -378,9 +288,7 @@ void JobManager::on_wait(const Message& req) {
     Job* job = visible_job(req, body);
     if (!job)
         return;
-    if (job->state == JobState::inactive)
-        return broker_.respond(Message::response_to(req, wait_answer(*job)));
-    wait_watches_.emplace(job->id, req);
+    watchers_.wait(req, *job);
 }
 
 void JobManager::on_cancel(const Message& req) {
@@ -408,10 +316,7 @@ void JobManager::on_kill(const Message& req) {
         return broker_.respond_error(req, EINVAL, fmt::format("kill.signal: expected a signal number 1 to {}", NSIG - 1));
     if (job->state != JobState::run)
         return broker_.respond_error(req, EINVAL, fmt::format("{}: job is not running", format_jobid(job->id)));
-    if (auto ex = executing_.find(job->id); ex == executing_.end() || !ex->second.sent)
-        pending_signals_[job->id].push_back(static_cast<int>(*signo));  // sent after exec.run (send_exec_run)
-    else
-        signal_ranks(*job, static_cast<int>(*signo));
+    exec_.signal(*job, static_cast<int>(*signo));
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
 }
 
@@ -450,24 +355,25 @@ void JobManager::on_output(const Message& req) {
         return broker_.respond_error(req, EINVAL, "output.stream: expected stdout or stderr");
     if (data->size() > kMaxOutputChunk)
         return broker_.respond_error(req, EINVAL, "output.data: more than 1 MiB in one chunk");
-    broker_.respond(Message::response_to(req, nlohmann::json::object()));
-    if (job->output_truncated)
-        return;
-    if (job->output_bytes + data->size() > output_limit_) {
+    // Answered once stored: an exec service keeps what is not answered and
+    // sends it again to a rank 0 that restarted (doc/spec/shell.md §8).
+    if (!job->output_truncated && job->output_bytes + data->size() > limits_.output_limit) {
         // What fits is kept (cut at a character boundary), then one notice
         // where the output stops, so a reader knows it is cut.
-        size_t keep = utf8_complete_length(std::string_view(*data).substr(0, output_limit_ - job->output_bytes));
+        size_t keep = utf8_complete_length(std::string_view(*data).substr(0, limits_.output_limit - job->output_bytes));
         if (keep > 0)
             db_->add_output(job->id, {job->next_output_seq++, *task, *stream, data->substr(0, keep)});
         job->output_truncated = true;
-        std::string notice = fmt::format("banyan: output truncated: the job wrote more than {} bytes "
-                                         "(job-manager.output-limit); use --output to keep it all\n",
-                                         output_limit_);
+        std::string notice = fmt::format(
+            "banyan: output truncated: the job wrote more than {} bytes "
+            "(job-manager.output-limit); use --output to keep it all\n",
+            limits_.output_limit);
         db_->add_output(job->id, {job->next_output_seq++, *task, "stderr", notice});
-        return;
+    } else if (!job->output_truncated) {
+        job->output_bytes += data->size();
+        db_->add_output(job->id, {job->next_output_seq++, *task, *stream, *data});
     }
-    job->output_bytes += data->size();
-    db_->add_output(job->id, {job->next_output_seq++, *task, *stream, *data});
+    respond_once_stored(Message::response_to(req, nlohmann::json::object()));
 }
 
 // An exception the job's shells raise (exec service, owner only).
@@ -497,21 +403,7 @@ void JobManager::on_started(const Message& req) {
     if (!job)
         return;
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
-    auto ex = executing_.find(job->id);
-    if (ex == executing_.end() || ex->second.ranks_starting == 0)
-        return;  // ended already, or a duplicate
-    if (--ex->second.ranks_starting > 0)
-        return;
-    post(*job, "start");
-    if (job->warning_signal > 0 && ex->second.end > 0) {
-        // --signal=SIG@TIME, from now on: sent before the tasks ran, it
-        // would reach no shell.
-        ex->second.warning = std::make_unique<Timer>(broker_.reactor());
-        ex->second.warning->start(delay_until(ex->second.end - job->warning_timeleft), [this, id = job->id] {
-            if (auto it = jobs_.find(id); it != jobs_.end() && it->second.state == JobState::run)
-                signal_ranks(it->second, it->second.warning_signal);
-        });
-    }
+    exec_.started(*job);
 }
 
 // Input for task 0 (banyan run's stdin), passed to the exec service of the

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/client.hpp"
+#include "core/duration.hpp"
 #include "core/json_field.hpp"
 #include "core/log.hpp"
 #include "core/text_file.hpp"
@@ -15,10 +16,6 @@
 
 namespace banyan {
 namespace {
-
-double now_seconds() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // An R v1 file becomes one socket per rank (R v1 knows no sockets).
 Result<std::vector<NodeDescription>> nodes_from_r(const std::string& path) {
@@ -443,7 +440,7 @@ void ResourceService::on_drain(const Message& req, bool drain) {
                 return broker_.respond_error(req, EINVAL,
                                              fmt::format("rank {} ({}) is not drained", r, hostname_of(r)));
     }
-    double when = now_seconds();
+    double when = wall_now();
     std::vector<std::pair<int64_t, std::string>> rows;  // rank, host name
     for (uint32_t r : ranks->ids())
         rows.emplace_back(r, hostname_of(r));

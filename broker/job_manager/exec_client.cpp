@@ -1,0 +1,208 @@
+#include "broker/job_manager/exec_client.hpp"
+
+#include <algorithm>
+#include <csignal>
+
+#include <fmt/format.h>
+
+#include "broker/job_manager/job_manager.hpp"
+#include "core/json_field.hpp"
+#include "core/log.hpp"
+#include "resource/rv1.hpp"
+
+namespace banyan {
+
+// Counted and timed before anything is sent: the exec service of this rank
+// answers (and reports started) within broker_.rpc, and the last answer
+// ends the execution.
+ExecClient::Execution& ExecClient::begin(Job& job, size_t nranks, double end) {
+    Execution& ex = executing_[job.id];
+    ex.ranks_left = ex.ranks_starting = nranks;
+    if (end > 0) {
+        ex.time_limit = std::make_unique<Timer>(jm_.broker_.reactor());
+        ex.time_limit->start(delay_until(end), [this, id = job.id] {
+            if (Job* j = jm_.find(id); j && j->state == JobState::run)
+                jm_.raise(*j, "timeout", "the job reached its time limit", 0);
+        });
+    }
+    ex.end = end;
+    return ex;
+}
+
+void ExecClient::launch(Job& job, const nlohmann::json& R) {
+    auto r = Rv1::from_json(R);
+    if (!r || r->ranks.empty())
+        return jm_.raise(job, "exec", "the allocation has no ranks", 0);
+    begin(job, r->ranks.size(), r->expiration > 0 ? r->expiration : job.duration > 0 ? wall_now() + job.duration : 0);
+    std::vector<uint32_t> ranks;
+    for (const auto& [rank, children] : r->ranks)
+        ranks.push_back(rank);
+    // The jobspec is read from the database (a pending job does not keep
+    // it in memory), on the reader thread.
+    jm_.db_->read([id = job.id](JobDbReader& reader) { return reader.jobspec(id); },
+                  [this, id = job.id, ranks = std::move(ranks), r_text = R.dump()](Result<std::string> spec) {
+                      send_exec_run(id, ranks, r_text, spec);
+                  });
+}
+
+void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, const std::string& r_text,
+                               const Result<std::string>& spec) {
+    Job* job = jm_.find(id);
+    if (!job || !executing_.count(id))
+        return;
+    if (job->state != JobState::run || !spec) {
+        // Ended while its jobspec was read (cancel, time limit), or not
+        // readable: nothing was started.
+        executing_.erase(id);
+        if (job->state == JobState::run)
+            return jm_.raise(*job, "exec", spec.error().message, 0);  // its cleanup follows
+        return jm_.release(*job);
+    }
+    executing_.at(id).sent = true;
+    for (uint32_t rank : ranks) {
+        // Written as text: the jobspec goes on as stored, unparsed.
+        Message req = Message::request("exec.run", nlohmann::json::object(), rank);
+        req.payload = fmt::format(R"({{"id":{},"userid":{},"R":{},"jobspec":{}}})", id, job->userid, r_text, *spec);
+        jm_.broker_.rpc(std::move(req), [this, id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
+    }
+    send_pending_signals(*job);
+}
+
+// `banyan job kill` before the tasks could be reached: now (each rank
+// reads its exec.run first).
+void ExecClient::send_pending_signals(Job& job) {
+    auto pending = pending_signals_.find(job.id);
+    if (pending == pending_signals_.end())
+        return;
+    auto signals = std::move(pending->second);
+    pending_signals_.erase(pending);
+    for (int signo : signals)
+        if (job.state == JobState::run)  // a launch that failed at once has ended it
+            signal_ranks(job, signo);
+}
+
+void ExecClient::reattach(Job& job, const IdSet& online) {
+    // The time limit runs from alloc, as R's expiration does.
+    Execution& ex = begin(job, job.ranks.size(), job.duration > 0 ? job.t_run + job.duration : 0);
+    ex.reattached = true;
+    ex.sent = true;
+    if (job.started) {
+        ex.ranks_starting = 0;
+        arm_warning(job, ex);
+    }
+    std::vector<uint32_t> offline;
+    for (uint32_t rank : job.ranks) {
+        if (!online.contains(rank)) {
+            offline.push_back(rank);
+            continue;
+        }
+        jm_.broker_.rpc(Message::request("exec.reattach", {{"id", job.id}}, rank),
+                        [this, id = job.id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
+    }
+    for (uint32_t rank : offline)
+        on_exec_response(
+            job.id, rank,
+            Message::error_to(Message::request("exec.reattach", nlohmann::json::object(), rank), EHOSTUNREACH,
+                              fmt::format("rank {} was not online when rank 0 started again", rank)));
+}
+
+void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) {
+    auto ex_it = executing_.find(id);
+    Job* job = jm_.find(id);
+    if (ex_it == executing_.end() || !job)
+        return;
+    Execution& ex = ex_it->second;
+    auto body = resp.errnum ? Result<nlohmann::json>(make_error(static_cast<int>(resp.errnum), resp.error_text()))
+                            : resp.json();
+    auto status = body ? json_field<int64_t>(*body, "status", 0, "exec") : Result<int64_t>(body.error());
+    auto time = body ? json_field<double>(*body, "time", 0, "exec") : Result<double>(body.error());
+    if (auto e = first_error(status, time)) {
+        ex.failed = true;
+        std::string type = e->code == EHOSTUNREACH              ? "node-failure"
+                           : ex.reattached && e->code == ENOENT ? "restart"
+                                                                : "exec";
+        std::string note =
+            type == "restart"
+                ? fmt::format("rank 0 restarted and rank {} no longer held the job's tasks: {}", rank, e->message)
+                : e->message;
+        jm_.raise(*job, type, note, 0);
+    } else {
+        ex.max_status = std::max(ex.max_status, static_cast<int>(*status));
+        ex.last_end = std::max(ex.last_end, *time);
+        // A rank whose share ended while rank 0 was away says whether its
+        // tasks had all run: the report it sent then was lost.
+        if (ex.reattached && json_field<bool>(*body, "started", false, "exec").value_or(false))
+            started(*job);
+    }
+    if (--ex.ranks_left > 0)
+        return;
+    bool failed = ex.failed;
+    int max_status = ex.max_status;
+    double at = ex.reattached ? ex.last_end : 0;  // the real end, when it came while rank 0 was away
+    executing_.erase(ex_it);
+    if (!failed)
+        jm_.post(*job, "finish", {{"status", max_status}}, at);
+    if (job->state == JobState::cleanup)
+        jm_.release(*job);
+}
+
+void ExecClient::signal(const Job& job, int signo) {
+    if (auto ex = executing_.find(job.id); ex == executing_.end() || !ex->second.sent)
+        pending_signals_[job.id].push_back(signo);  // sent after exec.run (send_exec_run)
+    else
+        signal_ranks(job, signo);
+}
+
+void ExecClient::signal_ranks(const Job& job, int signo) {
+    for (uint32_t rank : job.ranks)
+        jm_.broker_.rpc(Message::request("exec.kill", {{"id", job.id}, {"signal", signo}}, rank),
+                        [](const Message&) {});
+}
+
+void ExecClient::terminate(const Job& job) {
+    if (!executing_.count(job.id))
+        return;
+    for (uint32_t rank : job.ranks)
+        jm_.broker_.rpc(Message::request("exec.terminate", {{"id", job.id}}, rank), [](const Message&) {});
+}
+
+void ExecClient::started(Job& job) {
+    auto ex = executing_.find(job.id);
+    if (ex == executing_.end() || ex->second.ranks_starting == 0)
+        return;  // ended already, or a duplicate
+    if (--ex->second.ranks_starting > 0)
+        return;
+    jm_.post(job, "start");
+    arm_warning(job, ex->second);
+}
+
+// --signal=SIG@TIME, once the tasks run: sent before, it would reach no
+// shell.
+void ExecClient::arm_warning(const Job& job, Execution& ex) {
+    if (job.warning_signal <= 0 || ex.end <= 0)
+        return;
+    ex.warning = std::make_unique<Timer>(jm_.broker_.reactor());
+    ex.warning->start(delay_until(ex.end - job.warning_timeleft), [this, id = job.id] {
+        if (Job* j = jm_.find(id); j && j->state == JobState::run)
+            signal_ranks(*j, j->warning_signal);
+    });
+}
+
+void ExecClient::reconcile(const IdSet& ranks) {
+    ranks.for_each([this](uint32_t rank) {
+        nlohmann::json keep = nlohmann::json::array();
+        // Still executing and not failed (a lost rank fails its job at
+        // once, while its other ranks may take a while to end); a job
+        // ending on its own keeps its grace period (exec.kill-timeout).
+        for (const auto& [id, ex] : executing_)
+            if (const Job* job = jm_.find(id); job && !ex.failed)
+                if (std::find(job->ranks.begin(), job->ranks.end(), rank) != job->ranks.end())
+                    keep.push_back(id);
+        jm_.broker_.rpc(Message::request("exec.reconcile", {{"keep", keep}}, rank), [rank](const Message& resp) {
+            if (resp.errnum)
+                log::warning("job-manager", "exec.reconcile on rank {}: {}", rank, resp.error_text());
+        });
+    });
+}
+
+}  // namespace banyan

@@ -1,0 +1,74 @@
+// ExecClient: the job manager's side of the exec services
+// (doc/spec/shell.md §7–8). Jobs in RUN: exec.run to every rank of R once
+// alloc is on disk, `start` once every rank reports its tasks running,
+// the time limit and --signal, `banyan job kill`. Jobs in CLEANUP: kept
+// until every rank has answered (no task of the job is left), then
+// JobManager::release(). After a restart of rank 0: reattach(), and
+// exec.reconcile for ranks that come (back) online.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/idset.hpp"
+#include "core/jobid.hpp"
+#include "core/message.hpp"
+#include "core/reactor.hpp"
+#include "core/result.hpp"
+
+namespace banyan {
+
+class JobManager;
+struct Job;
+
+class ExecClient {
+  public:
+    explicit ExecClient(JobManager& jm) : jm_(jm) {}
+    // RUN, once the alloc event is on disk.
+    void launch(Job& job, const nlohmann::json& R);
+    // RUN or CLEANUP after a restart of rank 0: its tasks are looked for on
+    // every rank of R; ranks not online fail it (node-failure).
+    void reattach(Job& job, const IdSet& online);
+    bool executing(JobId id) const { return executing_.count(id) > 0; }
+    // banyan job kill: now, or once exec.run has gone out.
+    void signal(const Job& job, int signo);
+    // RUN -> CLEANUP: SIGTERM, then SIGKILL after exec.kill-timeout.
+    void terminate(const Job& job);
+    // A rank reported its tasks running (job-manager.started).
+    void started(Job& job);
+    // INACTIVE: nothing held for it.
+    void forget(JobId id) { pending_signals_.erase(id); }
+    // exec.reconcile to ranks that came (back) online: each keeps only the
+    // jobs executing here.
+    void reconcile(const IdSet& ranks);
+
+  private:
+    struct Execution {
+        size_t ranks_left = 0;      // to answer exec.run (finish)
+        size_t ranks_starting = 0;  // to report their tasks started (start)
+        int max_status = 0;
+        bool failed = false;
+        bool reattached = false;  // after a restart: `finish` at the time the ranks give
+        double last_end = 0;      // ... the latest of them
+        std::unique_ptr<Timer> time_limit;
+        double end = 0;                  // the time limit, seconds since the epoch; 0: none
+        bool sent = false;               // exec.run sent to every rank
+        std::unique_ptr<Timer> warning;  // --signal: before the time limit, armed once the tasks run
+    };
+    Execution& begin(Job& job, size_t nranks, double end);
+    void send_exec_run(JobId id, const std::vector<uint32_t>& ranks, const std::string& r_text,
+                       const Result<std::string>& spec);
+    void send_pending_signals(Job& job);
+    void on_exec_response(JobId id, uint32_t rank, const Message& resp);
+    void arm_warning(const Job& job, Execution& ex);
+    void signal_ranks(const Job& job, int signo);
+
+    JobManager& jm_;
+    std::unordered_map<JobId, Execution> executing_;
+    std::unordered_map<JobId, std::vector<int>> pending_signals_;  // kill before exec.run went out
+};
+
+}  // namespace banyan

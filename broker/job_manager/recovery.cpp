@@ -1,0 +1,103 @@
+#include "broker/job_manager/recovery.hpp"
+
+#include "broker/job_manager/job_manager.hpp"
+#include "core/json_parse.hpp"
+#include "core/log.hpp"
+
+namespace banyan {
+
+Result<void> Recovery::restore() {
+    JobDb& db = *jm_.db_;
+    auto last = db.read_now([](JobDbReader& r) { return r.max_id(); });
+    if (!last)
+        return last.error();
+    jm_.ids_ = JobIdGenerator(*last);
+    auto stored = db.read_now([](JobDbReader& r) { return r.load_all(); });
+    if (!stored)
+        return stored.error();
+    for (auto& s : *stored) {
+        Job& job = jm_.jobs_[s.id];
+        job.id = s.id;
+        job.userid = s.userid;
+        job.t_submit = s.t_submit;
+        job.next_output_seq = s.next_output_seq;
+        job.output_bytes = s.output_bytes;
+        if (auto spec = parse_json(s.jobspec))
+            (void)job.read_jobspec(*spec);
+        for (const auto& ev : s.events) {
+            apply_event(job, ev);
+            if (ev.name == "alloc" && ev.context.contains("R"))
+                held_R_[job.id] = ev.context["R"].dump();
+        }
+        if (job.state != JobState::run && job.state != JobState::cleanup)
+            held_R_.erase(job.id);
+        if (job.state == JobState::inactive) {
+            jm_.purger_.add(job);
+            continue;
+        }
+        for (const auto& d : job.dependencies)
+            if (job.state == JobState::depend)
+                jm_.dependents_.emplace(d.target, job.id);
+    }
+    jm_.purger_.sort();
+    if (!jm_.jobs_.empty())
+        log::info("job-manager", "restored {} jobs ({} inactive)", jm_.jobs_.size(), jm_.purger_.count());
+    return {};
+}
+
+void Recovery::resume() {
+    jm_.instance_running_ = true;
+    // The scheduler takes requests in order: these resources are taken
+    // before its first pass sees any pending job.
+    nlohmann::json holding = nlohmann::json::array();
+    for (auto& [id, r_text] : held_R_)
+        if (const Job* job = jm_.find(id); job && !job->freed)
+            if (auto R = parse_json(r_text))
+                holding.push_back({{"id", id}, {"R", std::move(*R)}});
+    held_R_.clear();
+    if (!holding.empty())
+        jm_.sched_.restore(std::move(holding));
+    IdSet online = jm_.broker_.overlay().subtree().online;
+    std::vector<JobId> active;
+    for (const auto& [id, job] : jm_.jobs_)
+        if (job.state != JobState::inactive)
+            active.push_back(id);
+    size_t reattached = 0;
+    for (JobId id : active) {
+        Job* job = jm_.find(id);
+        if (!job)
+            continue;
+        // A job in CLEANUP without its finish may still have tasks ending.
+        bool tasks_may_run = job->state == JobState::run || (job->state == JobState::cleanup && !job->status);
+        if (tasks_may_run && !job->ranks.empty()) {
+            if (job->state == JobState::run) {
+                IdSet ranks;
+                for (uint32_t rank : job->ranks)
+                    ranks.insert(rank);
+                jm_.post(*job, "reattach", {{"ranks", ranks.format()}});
+            }
+            jm_.exec_.reattach(*job, online);
+            ++reattached;
+        } else {
+            jm_.advance(*job);
+        }
+    }
+    if (reattached > 0)
+        log::info("job-manager", "re-attaching the tasks of {} jobs", reattached);
+    ranks_changed();
+    jm_.purger_.purge(wall_now());
+}
+
+// A rank that comes (back) online may still run jobs that ended here while
+// it was cut off (node-failure): it keeps only those that run here. Not
+// before resume(): until then nothing is known to run.
+void Recovery::ranks_changed() {
+    if (!jm_.instance_running_)
+        return;
+    IdSet online = jm_.broker_.overlay().subtree().online;
+    IdSet joined = online.difference(known_online_);
+    known_online_ = online;
+    jm_.exec_.reconcile(joined);
+}
+
+}  // namespace banyan

@@ -1,0 +1,59 @@
+// Watchers: requests that wait for news of a job, in any state.
+// job-manager.attach is answered with the committed events and output
+// past what the caller has seen, as soon as there are any (read on the
+// database's reader thread after each commit that brought the job news);
+// job-manager.wait is answered once the job is INACTIVE and on disk.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "broker/job_manager/job.hpp"
+#include "broker/job_manager/job_db.hpp"
+#include "core/message.hpp"
+
+namespace banyan {
+
+class JobManager;
+
+// What an attach is answered with: the committed events and output from
+// where it has read so far.
+struct AttachNews {
+    std::vector<JobEvent> events;
+    std::vector<OutputChunk> output;
+};
+
+class Watchers {
+  public:
+    explicit Watchers(JobManager& jm) : jm_(jm) {}
+    void attach(const Message& req, JobId id, uint32_t events_from, uint32_t output_from);
+    // Answered at once if the job is inactive already.
+    void wait(const Message& req, const Job& job);
+    // After every commit.
+    void committed();
+    // Its waits are answered once this is on disk.
+    void inactive(const Job& job);
+
+  private:
+    // An attach waiting for news: what it has seen so far.
+    struct Watch {
+        Message req;  // without payload
+        JobId id;
+        uint32_t events_from;
+        uint32_t output_from;
+        bool reading = false;  // a read for it is under way
+        bool stale = false;    // ... and a commit came since it began
+    };
+    void read_for_attach(uint64_t watch_id);
+    void answer_attach(uint64_t watch_id, const Result<AttachNews>& news);
+    static nlohmann::json wait_answer(const Job& job);
+
+    JobManager& jm_;
+    std::map<uint64_t, Watch> attaches_;  // by a number of their own
+    uint64_t next_watch_ = 1;
+    std::multimap<JobId, Message> waits_;
+};
+
+}  // namespace banyan

@@ -1,0 +1,18 @@
+// Unix stream sockets by path: the broker's local socket and the sockets
+// of shells waiting to be re-attached. Errors name the path.
+#pragma once
+
+#include <string>
+
+#include "core/result.hpp"
+#include "core/unique_fd.hpp"
+
+namespace banyan {
+
+// A connected socket (blocking, close-on-exec).
+Result<UniqueFd> connect_unix(const std::string& path);
+// A listening socket (non-blocking, close-on-exec) at `path`; a socket
+// left there by a process that died is replaced.
+Result<UniqueFd> listen_unix(const std::string& path, int backlog);
+
+}  // namespace banyan

@@ -1,0 +1,48 @@
+#!/bin/bash
+# No running job is killed by a crash of rank 0. Three configured brokers;
+# job A runs on ranks 1-2 and writes a line every 0.3 s per task, job B on
+# rank 0 exits 7 while rank 0 is away. Rank 0 is killed with SIGKILL and
+# started again on the same state and run directories: A goes on (a
+# `reattach` event, its output whole and in order, attach works), B has
+# its real status and end time, and a job that needs every core waits for
+# A (the scheduler got A's resources back before its first pass).
+. "$(dirname "$0")/lib.sh"
+
+start_cluster 3
+b=$(banyan submit -n2 sh -c 'sleep 2; exit 7')
+wait_for "B runs" 20 sh -c "banyan jobs --no-header -o '{st}' | grep -q '^R$'"
+a=$(banyan submit -N2 -n4 sh -c 'for i in $(seq 1 20); do echo "$BANYAN_TASK_RANK $i"; sleep 0.3; done')
+wait_for "A runs on ranks 1-2" 20 sh -c "banyan jobs --no-header -o '{id} {st} {nodelist}' | grep -q '^$a R'"
+sleep 0.5
+kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")"
+crashed=$(date +%s.%N)
+sleep 3   # B ends meanwhile
+restarted=$(date +%s.%N)
+start_broker "$T_DIR/c.toml" 0
+wait_for "rank 0 is back, its followers with it" 30 all_up 3
+d=$(banyan submit -N3 -n6 true)
+check "A completes" banyan job wait "$a"
+check_output "A was re-attached, not ended by the restart" "reattach ranks=1-2" banyan job eventlog "$a"
+check "with no exception" sh -c "! banyan job eventlog $a | grep -q exception"
+banyan job attach "$a" >"$T_DIR/a.out" 2>&1
+check_output "every line of A's 4 tasks is there once (80)" "^80$" sh -c "sort -u $T_DIR/a.out | wc -l"
+check_output "no line twice" "^80$" sh -c "wc -l <$T_DIR/a.out"
+for t in 0 1 2 3; do
+    check "task $t's lines in order" sh -c "[ \"\$(grep '^$t ' $T_DIR/a.out | cut -d' ' -f2 | tr '\n' ' ')\" = \"$(seq -s' ' 1 20) \" ]"
+done
+check "B ended with its own status, 7" sh -c "banyan job wait $b; [ \$? -eq 7 ]"
+check_output "B's finish is dated when its tasks ended, while rank 0 was away" "^yes " \
+    sh -c "banyan job eventlog --json $b | python3 -c '
+import json, sys
+ev = [json.loads(l) for l in sys.stdin]
+fin = [e[\"timestamp\"] for e in ev if e[\"name\"] == \"finish\"][0]
+print(\"yes\" if $crashed < fin < $restarted else \"no\", $crashed, fin, $restarted)'"
+check "B has no exception either" sh -c "! banyan job eventlog $b | grep -q exception"
+check "D, needing every core, ran" banyan job wait "$d"
+check_output "D started only after A ended" "^yes$" sh -c "
+    a_end=\$(banyan job eventlog --json $a | python3 -c 'import json,sys; print([json.loads(l)[\"timestamp\"] for l in sys.stdin if json.loads(l)[\"name\"] == \"finish\"][0])')
+    d_alloc=\$(banyan job eventlog --json $d | python3 -c 'import json,sys; print([json.loads(l)[\"timestamp\"] for l in sys.stdin if json.loads(l)[\"name\"] == \"alloc\"][0])')
+    python3 -c \"print('yes' if \$d_alloc >= \$a_end else 'no')\""
+check "shutdown" banyan shutdown
+no_brokers_left "every broker exited" "$T_DIR"
+check "no shell waits to be re-attached" sh -c "! ls $T_DIR/rank-*/jobs/*.sock"
