@@ -31,6 +31,8 @@ class LineChannel {
     // Writes what is queued, blocking up to a second for room (before exit).
     void flush() { writer_.flush(1000); }
     size_t queued_bytes() const { return writer_.queued_bytes(); }
+    // The lines sent and not yet written, taken back (the other end is gone).
+    std::deque<std::string> take_unsent() { return writer_.take_unwritten(); }
     // Runs `fn` each time everything sent has been written.
     void on_drained(std::function<void()> fn) { writer_.on_drained(std::move(fn)); }
     // Stops and resumes reading (the other end then blocks once the pipe

@@ -1,6 +1,7 @@
 #include "core/pipe_writer.hpp"
 
 #include <cerrno>
+#include <utility>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -26,6 +27,13 @@ void PipeWriter::write(std::string bytes) {
     queue_.push_back(std::move(bytes));
     if (!watch_)
         on_writable();
+}
+
+std::deque<std::string> PipeWriter::take_unwritten() {
+    queued_bytes_ = 0;
+    written_ = 0;
+    watch_.reset();
+    return std::exchange(queue_, {});
 }
 
 void PipeWriter::close() {

@@ -26,6 +26,9 @@ class PipeWriter {
     // Writes what is queued, waiting up to `timeout_ms` for room.
     void flush(int timeout_ms);
     size_t queued_bytes() const { return queued_bytes_; }
+    // What is queued and not yet written in full, taken out of the queue (a
+    // chunk written in part comes whole).
+    std::deque<std::string> take_unwritten();
     // Runs `fn` each time the queue empties (a paused producer may go on).
     void on_drained(std::function<void()> fn) { on_drained_ = std::move(fn); }
 

@@ -20,6 +20,7 @@
 #include "core/duration.hpp"
 #include "core/io_data.hpp"
 #include "core/json_field.hpp"
+#include "core/json_parse.hpp"
 #include "core/log.hpp"
 #include "core/unix_socket.hpp"
 #include "shell/binding.hpp"
@@ -142,7 +143,7 @@ void Shell::on_message(Result<nlohmann::json> message) {
         return;
     }
     const nlohmann::json& m = *message;
-    if (m.value("type", "") == "end") {
+    if (json_field<std::string>(m, "type", "").value_or("") == "end") {
         ending_ = true;
         return;
     }
@@ -177,6 +178,10 @@ void Shell::on_exec_service_gone() {
         exit_code_ = 1;
         return reactor_.stop();
     }
+    // What was still on its way goes first to the next exec service.
+    for (const auto& line : channel_->take_unsent())
+        if (auto m = parse_json(line))
+            kept_.push_back(std::move(*m));
     channel_.reset();  // allowed: this is its close callback
     wait_for_broker();
 }

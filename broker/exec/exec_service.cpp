@@ -63,11 +63,11 @@ struct ExecService::LocalJob {
     std::optional<Message> answer_to;
     pid_t adopted_pid = 0;  // a dead broker's shell, reached through its socket
     bool started = false;   // every local task runs
-    // Output rank 0 did not take (no route to it), and all after it, in
+    // What rank 0 did not take (no route to it), and all after it, in
     // order: sent again at exec.reattach.
-    std::deque<nlohmann::json> kept_output;
-    size_t kept_bytes = 0;
-    bool output_lost = false;  // past kKeptOutputLimit: dropped, with one notice
+    std::deque<ForRank0> kept;
+    size_t kept_bytes = 0;     // of output
+    bool output_lost = false;  // past kKeptOutputLimit: output dropped, with one notice
     uint32_t leader = 0;  // the first rank of R: where fences meet
     uint32_t nshells = 1;
     std::unique_ptr<Subprocess> shell;
@@ -277,7 +277,7 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
     if (*type == "output") {  // {task, stream, data} as the job manager takes it, plus the id
         m.erase("type");
         m["id"] = id;
-        send_output(id, job, std::move(m));
+        send_to_job_manager(id, job, {"job-manager.output", std::move(m)});
     } else if (*type == "exception") {
         auto exception = json_field<std::string>(m, "exception", "exec", "shell");
         auto severity = json_field<int64_t>(m, "severity", 0, "shell");
@@ -288,7 +288,7 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
                             {"type", *exception},
                             {"severity", *severity},
                             {"note", fmt::format("{} (rank {})", *note, rank)}};
-        broker_.rpc(Message::request("job-manager.raise", body, 0), [](const Message&) {});
+        send_to_job_manager(id, job, {"job-manager.raise", std::move(body)});
     } else if (*type == "fence") {
         auto seq = json_field<uint64_t>(m, "seq", 0, "shell");
         auto nshells = json_field<uint64_t>(m, "nshells", job.nshells, "shell");
@@ -309,7 +309,7 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
                     {"type", "exec"},
                     {"severity", 0},
                     {"note", fmt::format("PMIx fence: {}", result ? "no data" : result.error().message)}};
-                return broker_.rpc(Message::request("job-manager.raise", exception, 0), [](const Message&) {});
+                return send_to_job_manager(id, *j->second, {"job-manager.raise", std::move(exception)});
             }
             (*result)["type"] = "fence";
             j->second->channel->send(*result);
@@ -329,28 +329,29 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
         if (!started)
             return bad(started.error());
         job.started = *started;
+        if (job.started && job.answer_to)  // asked for before this line came
+            report_started(id);
     } else {
         log::error("exec", "{}: unknown message from the shell: {}", format_jobid(id), m.dump());
     }
 }
 
-void ExecService::send_output(JobId id, LocalJob& job, nlohmann::json output) {
-    if (!job.kept_output.empty() || job.output_lost)
-        return keep_output(job, std::move(output));  // in order: after what waits already
-    Message req = Message::request("job-manager.output", output, 0);
-    size_t bytes = req.payload ? req.payload->size() : 0;
+void ExecService::send_to_job_manager(JobId id, LocalJob& job, ForRank0 message) {
+    if (!job.kept.empty())
+        return keep(job, std::move(message));  // in order: after what waits already
+    Message req = Message::request(message.topic, message.body, 0);
+    size_t bytes = message.topic == "job-manager.output" && req.payload ? req.payload->size() : 0;
     // Backpressure: past kOutputInFlightLimit unanswered, the shell's
     // pipe is not read until rank 0 has caught up.
     job.output_in_flight += bytes;
     if (job.output_in_flight > kOutputInFlightLimit && job.channel)
         job.channel->pause_reading();
-    broker_.rpc(std::move(req), [this, id, bytes, output = std::move(output)](const Message& resp) mutable {
+    broker_.rpc(std::move(req), [this, id, bytes, message = std::move(message)](const Message& resp) mutable {
         auto j = jobs_.find(id);
-        if (resp.errnum == EHOSTUNREACH && j != jobs_.end()) {
-            keep_output(*j->second, std::move(output));  // rank 0 is away: for its return
-        } else if (resp.errnum) {
-            log::warning("exec", "{}: output lost: {}", format_jobid(id), resp.error_text());
-        }
+        if (resp.errnum == EHOSTUNREACH && j != jobs_.end())
+            keep(*j->second, std::move(message));  // rank 0 is away: for its return
+        else if (resp.errnum)
+            log::warning("exec", "{}: {} lost: {}", format_jobid(id), message.topic, resp.error_text());
         if (j == jobs_.end())
             return;
         j->second->output_in_flight -= bytes;
@@ -359,22 +360,25 @@ void ExecService::send_output(JobId id, LocalJob& job, nlohmann::json output) {
     });
 }
 
-void ExecService::keep_output(LocalJob& job, nlohmann::json output) {
-    if (job.output_lost)
-        return;
-    size_t bytes =
-        output.contains("data") && output["data"].is_string() ? output["data"].get_ref<const std::string&>().size() : 0;
-    if (job.kept_bytes + bytes > kKeptOutputLimit) {
-        job.output_lost = true;
-        output["stream"] = "stderr";
-        output["data"] = fmt::format(
-            "banyan: output lost: more than {} bytes were written on rank {} while rank 0 "
-            "could not be reached\n",
-            kKeptOutputLimit, broker_.bootstrap().rank);
-        output.erase("encoding");
+void ExecService::keep(LocalJob& job, ForRank0 message) {
+    nlohmann::json& body = message.body;
+    if (message.topic == "job-manager.output") {
+        if (job.output_lost)
+            return;
+        size_t bytes =
+            body.contains("data") && body["data"].is_string() ? body["data"].get_ref<const std::string&>().size() : 0;
+        if (job.kept_bytes + bytes > kKeptOutputLimit) {
+            job.output_lost = true;
+            body["stream"] = "stderr";
+            body["data"] = fmt::format(
+                "banyan: output lost: more than {} bytes were written on rank {} while rank 0 "
+                "could not be reached\n",
+                kKeptOutputLimit, broker_.bootstrap().rank);
+            body.erase("encoding");
+        }
+        job.kept_bytes += bytes;
     }
-    job.kept_bytes += bytes;
-    job.kept_output.push_back(std::move(output));
+    job.kept.push_back(std::move(message));
 }
 
 // This rank's tasks all run (doc/spec/jobs.md section 8).
@@ -434,7 +438,7 @@ void ExecService::finish(JobId id, int status, double time) {
         ended_.erase(ended_order_.front().second);
         ended_order_.pop_front();
     }
-    ended_[id] = {status, time, it->second->started};
+    ended_[id] = {status, time, it->second->started, std::move(it->second->kept)};
     ended_order_.emplace_back(now, id);
     broker_.reactor().post([this, id] { remove_job(id); });
     for (auto f = fences_.lower_bound({id, 0}); f != fences_.end() && f->first.first == id;)
@@ -483,32 +487,48 @@ void ExecService::adopt_orphaned_shells() {
         if (!name.ends_with(".sock"))
             continue;
         auto id = parse_decimal(name.substr(0, name.size() - 5), UINT64_MAX, "job id");
-        auto fd = id ? connect_unix(entry.path().string()) : Result<UniqueFd>(id.error());
-        if (!fd) {
-            // A shell that gave up (or crashed) left its socket behind.
-            log::warning("exec", "{}: {}; removed", entry.path().string(), fd.error().message);
-            unlink(entry.path().c_str());
+        if (!id) {
+            log::warning("exec", "{}: {}; ignored", entry.path().string(), id.error().message);
             continue;
         }
-        ucred peer{};
-        socklen_t len = sizeof peer;
-        if (getsockopt(fd->get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != getuid()) {
-            log::warning("exec", "{}: not a shell of this instance's owner; ignored", entry.path().string());
-            continue;
-        }
-        auto job = std::make_unique<LocalJob>();
-        job->adopted_pid = peer.pid;
-        int write_fd = dup(fd->get());
-        job->channel = std::make_unique<LineChannel>(
-            broker_.reactor(), fd->release(), write_fd,
-            [this, id = *id](Result<nlohmann::json> m) { on_shell_message(id, std::move(m)); },
-            [this, id = *id] {
-                // Not here: the channel is inside its own callback.
-                broker_.reactor().post([this, id] { on_adopted_shell_gone(id); });
-            });
-        jobs_.emplace(*id, std::move(job));
-        log::info("exec", "{}: re-attached its shell (pid {})", format_jobid(*id), peer.pid);
+        if (!jobs_.count(*id))
+            adopt_shell(entry.path().string(), *id);
     }
+}
+
+bool ExecService::adopt_shell(const std::string& path, JobId id) {
+    auto fd = connect_unix(path);
+    if (!fd) {
+        if (fd.error().code != ENOENT) {
+            // A shell that gave up (or crashed) left its socket behind.
+            log::warning("exec", "{}: {}; removed", path, fd.error().message);
+            unlink(path.c_str());
+        }
+        return false;
+    }
+    ucred peer{};
+    socklen_t len = sizeof peer;
+    if (getsockopt(fd->get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != getuid()) {
+        log::warning("exec", "{}: not a shell of this instance's owner; ignored", path);
+        return false;
+    }
+    UniqueFd write_fd(dup(fd->get()));
+    if (!write_fd) {
+        log::error("exec", "{}: dup: {}", path, std::strerror(errno));
+        return false;
+    }
+    auto job = std::make_unique<LocalJob>();
+    job->adopted_pid = peer.pid;
+    job->channel = std::make_unique<LineChannel>(
+        broker_.reactor(), fd->release(), write_fd.release(),
+        [this, id](Result<nlohmann::json> m) { on_shell_message(id, std::move(m)); },
+        [this, id] {
+            // Not here: the channel is inside its own callback.
+            broker_.reactor().post([this, id] { on_adopted_shell_gone(id); });
+        });
+    jobs_.emplace(id, std::move(job));
+    log::info("exec", "{}: re-attached its shell (pid {})", format_jobid(id), peer.pid);
+    return true;
 }
 
 // A job manager that started again asks for a job's share here (doc/spec/
@@ -521,11 +541,21 @@ void ExecService::on_reattach(const Message& req) {
     if (!id || !body->contains("id"))
         return broker_.respond_error(req, EPROTO, "exec.reattach: expected {\"id\": JOBID}");
     auto it = jobs_.find(*id);
+    if (it == jobs_.end() && !ended_.count(*id) &&
+        adopt_shell(fmt::format("{}/jobs/{}.sock", broker_.bootstrap().rundir, *id), *id))
+        it = jobs_.find(*id);  // its shell began waiting after this service started
     if (it == jobs_.end()) {
         auto ended = ended_.find(*id);
         if (ended == ended_.end())
             return broker_.respond_error(
                 req, ENOENT, fmt::format("{} has nothing here (rank {})", format_jobid(*id), broker_.bootstrap().rank));
+        // What it kept goes first: the answer brings the job's finish.
+        for (auto& message : ended->second.kept)
+            broker_.rpc(Message::request(message.topic, message.body, 0),
+                        [id = *id, topic = message.topic](const Message& resp) {
+                            if (resp.errnum)
+                                log::warning("exec", "{}: {} lost: {}", format_jobid(id), topic, resp.error_text());
+                        });
         broker_.respond(Message::response_to(
             req, {{"status", ended->second.status}, {"time", ended->second.time}, {"started", ended->second.started}}));
         ended_.erase(ended);  // its place in ended_order_ goes when it expires
@@ -534,11 +564,11 @@ void ExecService::on_reattach(const Message& req) {
     LocalJob& job = *it->second;
     job.answer_to = req;
     job.answer_to->payload.reset();
-    auto kept = std::exchange(job.kept_output, {});
+    auto kept = std::exchange(job.kept, {});
     job.kept_bytes = 0;
     job.output_lost = false;
-    for (auto& output : kept)
-        send_output(*id, job, std::move(output));
+    for (auto& message : kept)
+        send_to_job_manager(*id, job, std::move(message));
     if (job.started)
         report_started(*id);
 }
@@ -585,6 +615,7 @@ void ExecService::on_reconcile(const Message& req) {
     for (const auto& id : (*body)["keep"])
         if (id.is_number_unsigned())
             keep.insert(id.get<JobId>());
+    adopt_orphaned_shells();  // a shell that began waiting after this service started is judged too
     std::vector<JobId> orphans;
     for (const auto& [id, job] : jobs_)
         if (!keep.count(id))

@@ -40,8 +40,17 @@ class ExecService {
     // Connects to the shells a dead broker left in the run directory.
     void adopt_orphaned_shells();
     void on_shell_message(JobId id, Result<nlohmann::json> message);
-    void send_output(JobId id, LocalJob& job, nlohmann::json output);
-    void keep_output(LocalJob& job, nlohmann::json output);
+    // A message for the job manager (output, an exception), kept while
+    // rank 0 cannot take it and sent again at exec.reattach.
+    struct ForRank0 {
+        std::string topic;
+        nlohmann::json body;
+    };
+    // Sends in order: kept, with everything after it, while rank 0 is away.
+    void send_to_job_manager(JobId id, LocalJob& job, ForRank0 message);
+    void keep(LocalJob& job, ForRank0 message);
+    // Connects to <rundir>/jobs/<id>.sock; false when there is none.
+    bool adopt_shell(const std::string& path, JobId id);
     void report_started(JobId id);
     void on_shell_exit(JobId id, int wait_status);
     void on_adopted_shell_gone(JobId id);
@@ -81,7 +90,8 @@ class ExecService {
     struct Ended {
         int status;
         double time;
-        bool started;  // every local task had run
+        bool started;               // every local task had run
+        std::deque<ForRank0> kept;  // what rank 0 did not take
     };
     std::unordered_map<JobId, Ended> ended_;
     std::deque<std::pair<double, JobId>> ended_order_;

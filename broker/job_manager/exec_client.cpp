@@ -99,6 +99,7 @@ void ExecClient::reattach(Job& job, const IdSet& online) {
         jm_.broker_.rpc(Message::request("exec.reattach", {{"id", job.id}}, rank),
                         [this, id = job.id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
     }
+    send_pending_signals(job);  // a kill taken before the instance ran again
     for (uint32_t rank : offline)
         on_exec_response(
             job.id, rank,
@@ -116,7 +117,9 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) 
                             : resp.json();
     auto status = body ? json_field<int64_t>(*body, "status", 0, "exec") : Result<int64_t>(body.error());
     auto time = body ? json_field<double>(*body, "time", 0, "exec") : Result<double>(body.error());
-    if (auto e = first_error(status, time)) {
+    if (auto e = first_error(status, time); e && e->code == ENOENT && job->state == JobState::cleanup) {
+        // Ended before the restart, or never launched: nothing left there.
+    } else if (e) {
         ex.failed = true;
         std::string type = e->code == EHOSTUNREACH              ? "node-failure"
                            : ex.reattached && e->code == ENOENT ? "restart"
@@ -132,13 +135,15 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) 
         // A rank whose share ended while rank 0 was away says whether its
         // tasks had all run: the report it sent then was lost.
         if (ex.reattached && json_field<bool>(*body, "started", false, "exec").value_or(false))
-            started(*job);
+            started(*job, rank);
     }
     if (--ex.ranks_left > 0)
         return;
     bool failed = ex.failed;
     int max_status = ex.max_status;
-    double at = ex.reattached ? ex.last_end : 0;  // the real end, when it came while rank 0 was away
+    // The real end, when it came while rank 0 was away (by the ranks'
+    // clocks: never before the job began).
+    double at = ex.reattached ? std::max(ex.last_end, job->t_run) : 0;
     executing_.erase(ex_it);
     if (!failed)
         jm_.post(*job, "finish", {{"status", max_status}}, at);
@@ -166,10 +171,11 @@ void ExecClient::terminate(const Job& job) {
         jm_.broker_.rpc(Message::request("exec.terminate", {{"id", job.id}}, rank), [](const Message&) {});
 }
 
-void ExecClient::started(Job& job) {
+void ExecClient::started(Job& job, uint32_t rank) {
     auto ex = executing_.find(job.id);
-    if (ex == executing_.end() || ex->second.ranks_starting == 0)
+    if (ex == executing_.end() || ex->second.ranks_starting == 0 || ex->second.started_ranks.contains(rank))
         return;  // ended already, or a duplicate
+    ex->second.started_ranks.insert(rank);
     if (--ex->second.ranks_starting > 0)
         return;
     jm_.post(job, "start");

@@ -37,8 +37,9 @@ class ExecClient {
     void signal(const Job& job, int signo);
     // RUN -> CLEANUP: SIGTERM, then SIGKILL after exec.kill-timeout.
     void terminate(const Job& job);
-    // A rank reported its tasks running (job-manager.started).
-    void started(Job& job);
+    // Rank `rank` reported its tasks running (job-manager.started; after a
+    // restart it may report again).
+    void started(Job& job, uint32_t rank);
     // INACTIVE: nothing held for it.
     void forget(JobId id) { pending_signals_.erase(id); }
     // exec.reconcile to ranks that came (back) online: each keeps only the
@@ -49,6 +50,7 @@ class ExecClient {
     struct Execution {
         size_t ranks_left = 0;      // to answer exec.run (finish)
         size_t ranks_starting = 0;  // to report their tasks started (start)
+        IdSet started_ranks;        // ... those that have
         int max_status = 0;
         bool failed = false;
         bool reattached = false;  // after a restart: `finish` at the time the ranks give

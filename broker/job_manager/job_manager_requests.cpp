@@ -402,8 +402,11 @@ void JobManager::on_started(const Message& req) {
     Job* job = visible_job(req, body);
     if (!job)
         return;
+    auto rank = json_field<uint32_t>(body, "rank", 0, "started");
+    if (!rank)
+        return broker_.respond_error(req, EPROTO, rank.error().message);
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
-    exec_.started(*job);
+    exec_.started(*job, *rank);
 }
 
 // Input for task 0 (banyan run's stdin), passed to the exec service of the

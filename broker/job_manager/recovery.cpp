@@ -77,6 +77,8 @@ void Recovery::resume() {
                 jm_.post(*job, "reattach", {{"ranks", ranks.format()}});
             }
             jm_.exec_.reattach(*job, online);
+            if (job->state == JobState::cleanup)
+                jm_.exec_.terminate(*job);  // its SIGKILL escalation died with the old rank 0
             ++reattached;
         } else {
             jm_.advance(*job);

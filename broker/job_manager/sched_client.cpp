@@ -13,7 +13,9 @@ SchedClient::Key SchedClient::key_of(const Job& job) {
 }
 
 void SchedClient::request(const Job& job) {
-    if (job.priority == 0 || keys_.count(job.id))
+    // Not before the instance runs: after a restart, the scheduler hears of
+    // the resources running jobs hold first (Recovery::resume).
+    if (job.priority == 0 || keys_.count(job.id) || !jm_.instance_running_)
         return;  // held, or waiting or asked already
     keys_[job.id] = key_of(job);
     to_ask_.insert(key_of(job));

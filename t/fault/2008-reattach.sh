@@ -6,7 +6,7 @@
 # `reattach` event, its output whole and in order, attach works), B has
 # its real status and end time, and a job that needs every core waits for
 # A (the scheduler got A's resources back before its first pass).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../integration/lib.sh"
 
 start_cluster 3
 b=$(banyan submit -n2 sh -c 'sleep 2; exit 7')

@@ -4,7 +4,7 @@
 # tells it which jobs still run there (exec.reconcile) and it kills the
 # others' tasks. Two configured brokers; rank 1 is stopped (SIGSTOP) past
 # tbon.lost_timeout (3 s), then resumed.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../integration/lib.sh"
 
 start_cluster 2 $'heartbeat_period = "0.2s"\ntorpid_timeout = "1.5s"\nlost_timeout = "3s"'
 marker=$((RANDOM + 1000))

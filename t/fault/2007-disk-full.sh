@@ -3,7 +3,7 @@
 # within a second (not kept waiting), `banyan jobs` lists only what is on
 # disk, the log does not fill with retries, and once there is space again
 # the instance takes and runs jobs by itself, with no restart.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../integration/lib.sh"
 
 if [ "$(id -u)" != 0 ]; then
     echo "mounting a small tmpfs for the state directory needs root"

@@ -8,7 +8,7 @@
 # rank 0 never reach the new one's requests (a new process numbers its
 # requests from 1 again, and a late answer once ended a fresh job as
 # "finish status=137" before it started).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../integration/lib.sh"
 
 start_cluster 2
 old=$(banyan submit -N2 -n2 sh -c 'sleep 2; exit $((BANYAN_TASK_RANK + 4))')

@@ -6,7 +6,7 @@
 # (2) a hold and a cancel were acknowledged. Restarted on the same state
 # directory: the job that ran is not run again, the cancel and the hold
 # are still there.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../integration/lib.sh"
 
 shim=${BANYAN_SLOW_DISK:-}
 if [ -z "$shim" ] || [ ! -f "$shim" ]; then
