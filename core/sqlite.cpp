@@ -8,7 +8,7 @@
 namespace banyan {
 void Database::StatementDeleter::operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
 
-Result<Database> Database::open(const std::string& path) {
+Result<Database> Database::open(const std::string& path, std::string_view own_table) {
     // Only the owner may read it (jobs' environments and output are in it):
     // 0600 before sqlite creates it with the umask's mode.
     if (auto r = make_private_file(path); !r)
@@ -19,6 +19,20 @@ Result<Database> Database::open(const std::string& path) {
                         nullptr) != SQLITE_OK)
         return d.error("cannot open");
     sqlite3_busy_timeout(d.db_, 5000);
+    auto tables = d.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
+    if (!tables)
+        return tables.error();
+    std::string names;
+    bool ours = tables->empty();
+    for (const auto& row : *tables) {
+        std::string name = std::holds_alternative<std::string>(row[0]) ? std::get<std::string>(row[0]) : "?";
+        ours = ours || name == own_table;
+        names += (names.empty() ? "" : ", ") + name;
+    }
+    if (!ours)
+        return make_error(EINVAL, fmt::format("{}: not a Banyan database (its tables: {}); move it away or give "
+                                              "another state directory",
+                                              path, names));
     if (auto r = d.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"); !r)
         return r.error();
     return d;

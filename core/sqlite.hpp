@@ -23,8 +23,10 @@ using SqlRow = std::vector<SqlValue>;
 
 class Database {
   public:
-    // Opens (creating) the file in WAL mode. Error names the file.
-    static Result<Database> open(const std::string& path);
+    // Opens (creating) the file in WAL mode. A database that has tables
+    // but not `own_table` is another program's: refused before anything is
+    // written to it. Error names the file.
+    static Result<Database> open(const std::string& path, std::string_view own_table);
     Database(Database&&) noexcept;
     Database& operator=(Database&&) noexcept;
     ~Database();

@@ -48,27 +48,12 @@ Result<JobEvent> event_from_row(const SqlRow& row, size_t first) {
 
 Result<std::unique_ptr<JobDb>> JobDb::open(Reactor& reactor, const std::string& statedir) {
     std::string path = statedir + "/jobs.db";
-    auto writer = Database::open(path);
+    auto writer = Database::open(path, "meta");
     if (!writer)
         return writer.error();
     // FULL: a commit survives the machine crashing, not just the process.
     if (auto r = writer->exec("PRAGMA synchronous=FULL;"); !r)
         return r.error();
-    // Another program's database is refused, never taken over: only an
-    // empty one becomes a job database.
-    auto tables = writer->query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name");
-    if (!tables)
-        return tables.error();
-    std::string names;
-    bool has_meta = false;
-    for (const auto& row : *tables) {
-        names += (names.empty() ? "" : ", ") + as_text(row[0]);
-        has_meta = has_meta || as_text(row[0]) == "meta";
-    }
-    if (!tables->empty() && !has_meta)
-        return make_error(EINVAL, fmt::format("{}: not a Banyan job database (its tables: {}); move it away or give "
-                                              "another state directory",
-                                              writer->path(), names));
     if (auto r = writer->exec(kSchema); !r)
         return r.error();
     auto version = writer->query("SELECT value FROM meta WHERE key = 'schema_version'");
@@ -79,7 +64,7 @@ Result<std::unique_ptr<JobDb>> JobDb::open(Reactor& reactor, const std::string& 
                                               writer->path(), version->empty() ? "?" : as_text((*version)[0][0])));
     // A second connection for reads: in WAL mode it reads the last commit
     // while the writer's next one is being written and synced.
-    auto reader = Database::open(path);
+    auto reader = Database::open(path, "meta");
     if (!reader)
         return reader.error();
     return std::unique_ptr<JobDb>(new JobDb(reactor, std::move(*writer), std::move(*reader)));

@@ -148,7 +148,7 @@ void ResourceService::on_described(uint32_t rank, const Message& response) {
 
 Result<void> ResourceService::open_database() {
     std::string path = broker_.bootstrap().statedir + "/banyan.db";
-    auto db = Database::open(path);
+    auto db = Database::open(path, "drain");
     if (!db)
         return db.error();
     if (auto r = db->exec("CREATE TABLE IF NOT EXISTS drain (rank INTEGER PRIMARY KEY, hostname TEXT NOT NULL, "

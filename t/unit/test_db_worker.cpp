@@ -20,7 +20,7 @@ struct TempDb {
     TempDb() { std::filesystem::create_directories(dir); }
     ~TempDb() { std::filesystem::remove_all(dir); }
     Database open() {
-        auto db = Database::open((dir / "test.db").string());
+        auto db = Database::open((dir / "test.db").string(), "t");
         REQUIRE(db.ok());
         return std::move(*db);
     }
