@@ -5,7 +5,8 @@
 # started again on the same state and run directories: A goes on (a
 # `reattach` event, its output whole and in order, attach works), B has
 # its real status and end time, and a job that needs every core waits for
-# A (the scheduler got A's resources back before its first pass).
+# A (the scheduler got A's resources back before its first pass). A clean
+# shutdown, by contrast, ends the tasks of the jobs still running.
 . "$(dirname "$0")/../integration/lib.sh"
 
 start_cluster 3
@@ -43,6 +44,10 @@ check_output "D started only after A ended" "^yes$" sh -c "
     a_end=\$(banyan job eventlog --json $a | python3 -c 'import json,sys; print([json.loads(l)[\"timestamp\"] for l in sys.stdin if json.loads(l)[\"name\"] == \"finish\"][0])')
     d_alloc=\$(banyan job eventlog --json $d | python3 -c 'import json,sys; print([json.loads(l)[\"timestamp\"] for l in sys.stdin if json.loads(l)[\"name\"] == \"alloc\"][0])')
     python3 -c \"print('yes' if \$d_alloc >= \$a_end else 'no')\""
+marker=$((RANDOM + 1000))
+banyan submit -N3 -n3 sleep "$marker" >/dev/null
+wait_for "a last job runs on all three" 20 sh -c "[ \$(pgrep -fc '^sleep $marker\$') -eq 3 ]"
 check "shutdown" banyan shutdown
 no_brokers_left "every broker exited" "$T_DIR"
+check "a clean stop ends its tasks, not leaves them to wait" sh -c "! pgrep -f '^sleep $marker\$'"
 check "no shell waits to be re-attached" sh -c "! ls $T_DIR/rank-*/jobs/*.sock"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # kill -9 of rank 0 at random points of a mixed stream: submissions (each
 # job appends its id to a file when it runs), holds, cancels, and jobs
-# running at the kill; rank 0's database writes slowed by 30 ms
+# running at the kill; rank 0's database syncs slowed by 30 ms
 # (t/fault/slow_disk.c) where the shim can be loaded. After the storm:
 # no acknowledged job, cancel or hold is lost, no job ran twice, and no job
 # was ended by a crash (every one completed, or was canceled by its
@@ -15,9 +15,9 @@ kills=${FAULT_STORM_KILLS:-3}
 shim=${BANYAN_SLOW_DISK:-}
 slow=()
 if [ -n "$shim" ] && [ -f "$shim" ] && ! ldd "$(command -v banyan-broker)" | grep -q libasan; then
-    slow=(env LD_PRELOAD="$shim" BANYAN_SLOW_DISK_MS=30)
+    slow=(env LD_PRELOAD="$shim" BANYAN_SLOW_DISK_MS=30 BANYAN_SLOW_DISK_SYNC_ONLY=1)
 else
-    echo "# no slow-disk shim here: the database's writes run at full speed"
+    echo "# no slow-disk shim here: the database's syncs run at full speed"
 fi
 banyan keygen "$T_DIR/cert" >/dev/null
 write_config "$T_DIR/c.toml" 2 "$(($(free_port) / 10))" "$T_DIR/cert"
@@ -48,8 +48,11 @@ stream() {
 }
 stream &
 streamer=$!
+# Kill k comes at a random point of the k-th of KILLS+1 equal stretches of
+# the stream (counted in acknowledged jobs).
 for k in $(seq 1 "$kills"); do
-    sleep "$(awk -v r=$RANDOM 'BEGIN {print 0.5 + 2 * r / 32768}')"
+    at=$(awk -v k="$k" -v n="$kills" -v j="$jobs" -v r=$RANDOM 'BEGIN {print int(j * 0.9 * (k - 1 + r / 32768) / n)}')
+    while [ "$(cat acked.ids 2>/dev/null | wc -l)" -lt "$at" ] && kill -0 "$streamer" 2>/dev/null; do sleep 0.1; done
     kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")"
     start_rank0
     wait_for "rank 0 back after kill $k" 30 all_up 2

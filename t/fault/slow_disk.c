@@ -1,7 +1,8 @@
 /* slow_disk: an LD_PRELOAD shim that makes each write and sync of the
  * files whose path contains BANYAN_SLOW_DISK_MATCH (default "jobs.db")
  * take BANYAN_SLOW_DISK_MS milliseconds longer, as on a busy or networked
- * disk. A write delayed is a write not yet in the kernel: a SIGKILL inside
+ * disk (only each sync with BANYAN_SLOW_DISK_SYNC_ONLY=1: a disk whose
+ * cache is fast and whose flush is slow). A write delayed is a write not yet in the kernel: a SIGKILL inside
  * that window loses it, so a test can crash a broker between accepting a
  * change and its being durable. Other files and sockets are untouched. */
 #define _GNU_SOURCE
@@ -13,7 +14,10 @@
 #include <time.h>
 #include <unistd.h>
 
-static void slow_down(int fd) {
+static void slow_down(int fd, int is_sync) {
+    const char* sync_only = getenv("BANYAN_SLOW_DISK_SYNC_ONLY");
+    if (!is_sync && sync_only && strcmp(sync_only, "1") == 0)
+        return;
     const char* ms = getenv("BANYAN_SLOW_DISK_MS");
     const char* match = getenv("BANYAN_SLOW_DISK_MATCH");
     long n = ms ? atol(ms) : 0;
@@ -38,27 +42,27 @@ static void slow_down(int fd) {
 ssize_t pwrite(int fd, const void* buf, size_t count, off_t offset) {
     ssize_t (*real)(int, const void*, size_t, off_t);
     REAL("pwrite", real);
-    slow_down(fd);
+    slow_down(fd, 0);
     return real(fd, buf, count, offset);
 }
 
 ssize_t pwrite64(int fd, const void* buf, size_t count, off64_t offset) {
     ssize_t (*real)(int, const void*, size_t, off64_t);
     REAL("pwrite64", real);
-    slow_down(fd);
+    slow_down(fd, 0);
     return real(fd, buf, count, offset);
 }
 
 int fdatasync(int fd) {
     int (*real)(int);
     REAL("fdatasync", real);
-    slow_down(fd);
+    slow_down(fd, 1);
     return real(fd);
 }
 
 int fsync(int fd) {
     int (*real)(int);
     REAL("fsync", real);
-    slow_down(fd);
+    slow_down(fd, 1);
     return real(fd);
 }
