@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/json_field.hpp"
 #include "core/log.hpp"
 
 namespace banyan {
@@ -48,6 +49,11 @@ Result<void> Broker::start() {
                     if (!event_sequence_known_) {
                         event_sequence_ = sequence;
                         event_sequence_known_ = true;
+                    } else if (sequence > event_sequence_ && !replaying_) {
+                        // Published while this broker was cut off.
+                        log::warning("router", "event gap: the parent is at sequence {}, this broker at {}", sequence,
+                                     event_sequence_);
+                        replay_events(event_sequence_ + 1, sequence);
                     }
                     check_ready();
                 },
@@ -267,6 +273,12 @@ void Broker::respond_error(const Message& request, int errnum, std::string_view 
 
 // --- events ------------------------------------------------------------------
 
+namespace {
+
+constexpr size_t kKeptEvents = 1024;
+
+}  // namespace
+
 void Broker::publish_event(std::string topic, const nlohmann::json& payload, bool private_event, uint32_t userid) {
     Message event = Message::event(std::move(topic), payload.empty() ? nlohmann::json() : payload);
     event.sequence = ++event_sequence_;
@@ -274,15 +286,83 @@ void Broker::publish_event(std::string topic, const nlohmann::json& payload, boo
     if (private_event)
         event.flags |= msgflag::private_event;
     distribute_event(event);
+    event_log_.push_back(std::move(event));
+    if (event_log_.size() > kKeptEvents)
+        event_log_.pop_front();
+}
+
+Result<nlohmann::json> Broker::kept_events(uint32_t from, uint32_t to) const {
+    if (event_log_.empty() || event_log_.front().sequence > from || event_log_.back().sequence < to)
+        return make_error(
+            ENOENT, fmt::format("events {} to {} are not all kept (rank 0 keeps the last {})", from, to, kKeptEvents));
+    nlohmann::json events = nlohmann::json::array();
+    for (const Message& e : event_log_) {
+        if (e.sequence < from || e.sequence > to)
+            continue;
+        auto payload = e.payload ? e.json() : Result<nlohmann::json>(nlohmann::json());
+        events.push_back({{"sequence", e.sequence},
+                          {"topic", e.topic},
+                          {"userid", e.userid},
+                          {"private", (e.flags & msgflag::private_event) != 0},
+                          {"payload", payload ? std::move(*payload) : nlohmann::json()}});
+    }
+    return nlohmann::json{{"events", std::move(events)}};
 }
 
 void Broker::on_event_from_parent(Message&& event) {
-    if (event_sequence_known_ && event.sequence != event_sequence_ + 1)
+    if (replaying_) {
+        held_events_.push_back(std::move(event));
+        return;
+    }
+    if (event_sequence_known_ && event.sequence <= event_sequence_)
+        return;  // replayed already
+    if (event_sequence_known_ && event.sequence != event_sequence_ + 1) {
         log::warning("router", "event gap: got sequence {} after {} ({})", event.sequence, event_sequence_,
                      event.topic);
+        uint32_t to = event.sequence - 1;
+        held_events_.push_back(std::move(event));
+        return replay_events(event_sequence_ + 1, to);
+    }
     event_sequence_ = event.sequence;
     event_sequence_known_ = true;
     distribute_event(event);
+}
+
+// Asks rank 0 for the events this broker missed; delivers them in order,
+// then those that came meanwhile.
+void Broker::replay_events(uint32_t from, uint32_t to) {
+    replaying_ = true;
+    rpc(Message::request("event.replay", {{"from", from}, {"to", to}}, 0), [this, from, to](const Message& resp) {
+        replaying_ = false;
+        auto body = resp.errnum ? Result<nlohmann::json>(make_error(static_cast<int>(resp.errnum), resp.error_text()))
+                                : resp.json();
+        auto events = body ? json_field<nlohmann::json>(*body, "events", nlohmann::json::array(), "event.replay")
+                           : Result<nlohmann::json>(body.error());
+        if (!events || !events->is_array()) {
+            log::error("router", "events {} to {} are lost: {}", from, to,
+                       events ? "event.replay: expected a list" : events.error().message);
+        } else {
+            for (const auto& e : *events) {
+                auto sequence = json_field<uint32_t>(e, "sequence", 0, "event.replay");
+                auto topic = json_field<std::string>(e, "topic", "", "event.replay");
+                auto userid = json_field<uint32_t>(e, "userid", 0, "event.replay");
+                auto is_private = json_field<bool>(e, "private", false, "event.replay");
+                if (first_error(sequence, topic, userid, is_private) || *sequence <= event_sequence_)
+                    continue;
+                Message event = Message::event(*topic, e.contains("payload") ? e["payload"] : nlohmann::json());
+                event.sequence = *sequence;
+                event.userid = *userid;
+                if (*is_private)
+                    event.flags |= msgflag::private_event;
+                event_sequence_ = *sequence;
+                distribute_event(event);
+            }
+            log::info("router", "resynchronised: events {} to {} replayed", from, to);
+        }
+        event_sequence_ = std::max(event_sequence_, to);
+        for (auto& held : std::exchange(held_events_, {}))
+            on_event_from_parent(std::move(held));
+    });
 }
 
 void Broker::distribute_event(const Message& event) {

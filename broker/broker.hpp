@@ -4,6 +4,7 @@
 // (join, run, shutdown).
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -55,6 +56,9 @@ class Broker {
 
     // Rank 0: gives the event the next sequence number and sends it everywhere.
     void publish_event(std::string topic, const nlohmann::json& payload, bool private_event, uint32_t userid);
+    // Rank 0: events `from` to `to` as event.replay answers them
+    // (doc/spec/overlay.md §8); ENOENT when some are no longer kept.
+    Result<nlohmann::json> kept_events(uint32_t from, uint32_t to) const;
 
     // Runs `fn` once the instance is running (rank 0: the quorum is online
     // and every ready condition holds), at once if it already is.
@@ -87,6 +91,7 @@ class Broker {
     void on_local_request(Message&& msg, const std::string& connection);
     void on_peer_message(Message&& msg, uint32_t from);
     void on_event_from_parent(Message&& event);
+    void replay_events(uint32_t from, uint32_t to);
     void on_peer_reset(uint32_t rank, std::string_view why);
     void on_subtree_change();
     void deliver_local(const Message& msg);
@@ -117,6 +122,9 @@ class Broker {
     std::string incarnation_hop_;  // the first hop of this process's own requests
     uint32_t event_sequence_ = 0;
     bool event_sequence_known_ = false;
+    std::deque<Message> event_log_;     // rank 0: the last events, for event.replay
+    bool replaying_ = false;            // a follower asking rank 0 for events it missed
+    std::vector<Message> held_events_;  // ... and those that came meanwhile
     Timer shutdown_timer_;
     bool finished_ = false;
 };

@@ -95,6 +95,19 @@ void register_event_methods(Broker& b) {
         }
         b.respond(Message::response_to(req, nlohmann::json::object()));
     };
+    b.register_method("event.replay", true, b.at_rank0([&b](const Message& req) {
+        auto body = req.json();
+        auto from = body ? json_field<uint32_t>(*body, "from", 0, "event.replay") : Result<uint32_t>(body.error());
+        auto to = body ? json_field<uint32_t>(*body, "to", 0, "event.replay") : Result<uint32_t>(body.error());
+        if (auto e = first_error(from, to))
+            return b.respond_error(req, EPROTO, e->message);
+        if (*from == 0 || *to < *from)
+            return b.respond_error(req, EINVAL, "event.replay: expected 0 < from <= to");
+        auto events = b.kept_events(*from, *to);
+        if (!events)
+            return b.respond_error(req, events.error().code, events.error().message);
+        b.respond(Message::response_to(req, *events));
+    }));
     b.register_method("event.subscribe", false, [subscription](const Message& req) { subscription(req, true); });
     b.register_method("event.unsubscribe", false, [subscription](const Message& req) { subscription(req, false); });
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <fcntl.h>
@@ -131,6 +132,7 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     broker.register_method("exec.stdin", true, [s](const Message& r) { s->on_stdin(r); });
     broker.register_method("exec.fence", true, [s](const Message& r) { s->on_fence(r); });
     broker.register_method("exec.reattach", true, [s](const Message& r) { s->on_reattach(r); });
+    svc->load_ends();
     svc->adopt_orphaned_shells();
     return svc;
 }
@@ -432,14 +434,9 @@ void ExecService::finish(JobId id, int status, double time) {
         return;
     if (it->second->answer_to)
         broker_.respond(Message::response_to(*it->second->answer_to, {{"status", status}, {"time", time}}));
-    // Kept whether answered or not: the answer may die with rank 0.
-    double now = wall_now();
-    while (!ended_order_.empty() && now - ended_order_.front().first > reattach_timeout_) {
-        ended_.erase(ended_order_.front().second);
-        ended_order_.pop_front();
-    }
-    ended_[id] = {status, time, it->second->started, std::move(it->second->kept)};
-    ended_order_.emplace_back(now, id);
+    // Kept whether answered or not: the answer may die with rank 0, and
+    // this broker with it (rank 0's own jobs): kept in a file too.
+    remember_end(id, {status, time, it->second->started, std::move(it->second->kept)});
     broker_.reactor().post([this, id] { remove_job(id); });
     for (auto f = fences_.lower_bound({id, 0}); f != fences_.end() && f->first.first == id;)
         f = fences_.erase(f);
@@ -474,6 +471,69 @@ void ExecService::retry_cgroup_removal() {
     }
     if (emptying_.empty())
         emptying_timer_.reset();  // from inside its own callback: the timer copies its function first
+}
+
+std::string ExecService::ends_path() const {
+    return broker_.bootstrap().rundir + "/jobs/ended";
+}
+
+void ExecService::remember_end(JobId id, Ended ended) {
+    double now = wall_now();
+    while (!ended_order_.empty() && now - ended_order_.front().first > reattach_timeout_) {
+        ended_.erase(ended_order_.front().second);
+        ended_order_.pop_front();
+    }
+    // Appended, not synced: it must outlive this process (rank 0's own
+    // jobs die with it otherwise), not the machine, whose restart leaves no
+    // shell to re-attach.
+    std::string line = fmt::format("{} {} {:.6f} {}\n", id, ended.status, ended.time, ended.started ? 1 : 0);
+    if (ends_fd_ && write(ends_fd_.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+        log::warning("exec", "{}: {}", ends_path(), std::strerror(errno));
+    ended_order_.emplace_back(ended.time, id);
+    ended_[id] = std::move(ended);
+    // Rewritten with only what is kept once it holds twice as much.
+    if (++ends_lines_ > std::max<size_t>(4096, 2 * ended_.size()))
+        rewrite_ends();
+}
+
+void ExecService::rewrite_ends() {
+    std::string text;
+    for (const auto& [time, id] : ended_order_)
+        if (auto e = ended_.find(id); e != ended_.end())
+            text += fmt::format("{} {} {:.6f} {}\n", id, e->second.status, e->second.time, e->second.started ? 1 : 0);
+    std::string tmp = ends_path() + ".new";
+    UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!fd || write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+        rename(tmp.c_str(), ends_path().c_str()) != 0) {
+        log::warning("exec", "{}: {}", tmp, std::strerror(errno));
+        return;
+    }
+    ends_fd_.reset(open(ends_path().c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+    ends_lines_ = ended_.size();
+}
+
+// The ends a broker that died recorded, less those past
+// exec.reattach-timeout.
+void ExecService::load_ends() {
+    mkdir((broker_.bootstrap().rundir + "/jobs").c_str(), 0700);
+    double now = wall_now();
+    if (auto text = read_text_file(ends_path())) {
+        std::istringstream in(*text);
+        std::map<double, JobId> order;
+        for (std::string line; std::getline(in, line);) {
+            unsigned long long id = 0;
+            int status = 0, started = 0;
+            double time = 0;
+            if (std::sscanf(line.c_str(), "%llu %d %lf %d", &id, &status, &time, &started) != 4 ||
+                now - time > reattach_timeout_)
+                continue;
+            ended_[id] = {status, time, started != 0, {}};
+            order[time] = id;
+        }
+        for (auto [time, id] : order)
+            ended_order_.emplace_back(time, id);
+    }
+    rewrite_ends();
 }
 
 // Each socket <rundir>/jobs/<id>.sock is a shell that outlived its broker
@@ -558,8 +618,7 @@ void ExecService::on_reattach(const Message& req) {
                         });
         broker_.respond(Message::response_to(
             req, {{"status", ended->second.status}, {"time", ended->second.time}, {"started", ended->second.started}}));
-        ended_.erase(ended);  // its place in ended_order_ goes when it expires
-        return;
+        return;  // kept until it expires: rank 0 may die again before it stores this
     }
     LocalJob& job = *it->second;
     job.answer_to = req;

@@ -64,7 +64,7 @@ sort -u canceled.ids >canceled.sorted
 check "some jobs, holds and cancels were acknowledged ($(wc -l <acked.sorted), $(wc -l <held.ids), $(wc -l <canceled.sorted))" \
     test -s acked.sorted -a -s held.ids -a -s canceled.sorted
 # Everything not held ends; the held ones must still be held.
-wait_for "every job not held has ended" 120 sh -c "[ -z \"\$(banyan jobs --no-header -o '{id} {info}' | grep -v held)\" ]"
+wait_for "every job not held has ended" $((120 + jobs / 10)) sh -c "[ -z \"\$(banyan jobs --no-header -o '{id} {info}' | grep -v held)\" ]"
 banyan jobs -a --no-header -o '{id} {result} {info}' | sort >listed
 check "every acknowledged job is there" bash -c "[ -z \"\$(comm -23 acked.sorted <(cut -d' ' -f1 listed))\" ]"
 check "every acknowledged hold is there, still held, not run" sh -c "

@@ -109,6 +109,7 @@ int events(Client& client, const std::string& prefix, int count) {
         if (msg->type != MessageType::event)
             continue;
         std::printf("%u %s\n", msg->sequence, msg->topic.c_str());
+        std::fflush(stdout);  // a test waits for each line
         i++;
     }
     return 0;
