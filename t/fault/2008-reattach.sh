@@ -1,7 +1,8 @@
 #!/bin/bash
 # No running job is killed by a crash of rank 0. Three configured brokers;
-# job A runs on ranks 1-2 and writes a line every 0.3 s per task, job B on
-# rank 0 exits 7 while rank 0 is away. Rank 0 is killed with SIGKILL and
+# job B on
+# rank 0 exits 7 while rank 0 is away, job A runs on ranks 1-2 and writes
+# a line every 0.3 s per task. Rank 0 is killed with SIGKILL and
 # started again on the same state and run directories: A goes on (a
 # `reattach` event, its output whole and in order, attach works), B has
 # its real status and end time, and a job that needs every core waits for
@@ -10,14 +11,13 @@
 . "$(dirname "$0")/../integration/lib.sh"
 
 start_cluster 3
-b=$(banyan submit -n2 sh -c 'sleep 2; exit 7')
-wait_for "B runs" 20 sh -c "banyan jobs --no-header -o '{st}' | grep -q '^R$'"
-a=$(banyan submit -N2 -n4 sh -c 'for i in $(seq 1 20); do echo "$BANYAN_TASK_RANK $i"; sleep 0.3; done')
-wait_for "A runs on ranks 1-2" 20 sh -c "banyan jobs --no-header -o '{id} {st} {nodelist}' | grep -q '^$a R'"
-sleep 0.5
+b=$(banyan submit -n2 sh -c 'sleep 3; exit 7')
+wait_for "B runs" 20 sh -c "banyan jobs --no-header -o '{id} {st}' | grep -q '^$b R'"
+a=$(banyan submit -N2 -n4 sh -c 'for i in $(seq 1 30); do echo "$BANYAN_TASK_RANK $i"; sleep 0.3; done')
+wait_for "A runs on ranks 1-2" 20 sh -c "banyan jobs --no-header -o '{id} {st}' | grep -q '^$a R'"
 kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")"
 crashed=$(date +%s.%N)
-sleep 3   # B ends meanwhile
+sleep 4.5   # B ends meanwhile
 restarted=$(date +%s.%N)
 start_broker "$T_DIR/c.toml" 0
 wait_for "rank 0 is back, its followers with it" 30 all_up 3
@@ -26,10 +26,10 @@ check "A completes" banyan job wait "$a"
 check_output "A was re-attached, not ended by the restart" "reattach ranks=1-2" banyan job eventlog "$a"
 check "with no exception" sh -c "! banyan job eventlog $a | grep -q exception"
 banyan job attach "$a" >"$T_DIR/a.out" 2>&1
-check_output "every line of A's 4 tasks is there once (80)" "^80$" sh -c "sort -u $T_DIR/a.out | wc -l"
-check_output "no line twice" "^80$" sh -c "wc -l <$T_DIR/a.out"
+check_output "every line of A's 4 tasks is there once (120)" "^120$" sh -c "sort -u $T_DIR/a.out | wc -l"
+check_output "no line twice" "^120$" sh -c "wc -l <$T_DIR/a.out"
 for t in 0 1 2 3; do
-    check "task $t's lines in order" sh -c "[ \"\$(grep '^$t ' $T_DIR/a.out | cut -d' ' -f2 | tr '\n' ' ')\" = \"$(seq -s' ' 1 20) \" ]"
+    check "task $t's lines in order" sh -c "[ \"\$(grep '^$t ' $T_DIR/a.out | cut -d' ' -f2 | tr '\n' ' ')\" = \"$(seq -s' ' 1 30) \" ]"
 done
 check "B ended with its own status, 7" sh -c "banyan job wait $b; [ \$? -eq 7 ]"
 check_output "B's finish is dated when its tasks ended, while rank 0 was away" "^yes " \
