@@ -49,6 +49,10 @@ Result<void> Broker::start() {
                     if (!event_sequence_known_) {
                         event_sequence_ = sequence;
                         event_sequence_known_ = true;
+                    } else if (sequence < event_sequence_) {
+                        // Rank 0 started again and numbers from 1 again.
+                        event_sequence_ = sequence;
+                        held_events_.clear();
                     } else if (sequence > event_sequence_ && !replaying_) {
                         // Published while this broker was cut off.
                         log::warning("router", "event gap: the parent is at sequence {}, this broker at {}", sequence,
@@ -334,6 +338,8 @@ void Broker::replay_events(uint32_t from, uint32_t to) {
     replaying_ = true;
     rpc(Message::request("event.replay", {{"from", from}, {"to", to}}, 0), [this, from, to](const Message& resp) {
         replaying_ = false;
+        if (resp.errnum == EHOSTUNREACH)
+            return;  // the parent is gone: asked again once this broker has joined one (on_parent_ready)
         auto body = resp.errnum ? Result<nlohmann::json>(make_error(static_cast<int>(resp.errnum), resp.error_text()))
                                 : resp.json();
         auto events = body ? json_field<nlohmann::json>(*body, "events", nlohmann::json::array(), "event.replay")

@@ -1,5 +1,6 @@
 #include "broker/exec/exec_service.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdint>
 #include <cstring>
@@ -7,6 +8,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/socket.h>
@@ -489,7 +491,8 @@ void ExecService::remember_end(JobId id, Ended ended) {
     std::string line = fmt::format("{} {} {:.6f} {}\n", id, ended.status, ended.time, ended.started ? 1 : 0);
     if (ends_fd_ && write(ends_fd_.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
         log::warning("exec", "{}: {}", ends_path(), std::strerror(errno));
-    ended_order_.emplace_back(ended.time, id);
+    if (!ended_.count(id))
+        ended_order_.emplace_back(now, id);  // by when it was kept: the shell's clock may be off
     ended_[id] = std::move(ended);
     // Rewritten with only what is kept once it holds twice as much.
     if (++ends_lines_ > std::max<size_t>(4096, 2 * ended_.size()))
@@ -503,13 +506,11 @@ void ExecService::rewrite_ends() {
             text += fmt::format("{} {} {:.6f} {}\n", id, e->second.status, e->second.time, e->second.started ? 1 : 0);
     std::string tmp = ends_path() + ".new";
     UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    ends_lines_ = ended_.size();  // tried again only after as many more
     if (!fd || write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
-        rename(tmp.c_str(), ends_path().c_str()) != 0) {
+        rename(tmp.c_str(), ends_path().c_str()) != 0)
         log::warning("exec", "{}: {}", tmp, std::strerror(errno));
-        return;
-    }
-    ends_fd_.reset(open(ends_path().c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
-    ends_lines_ = ended_.size();
+    ends_fd_.reset(open(ends_path().c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
 }
 
 // The ends a broker that died recorded, less those past
@@ -519,7 +520,7 @@ void ExecService::load_ends() {
     double now = wall_now();
     if (auto text = read_text_file(ends_path())) {
         std::istringstream in(*text);
-        std::map<double, JobId> order;
+        std::vector<std::pair<double, JobId>> order;
         for (std::string line; std::getline(in, line);) {
             unsigned long long id = 0;
             int status = 0, started = 0;
@@ -527,11 +528,12 @@ void ExecService::load_ends() {
             if (std::sscanf(line.c_str(), "%llu %d %lf %d", &id, &status, &time, &started) != 4 ||
                 now - time > reattach_timeout_)
                 continue;
+            if (!ended_.count(id))
+                order.emplace_back(std::min(time, now), id);
             ended_[id] = {status, time, started != 0, {}};
-            order[time] = id;
         }
-        for (auto [time, id] : order)
-            ended_order_.emplace_back(time, id);
+        std::sort(order.begin(), order.end());
+        ended_order_.assign(order.begin(), order.end());
     }
     rewrite_ends();
 }
@@ -610,7 +612,7 @@ void ExecService::on_reattach(const Message& req) {
             return broker_.respond_error(
                 req, ENOENT, fmt::format("{} has nothing here (rank {})", format_jobid(*id), broker_.bootstrap().rank));
         // What it kept goes first: the answer brings the job's finish.
-        for (auto& message : ended->second.kept)
+        for (auto& message : std::exchange(ended->second.kept, {}))  // sent once
             broker_.rpc(Message::request(message.topic, message.body, 0),
                         [id = *id, topic = message.topic](const Message& resp) {
                             if (resp.errnum)

@@ -4,7 +4,8 @@
 # is stopped (SIGSTOP) past tbon.lost_timeout, so rank 0 drops it and the
 # second event is published while it is cut off; resumed, it rejoins,
 # sees the gap, asks rank 0 for what it missed, and its subscriber gets
-# all three events, in order, once each.
+# all three events, in order, once each. After a restart of rank 0, which
+# numbers events from 1 again, rank 1 still delivers them.
 . "$(dirname "$0")/../integration/lib.sh"
 
 start_cluster 2 $'heartbeat_period = "0.2s"\ntorpid_timeout = "1s"\nlost_timeout = "2s"'
@@ -26,5 +27,15 @@ check_output "the subscriber got all three, in order" "^one two three $" \
 check_output "with consecutive sequence numbers" "^yes$" \
     sh -c "grep lost. $T_DIR/got | awk 'NR > 1 && \$1 != prev + 1 {bad = 1} {prev = \$1} END {print bad ? \"no\" : \"yes\"}'"
 check_output "rank 1 logged the gap and the replay" "resynchronised: events 2 to 2 replayed" cat "$T_DIR/rank-1.log"
+BANYAN_URI=$(uri_of 1) banyan-test-client events after. 1 >"$T_DIR/got2" 2>&1 &
+subscriber=$!
+wait_for "rank 1's subscriber is subscribed again" 10 grep -q subscribed "$T_DIR/got2"
+kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")"
+start_broker "$T_DIR/c.toml" 0
+wait_for "rank 0 is back" 30 all_up 2
+banyan-test-client rpc event.publish '{"topic": "after.restart"}' >/dev/null
+wait "$subscriber"
+check_output "after rank 0 restarts (numbering from 1 again), rank 1 still delivers events" "after.restart" \
+    cat "$T_DIR/got2"
 check "shutdown" banyan shutdown
 no_brokers_left "every broker exited" "$T_DIR"
