@@ -23,11 +23,11 @@ Result<sockaddr_un> address_of(const std::string& path) {
 
 }  // namespace
 
-Result<UniqueFd> connect_unix(const std::string& path) {
+Result<UniqueFd> connect_unix(const std::string& path, Wait wait) {
     auto addr = address_of(path);
     if (!addr)
         return addr.error();
-    UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (wait == Wait::no ? SOCK_NONBLOCK : 0), 0));
     if (!fd)
         return make_error(errno, fmt::format("socket: {}", std::strerror(errno)));
     if (connect(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) < 0)

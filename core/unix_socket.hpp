@@ -9,8 +9,10 @@
 
 namespace banyan {
 
-// A connected socket (blocking, close-on-exec).
-Result<UniqueFd> connect_unix(const std::string& path);
+enum class Wait { yes, no };
+// A connected socket (close-on-exec). Wait::no: non-blocking, and a
+// listener whose backlog is full is EAGAIN at once, not a wait.
+Result<UniqueFd> connect_unix(const std::string& path, Wait wait = Wait::yes);
 // A listening socket (non-blocking, close-on-exec) at `path`; a socket
 // left there by a process that died is replaced.
 Result<UniqueFd> listen_unix(const std::string& path, int backlog);

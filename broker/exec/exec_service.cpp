@@ -559,8 +559,14 @@ void ExecService::adopt_orphaned_shells() {
 }
 
 bool ExecService::adopt_shell(const std::string& path, JobId id) {
-    auto fd = connect_unix(path);
+    // Not waiting: a shell that hangs with its backlog full must not stop
+    // this broker's loop (it is tried again at the next reattach/reconcile).
+    auto fd = connect_unix(path, Wait::no);
     if (!fd) {
+        if (fd.error().code == EAGAIN) {
+            log::warning("exec", "{}: busy; tried again later", path);
+            return false;
+        }
         if (fd.error().code != ENOENT) {
             // A shell that gave up (or crashed) left its socket behind.
             log::warning("exec", "{}: {}; removed", path, fd.error().message);
