@@ -112,7 +112,7 @@ void Shell::open_channel(int in_fd, int out_fd) {
 void Shell::send(nlohmann::json message) {
     if (channel_)
         return channel_->send(message);
-    if (message.value("type", "") == "output") {
+    if (json_field<std::string>(message, "type", "").value_or("") == "output") {
         if (kept_output_lost_)
             return;
         size_t bytes = message["data"].is_string() ? message["data"].get_ref<const std::string&>().size() : 0;
