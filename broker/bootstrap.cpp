@@ -19,8 +19,11 @@ Result<void> check_known_keys(const Config& config) {
         {"broker", {"quorum", "shutdown_timeout", "connections-per-user"}},
         {"resource", {"path", "synthetic", "hwloc_xml", "exclude"}},
         {"sched", {"queue-policy", "match-policy", "queue-depth", "reservation-depth"}},
-        {"job-manager", {"inactive-age", "inactive-limit", "sched-window", "output-limit"}},
-        {"exec", {"kill-timeout", "job-shell", "reattach-timeout"}},
+        {"job-manager",
+         {"inactive-age", "inactive-limit", "sched-window", "output-limit", "max-active-per-user",
+          "max-pending-per-user"}},
+        {"exec", {"kill-timeout", "job-shell", "reattach-timeout", "imp"}},
+        {"access", {"admins"}},
     };
     for (const auto& [table, keys] : tables)
         if (auto r = config.check_keys(table, keys); !r)

@@ -1,12 +1,15 @@
 #include "broker/broker.hpp"
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "core/idset.hpp"
 #include "core/json_field.hpp"
 #include "core/log.hpp"
 
@@ -25,6 +28,27 @@ std::string pending_key(const Message& msg) {
         key += '/';
     }
     return key + std::to_string(msg.matchtag);
+}
+
+// access.admins: user names or uids who act as the instance owner. A
+// name unknown here is an error: a typo must not quietly take the rights
+// away (or give them to whoever gets that name later).
+Result<std::set<uint32_t>> admin_uids(const Config& config) {
+    auto names = config.get_string_array("access.admins", std::vector<std::string>{});
+    if (!names)
+        return names.error();
+    std::set<uint32_t> uids;
+    for (const auto& name : *names) {
+        if (const passwd* pw = getpwnam(name.c_str())) {
+            uids.insert(pw->pw_uid);
+            continue;
+        }
+        auto uid = parse_decimal(name, UINT32_MAX - 1, "access.admins");
+        if (!uid)
+            return make_error(EINVAL, fmt::format("access.admins: {}: no such user", name));
+        uids.insert(static_cast<uint32_t>(*uid));
+    }
+    return uids;
 }
 
 }  // namespace
@@ -67,8 +91,11 @@ Result<void> Broker::start() {
     auto per_user = boot_.config.get_int("broker.connections-per-user", 1, 1'000'000, 256);
     if (!per_user)
         return per_user.error();
+    auto admins = admin_uids(boot_.config);
+    if (!admins)
+        return admins.error();
     connector_ = std::make_unique<LocalConnector>(
-        reactor_, boot_.rundir + "/local.sock", getuid(), static_cast<size_t>(*per_user),
+        reactor_, boot_.rundir + "/local.sock", getuid(), std::move(*admins), static_cast<size_t>(*per_user),
         LocalConnector::Callbacks{
             .on_request = [this](Message&& m, const std::string& id) { on_local_request(std::move(m), id); },
             .on_disconnect = [](const std::string&) {},

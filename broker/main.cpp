@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include <sys/prctl.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -127,6 +128,14 @@ int main(int argc, char** argv) {
         return fail(job_manager.error().message);
     if (auto r = broker.start(); !r)
         return fail(r.error().message);
+    // Under systemd (Type=notify): ready once this broker serves its
+    // socket and, below rank 0, has joined its parent. Nothing without
+    // $NOTIFY_SOCKET.
+    if (broker.bootstrap().rank == 0)
+        sd_notify(0, "READY=1\nSTATUS=rank 0: serving; waiting for the other ranks");
+    broker.when_running([&broker] {
+        sd_notifyf(0, "READY=1\nSTATUS=rank %u of %u: running", broker.bootstrap().rank, broker.bootstrap().size);
+    });
 
     int signals_seen = 0;
     SignalWatcher signals(reactor, {SIGTERM, SIGINT}, [&](int signo) {
@@ -140,6 +149,7 @@ int main(int argc, char** argv) {
         }
     });
     reactor.run();
+    sd_notify(0, "STOPPING=1");
     log::debug("broker", "exiting");
     return 0;
 }

@@ -15,6 +15,7 @@
 
 #include "cmd/cli_util.hpp"
 #include "core/curve_cert.hpp"
+#include "core/programs.hpp"
 #include "core/reactor.hpp"
 
 namespace banyan::cli {
@@ -32,20 +33,9 @@ struct StartOptions {
     std::vector<std::string> command;
 };
 
-std::string broker_path() {
-    std::error_code ec;
-    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    if (!ec) {
-        auto beside = self.parent_path() / "banyan-broker";
-        if (std::filesystem::exists(beside))
-            return beside.string();
-    }
-    return "banyan-broker";  // from PATH
-}
-
 // Becomes the broker of a configured cluster.
 int exec_configured_broker(const StartOptions& o) {
-    std::vector<std::string> args = {broker_path(), "--config", o.config};
+    std::vector<std::string> args = {program_path("banyan-broker"), "--config", o.config};
     for (const auto& s : o.settings)
         args.insert(args.end(), {"--setattr", s});
     if (o.rank >= 0)
@@ -98,10 +88,15 @@ class TestInstance {
         // 0755 whatever the umask: the broker refuses a group-writable one;
         // guests reach the socket once the owner opens the instance directory.
         mkdir(rundir.c_str(), 0755);
-        std::vector<std::string> argv = {
-            broker_path(), "--config",           dir_ + "/instance.toml",
-            "--rank",      std::to_string(rank), "--rundir",
-            rundir,        "--log-level",        options_.log_level.empty() ? "warning" : options_.log_level};
+        std::vector<std::string> argv = {program_path("banyan-broker"),
+                                         "--config",
+                                         dir_ + "/instance.toml",
+                                         "--rank",
+                                         std::to_string(rank),
+                                         "--rundir",
+                                         rundir,
+                                         "--log-level",
+                                         options_.log_level.empty() ? "warning" : options_.log_level};
         for (const auto& s : options_.settings)
             argv.insert(argv.end(), {"--setattr", s});
         if (rank == 0 && !options_.statedir.empty())

@@ -12,6 +12,8 @@
 
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 
 #include "cmd/cli_util.hpp"
@@ -277,7 +279,14 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
         std::error_code ec;
         cwd = std::filesystem::current_path(ec).string();
     }
-    nlohmann::json system{{"duration", duration}, {"cwd", cwd}, {"environment", environment(o.env)}};
+    // The umask too, as Slurm passes it: the job's files are made as the
+    // user's shell would make them.
+    mode_t mask = umask(022);
+    umask(mask);
+    nlohmann::json system{{"duration", duration},
+                          {"cwd", cwd},
+                          {"environment", environment(o.env)},
+                          {"umask", fmt::format("{:04o}", mask)}};
     if (!o.job_name.empty())
         system["job"] = {{"name", o.job_name}};
     auto deps = dependencies(o.dependencies);

@@ -1,4 +1,5 @@
 #include "core/client.hpp"
+#include "core/programs.hpp"
 #include "core/unix_socket.hpp"
 
 #include <cstdlib>
@@ -16,8 +17,17 @@ namespace banyan {
 Result<Client> Client::connect(std::string uri) {
     if (uri.empty()) {
         const char* env = std::getenv("BANYAN_URI");
-        if (!env || !*env)
-            return make_error(ENOENT, "no instance: BANYAN_URI is not set (run inside `banyan start`)");
+        if (!env || !*env) {
+            // The system instance (banyan.service), as Slurm's commands
+            // find slurmctld on a login node.
+            auto fd = connect_unix(kSystemSocket);
+            if (!fd)
+                return make_error(ENOENT, fmt::format("no instance: BANYAN_URI is not set and no system instance "
+                                                      "answers at {} ({}); run inside `banyan start`, or start "
+                                                      "banyan.service",
+                                                      kSystemSocket, fd.error().message));
+            return Client(fd->release(), kSystemSocket);
+        }
         uri = env;
     }
     std::string path = uri.rfind("local://", 0) == 0 ? uri.substr(8) : uri;

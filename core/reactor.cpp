@@ -231,7 +231,7 @@ struct ChildPlan {
     char** envp;
     const char* cwd;  // nullptr: inherit
     bool new_process_group;
-    int dup_from[3];        // -1: inherit fd 0, 1, 2
+    int dup_from[4];        // -1: inherit fd 0, 1, 2; none as fd 3
     const cpu_set_t* cpus;  // nullptr: inherit
     int cgroup_fd;          // >= 0: join it here (when clone could not start us in it)
     int error_fd;           // a ChildFailure goes here
@@ -265,8 +265,10 @@ struct ChildFailure {
     }
     if (plan.new_process_group && setpgid(0, 0) != 0)
         child_failed(plan, ChildFailure::process_group);
-    for (int target = 0; target < 3; target++) {
+    for (int target = 0; target < 4; target++) {
         int from = plan.dup_from[target];
+        if (target == 3 && from < 0)
+            break;
         if (from == target ? fcntl(from, F_SETFD, 0) != 0 : from >= 0 && dup2(from, target) < 0)
             child_failed(plan, ChildFailure::redirect);
     }
@@ -352,12 +354,22 @@ Result<std::unique_ptr<Subprocess>> Subprocess::spawn(Reactor& reactor, const Sp
     int error_pipe[2];
     if (pipe2(error_pipe, O_CLOEXEC) != 0)
         return make_error(errno, fmt::format("pipe: {}", std::strerror(errno)));
+    // Above the fds the child's redirections overwrite.
+    if (error_pipe[1] <= 3) {
+        int moved = fcntl(error_pipe[1], F_DUPFD_CLOEXEC, 4);
+        close(error_pipe[1]);
+        error_pipe[1] = moved;
+        if (moved < 0) {
+            close(error_pipe[0]);
+            return make_error(errno, fmt::format("fcntl: {}", std::strerror(errno)));
+        }
+    }
     ChildPlan plan{.program = options.program.empty() ? argv[0] : options.program.c_str(),
                    .argv = argv.data(),
                    .envp = options.env ? envp.data() : environ,
                    .cwd = options.cwd.empty() ? nullptr : options.cwd.c_str(),
                    .new_process_group = options.new_process_group,
-                   .dup_from = {options.stdin_fd, options.stdout_fd, options.stderr_fd},
+                   .dup_from = {options.stdin_fd, options.stdout_fd, options.stderr_fd, options.fd3},
                    .cpus = options.cpus.empty() ? nullptr : &cpus,
                    .cgroup_fd = options.cgroup_fd,
                    .error_fd = error_pipe[1]};

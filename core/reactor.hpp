@@ -103,6 +103,7 @@ struct SpawnOptions {
     int stdin_fd = -1;                            // -1: inherit
     int stdout_fd = -1;
     int stderr_fd = -1;
+    int fd3 = -1;           // placed as the child's fd 3 (banyan-imp's request); -1: none
     std::vector<int> cpus;  // CPUs the child may run on; empty: inherit
     int cgroup_fd = -1;     // a cgroup v2 directory the child starts in; -1: ours
 };

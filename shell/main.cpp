@@ -3,17 +3,38 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "core/json_parse.hpp"
 #include "core/log.hpp"
 #include "shell/shell.hpp"
 
-int main(int argc, char**) {
-    if (argc > 1 || isatty(0)) {
+int main(int argc, char** argv) {
+    // banyan-imp passes the jobspec the user signed on fd 3.
+    bool signed_fd = argc == 2 && std::strcmp(argv[1], "--signed-jobspec-fd=3") == 0;
+    if ((argc > 1 && !signed_fd) || isatty(0)) {
         std::fprintf(stderr, "banyan-shell: started by the exec service of banyan-broker, not by hand\n");
         return 2;
+    }
+    std::optional<nlohmann::json> signed_jobspec;
+    if (signed_fd) {
+        std::string text;
+        char buf[65536];
+        ssize_t n;
+        while ((n = read(3, buf, sizeof buf)) > 0)
+            text.append(buf, static_cast<size_t>(n));
+        close(3);
+        auto parsed = banyan::parse_json(text);
+        if (!parsed || !parsed->is_object()) {
+            std::fprintf(stderr, "banyan-shell: the signed jobspec is not a JSON object\n");
+            return 1;
+        }
+        signed_jobspec = std::move(*parsed);
     }
     // A write to an exec service that is gone must not kill the shell
     // before it has killed its tasks.
@@ -33,7 +54,7 @@ int main(int argc, char**) {
     // do not inherit this: they get the job's environment.
     setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_xml_libxml", 0);
     banyan::Reactor reactor;
-    banyan::Shell shell(reactor, in, out);
+    banyan::Shell shell(reactor, in, out, std::move(signed_jobspec));
     reactor.run();
     return shell.exit_code();
 }

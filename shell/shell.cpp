@@ -1,5 +1,7 @@
 #include "shell/shell.hpp"
 
+#include <filesystem>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
@@ -10,6 +12,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -91,8 +94,13 @@ std::unique_ptr<MachineTopology> machine_topology(const std::string& xml) {
 
 }  // namespace
 
-Shell::Shell(Reactor& reactor, int in_fd, int out_fd)
-    : reactor_(reactor), reattach_timer_(reactor), socket_check_(reactor), exit_timer_(reactor), drain_timer_(reactor) {
+Shell::Shell(Reactor& reactor, int in_fd, int out_fd, std::optional<nlohmann::json> signed_jobspec)
+    : reactor_(reactor),
+      signed_jobspec_(std::move(signed_jobspec)),
+      reattach_timer_(reactor),
+      socket_check_(reactor),
+      exit_timer_(reactor),
+      drain_timer_(reactor) {
     open_channel(in_fd, out_fd);
 }
 
@@ -135,6 +143,14 @@ Shell::~Shell() {
     pmix_.reset();
     for (auto& [path, fd] : output_files_)
         close(fd);
+    // The job's run directory holds what its tasks and PMIx left, as the
+    // job's user: only this shell may remove it (the exec service removes
+    // the directory itself).
+    if (job_ && !job_->tmpdir.empty()) {
+        std::error_code ec;
+        for (const auto& entry : std::filesystem::directory_iterator(job_->tmpdir, ec))
+            std::filesystem::remove_all(entry.path(), ec);
+    }
 }
 
 void Shell::on_message(Result<nlohmann::json> message) {
@@ -187,6 +203,7 @@ void Shell::on_exec_service_gone() {
 }
 
 void Shell::wait_for_broker() {
+    mkdir(job_->tmpdir.c_str(), 0700);  // there already, unless this rank has no task
     auto fd = listen_unix(reattach_socket_, 4);
     if (!fd) {
         log::error("shell", "{}: the broker is gone and {}: ending the tasks", format_jobid(job_->id),
@@ -236,8 +253,9 @@ void Shell::on_broker_connecting() {
         return;
     ucred peer{};
     socklen_t len = sizeof peer;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != getuid()) {
-        close(fd);  // only a broker of this instance's owner may take the job
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 ||
+        (peer.uid != getuid() && peer.uid != broker_uid_)) {
+        close(fd);  // only a broker of the instance's user may take the job
         return;
     }
     stop_waiting();
@@ -261,7 +279,12 @@ void Shell::attach_channel(int fd) {
     }
 }
 
-void Shell::start(const nlohmann::json& message) {
+void Shell::start(const nlohmann::json& request) {
+    // Started by banyan-imp: what runs is what the user signed, whatever
+    // the request says.
+    nlohmann::json message = request;
+    if (signed_jobspec_)
+        message["jobspec"] = *signed_jobspec_;
     auto job = ShellJob::parse(message);
     if (!job) {
         finishing_ = true;
@@ -274,9 +297,21 @@ void Shell::start(const nlohmann::json& message) {
     job_ = std::move(*job);
     auto socket = json_field<std::string>(message, "reattach_socket", "", "job");
     auto timeout = json_field<double>(message, "reattach_timeout", 300, "job");
-    if (socket && timeout) {
+    auto broker_uid = json_field<uint32_t>(message, "broker_uid", getuid(), "job");
+    if (socket && timeout && broker_uid) {
         reattach_socket_ = *socket;
         reattach_timeout_ = *timeout;
+        broker_uid_ = *broker_uid;
+    }
+    // The submitter's umask (banyan submit records it), for the files the
+    // tasks and the shell make.
+    auto mask = json_field<std::string>(json_object_at(message, {"jobspec", "attributes", "system"}), "umask", "",
+                                        "attributes.system");
+    if (mask && !mask->empty()) {
+        char* end = nullptr;
+        unsigned long value = std::strtoul(mask->c_str(), &end, 8);
+        if (*end == '\0' && value <= 0777)
+            umask(static_cast<mode_t>(value));
     }
     auto ready = prepare();
     if (ready)

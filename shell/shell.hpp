@@ -27,8 +27,10 @@ namespace banyan {
 
 class Shell {
   public:
-    // Talks to the exec service over `in_fd` / `out_fd` (owned).
-    Shell(Reactor& reactor, int in_fd, int out_fd);
+    // Talks to the exec service over `in_fd` / `out_fd` (owned). Started by
+    // banyan-imp, it runs `signed_jobspec` (what the user signed) in place
+    // of the jobspec of its request.
+    Shell(Reactor& reactor, int in_fd, int out_fd, std::optional<nlohmann::json> signed_jobspec = std::nullopt);
     ~Shell();
     // The process's exit status once the loop stops: 0 after `finish`.
     int exit_code() const { return exit_code_; }
@@ -45,7 +47,7 @@ class Shell {
     void give_up(const std::string& why);
     void on_broker_connecting();
     void attach_channel(int fd);
-    void start(const nlohmann::json& message);
+    void start(const nlohmann::json& request);
     Result<void> prepare();
     Result<void> launch_tasks();
     void on_task_change();
@@ -62,6 +64,8 @@ class Shell {
     void finish();
 
     Reactor& reactor_;
+    std::optional<nlohmann::json> signed_jobspec_;
+    uint32_t broker_uid_ = 0;               // besides this shell's own uid, who may re-attach it
     std::unique_ptr<LineChannel> channel_;  // none while waiting to be re-attached
     bool ending_ = false;                   // the broker is stopping: end with it
     bool started_ = false;                  // every local task was started

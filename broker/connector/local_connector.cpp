@@ -57,11 +57,12 @@ struct LocalConnector::Connection {
     }
 };
 
-LocalConnector::LocalConnector(Reactor& reactor, std::string socket_path, uint32_t owner_uid,
+LocalConnector::LocalConnector(Reactor& reactor, std::string socket_path, uint32_t owner_uid, std::set<uint32_t> admins,
                                size_t connections_per_user, Callbacks callbacks)
     : reactor_(reactor),
       path_(std::move(socket_path)),
       owner_uid_(owner_uid),
+      admins_(std::move(admins)),
       connections_per_user_(connections_per_user),
       cb_(std::move(callbacks)) {}
 
@@ -97,7 +98,7 @@ void LocalConnector::on_accept() {
             close(fd);
             continue;
         }
-        bool owner = cred.uid == owner_uid_ || cred.uid == 0;
+        bool owner = cred.uid == owner_uid_ || cred.uid == 0 || admins_.count(cred.uid);
         if (!owner && user_connections_[cred.uid] >= connections_per_user_) {
             refuse(fd, cred.uid);
             continue;

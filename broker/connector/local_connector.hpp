@@ -18,6 +18,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,9 @@ class LocalConnector {
         std::function<void(const std::string& id)> on_disconnect;
     };
 
-    LocalConnector(Reactor& reactor, std::string socket_path, uint32_t owner_uid, size_t connections_per_user,
-                   Callbacks callbacks);
+    // `admins`: uids treated as the owner (access.admins).
+    LocalConnector(Reactor& reactor, std::string socket_path, uint32_t owner_uid, std::set<uint32_t> admins,
+                   size_t connections_per_user, Callbacks callbacks);
     ~LocalConnector();
 
     // Creates the socket (replacing a stale one). Error names the path.
@@ -69,6 +71,7 @@ class LocalConnector {
     Reactor& reactor_;
     std::string path_;
     uint32_t owner_uid_;
+    std::set<uint32_t> admins_;
     size_t connections_per_user_;
     std::map<uint32_t, size_t> user_connections_;  // guests' open connections, by uid
     Callbacks cb_;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -24,6 +25,7 @@
 #include "core/json_field.hpp"
 #include "core/line_channel.hpp"
 #include "core/log.hpp"
+#include "core/programs.hpp"
 #include "core/text_file.hpp"
 #include "core/unix_socket.hpp"
 #include "resource/machine_topology.hpp"
@@ -81,6 +83,7 @@ struct ExecService::LocalJob {
     size_t output_in_flight = 0;  // bytes sent to job-manager.output, not yet answered
     std::unique_ptr<Timer> simulated;
     std::unique_ptr<Timer> escalate;  // terminate: SIGKILL, then the shell itself
+    std::string tmpdir;               // <rundir>/jobs/<id>, removed with the job
 };
 
 struct ExecService::Fence {
@@ -102,15 +105,30 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     if (*reattach <= 0)
         return make_error(EINVAL, "exec.reattach-timeout: must be more than 0");
     svc->reattach_timeout_ = *reattach;
-    std::error_code ec;
-    auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-    // The shell beside the broker, unless the config names another (as
-    // Flux's exec.job-shell: a site's wrapper, or a test's fault).
-    auto shell = broker.bootstrap().config.get_string(
-        "exec.job-shell", (ec ? std::filesystem::path("banyan-shell") : exe.parent_path() / "banyan-shell").string());
+    // Banyan's shell, unless the config names another (as Flux's
+    // exec.job-shell: a site's wrapper, or a test's fault).
+    auto shell = broker.bootstrap().config.get_string("exec.job-shell", program_path("banyan-shell"));
     if (!shell)
         return shell.error();
     svc->shell_path_ = *shell;
+    // Jobs of other users start through banyan-imp (banyan-imp(8)); a helper
+    // that cannot do that is refused here, never found out per job.
+    if (broker.bootstrap().config.has("exec.imp")) {
+        auto imp = broker.bootstrap().config.get_string("exec.imp");
+        if (!imp)
+            return imp.error();
+        struct stat st {};
+        if (stat(imp->c_str(), &st) != 0)
+            return make_error(errno, fmt::format("exec.imp: {}: {}", *imp, std::strerror(errno)));
+        if (st.st_uid != 0 || !(st.st_mode & S_ISUID))
+            return make_error(EPERM,
+                              fmt::format("exec.imp: {}: not setuid root (chown root:banyan; chmod 4750)", *imp));
+        if (access(imp->c_str(), X_OK) != 0)
+            return make_error(EPERM, fmt::format("exec.imp: {}: not executable by uid {} (its group must be this "
+                                                 "user's: chown root:banyan)",
+                                                 *imp, getuid()));
+        svc->imp_path_ = *imp;
+    }
     auto mounts = read_text_file("/proc/self/mounts");
     auto own = read_text_file("/proc/self/cgroup");
     if (mounts && own)
@@ -177,9 +195,14 @@ void ExecService::on_run(const Message& req) {
         return broker_.respond_error(req, EPROTO, "exec.run: expected a jobspec");
     if (jobs_.count(*id))
         return broker_.respond_error(req, EEXIST, fmt::format("{} already runs here", format_jobid(*id)));
-    if (*userid != getuid())
-        return broker_.respond_error(
-            req, EPERM, fmt::format("cannot run tasks as uid {}: this broker runs as uid {}", *userid, getuid()));
+    auto credential = json_field<std::string>(p, "J", "", "exec.run");
+    if (!credential)
+        return broker_.respond_error(req, EPROTO, credential.error().message);
+    if (*userid != getuid() && !imp_path_)
+        return broker_.respond_error(req, EPERM,
+                                     fmt::format("cannot run tasks as uid {}: this broker runs as uid {} and has no "
+                                                 "exec.imp to start jobs as their users",
+                                                 *userid, getuid()));
     auto job = std::make_unique<LocalJob>();
     job->answer_to = req;
     job->answer_to->payload.reset();  // enough to answer it
@@ -208,6 +231,35 @@ void ExecService::on_run(const Message& req) {
 }
 
 Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json request) {
+    const Bootstrap& boot = broker_.bootstrap();
+    // The job's run directory (its PMIx files, the socket its shell waits
+    // on for a broker that died): made here, handed to the job's user by
+    // banyan-imp. Users may pass through jobs/, not list it.
+    std::string jobs_dir = boot.rundir + "/jobs";
+    mkdir(jobs_dir.c_str(), 0711);
+    chmod(jobs_dir.c_str(), 0711);
+    std::string tmpdir = fmt::format("{}/{}", jobs_dir, id);
+    if (mkdir(tmpdir.c_str(), 0700) != 0 && errno != EEXIST)
+        return make_error(errno, fmt::format("{}: {}", tmpdir, std::strerror(errno)));
+    job.tmpdir = tmpdir;
+    uint32_t userid = request.contains("userid") && request["userid"].is_number_unsigned()
+                          ? request["userid"].get<uint32_t>()
+                          : getuid();
+    UniqueFd imp_request;
+    if (userid != getuid()) {
+        // banyan-imp's request, on its fd 3: a memfd, so that a jobspec of
+        // any size never makes this loop wait on a pipe.
+        imp_request = UniqueFd(memfd_create("imp-request", MFD_CLOEXEC));
+        std::string text = nlohmann::json{
+            {"id", id},
+            {"rank", boot.rank},
+            {"userid", userid},
+            {"J", request.contains("J") && request["J"].is_string() ? request["J"].get<std::string>() : std::string()},
+            {"tmpdir", tmpdir}}.dump();
+        if (!imp_request || write(imp_request.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+            lseek(imp_request.get(), 0, SEEK_SET) != 0)
+            return make_error(errno, fmt::format("banyan-imp's request: {}", std::strerror(errno)));
+    }
     int to_shell[2], from_shell[2];
     if (pipe2(to_shell, O_CLOEXEC) < 0)
         return make_error(errno, fmt::format("pipe: {}", std::strerror(errno)));
@@ -216,7 +268,6 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
         close(to_shell[1]);
         return make_error(errno, fmt::format("pipe: {}", std::strerror(errno)));
     }
-    const Bootstrap& boot = broker_.bootstrap();
     // Started in its cgroup, so before any task exists.
     if (cgroup_parent_) {
         // The broker's pid in the name: brokers of other instances on this
@@ -229,10 +280,12 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
         else
             log::warning("exec", "{}: no cgroup ({}); process groups only", format_jobid(id), cg.error().message);
     }
-    SpawnOptions shell{.argv = {shell_path_},
-                       .stdin_fd = to_shell[0],
-                       .stdout_fd = from_shell[1],
-                       .cgroup_fd = job.cgroup ? job.cgroup->fd() : -1};
+    SpawnOptions shell{
+        .argv = imp_request ? std::vector<std::string>{*imp_path_, "exec"} : std::vector<std::string>{shell_path_},
+        .stdin_fd = to_shell[0],
+        .stdout_fd = from_shell[1],
+        .fd3 = imp_request ? imp_request.get() : -1,
+        .cgroup_fd = job.cgroup ? job.cgroup->fd() : -1};
     auto on_exit = [this, id](int status) { on_shell_exit(id, status); };
     auto proc = Subprocess::spawn(broker_.reactor(), shell, on_exit);
     if (!proc && job.cgroup) {
@@ -251,14 +304,15 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
         return proc.error();
     job.shell = std::move(*proc);
     request.erase("userid");
+    request.erase("J");
     request["rank"] = boot.rank;
     request["uri"] = fmt::format("local://{}/local.sock", boot.rundir);
-    request["tmpdir"] = fmt::format("{}/jobs/{}-{}", boot.rundir, format_jobid(id), boot.rank);
-    request["reattach_socket"] = fmt::format("{}/jobs/{}.sock", boot.rundir, id);
+    request["tmpdir"] = tmpdir;
+    request["reattach_socket"] = tmpdir + "/reattach.sock";
     request["reattach_timeout"] = reattach_timeout_;
+    request["broker_uid"] = getuid();
     if (topology_xml_)
         request["topology"] = *topology_xml_;
-    mkdir((boot.rundir + "/jobs").c_str(), 0700);
     job.channel->send(request);
     return {};
 }
@@ -450,6 +504,11 @@ void ExecService::remove_job(JobId id) {
         return;
     std::optional<JobCgroup> cgroup = std::move(it->second->cgroup);
     it->second->cgroup.reset();
+    // What the shell (as the job's user) left and this user may remove.
+    if (!it->second->tmpdir.empty()) {
+        std::error_code ec;
+        std::filesystem::remove_all(it->second->tmpdir, ec);
+    }
     jobs_.erase(it);
     if (!cgroup || cgroup->try_remove())
         return;
@@ -538,23 +597,24 @@ void ExecService::load_ends() {
     rewrite_ends();
 }
 
-// Each socket <rundir>/jobs/<id>.sock is a shell that outlived its broker
-// (doc/spec/shell.md §8): connected, it says hello, sends what it kept,
-// and goes on as if started here; its end of file is its exit.
+// Each socket <rundir>/jobs/<id>/reattach.sock is a shell that outlived
+// its broker (doc/spec/shell.md §8): connected, it says hello, sends what
+// it kept, and goes on as if started here; its end of file is its exit.
 void ExecService::adopt_orphaned_shells() {
     std::string dir = broker_.bootstrap().rundir + "/jobs";
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
         const std::string name = entry.path().filename().string();
-        if (!name.ends_with(".sock"))
+        if (name == "ended" || !entry.is_directory(ec))
             continue;
-        auto id = parse_decimal(name.substr(0, name.size() - 5), UINT64_MAX, "job id");
+        auto id = parse_decimal(name, UINT64_MAX, "job id");
         if (!id) {
             log::warning("exec", "{}: {}; ignored", entry.path().string(), id.error().message);
             continue;
         }
-        if (!jobs_.count(*id))
-            adopt_shell(entry.path().string(), *id);
+        std::string socket = entry.path().string() + "/reattach.sock";
+        if (!jobs_.count(*id) && access(socket.c_str(), F_OK) == 0)
+            adopt_shell(socket, *id);
     }
 }
 
@@ -576,8 +636,13 @@ bool ExecService::adopt_shell(const std::string& path, JobId id) {
     }
     ucred peer{};
     socklen_t len = sizeof peer;
-    if (getsockopt(fd->get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || peer.uid != getuid()) {
-        log::warning("exec", "{}: not a shell of this instance's owner; ignored", path);
+    // Only this broker (or banyan-imp, for the job's user) makes the
+    // directories in jobs/: the shell must be its directory's owner.
+    struct stat dir {};
+    std::string job_dir = path.substr(0, path.rfind('/'));
+    if (getsockopt(fd->get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || stat(job_dir.c_str(), &dir) != 0 ||
+        peer.uid != dir.st_uid) {
+        log::warning("exec", "{}: not a shell of the job's user; ignored", path);
         return false;
     }
     UniqueFd write_fd(dup(fd->get()));

@@ -58,7 +58,7 @@ class ExecService {
     // Sends in order: kept, with everything after it, while rank 0 is away.
     void send_to_job_manager(JobId id, LocalJob& job, ForRank0 message);
     void keep(LocalJob& job, ForRank0 message);
-    // Connects to <rundir>/jobs/<id>.sock; false when there is none.
+    // Connects to <rundir>/jobs/<id>/reattach.sock; false when there is none.
     bool adopt_shell(const std::string& path, JobId id);
     void report_started(JobId id);
     void on_shell_exit(JobId id, int wait_status);
@@ -92,6 +92,7 @@ class ExecService {
     Duration kill_timeout_;
     double reattach_timeout_ = 300;  // seconds
     std::string shell_path_;
+    std::optional<std::string> imp_path_;       // exec.imp: starts the shells of other users' jobs
     std::optional<std::string> cgroup_parent_;  // where job cgroups go; nullopt: none
     std::optional<std::string> topology_xml_;   // this machine's hwloc XML, for the shells; nullopt: none
     std::map<JobId, std::unique_ptr<LocalJob>> jobs_;

@@ -39,10 +39,20 @@ void ExecClient::launch(Job& job, const nlohmann::json& R) {
         ranks.push_back(rank);
     // The jobspec is read from the database (a pending job does not keep
     // it in memory), on the reader thread.
-    jm_.db_->read([id = job.id](JobDbReader& reader) { return reader.jobspec(id); },
-                  [this, id = job.id, ranks = std::move(ranks), r_text = R.dump()](Result<std::string> spec) {
-                      send_exec_run(id, ranks, r_text, spec);
-                  });
+    // With it, the user's signature, for banyan-imp.
+    jm_.db_->read(
+        [id = job.id](JobDbReader& reader) -> Result<std::string> {
+            auto spec = reader.jobspec(id);
+            auto signature = reader.signature(id);
+            if (auto e = first_error(spec, signature))
+                return *e;
+            if (signature->empty())
+                return fmt::format(R"("jobspec":{})", *spec);
+            return fmt::format(R"("jobspec":{},"J":{})", *spec, nlohmann::json(*signature).dump());
+        },
+        [this, id = job.id, ranks = std::move(ranks), r_text = R.dump()](Result<std::string> spec) {
+            send_exec_run(id, ranks, r_text, spec);
+        });
 }
 
 void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, const std::string& r_text,
@@ -62,7 +72,7 @@ void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, con
     for (uint32_t rank : ranks) {
         // Written as text: the jobspec goes on as stored, unparsed.
         Message req = Message::request("exec.run", nlohmann::json::object(), rank);
-        req.payload = fmt::format(R"({{"id":{},"userid":{},"R":{},"jobspec":{}}})", id, job->userid, r_text, *spec);
+        req.payload = fmt::format(R"({{"id":{},"userid":{},"R":{},{}}})", id, job->userid, r_text, *spec);
         jm_.broker_.rpc(std::move(req), [this, id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
     }
     send_pending_signals(*job);

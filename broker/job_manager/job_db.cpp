@@ -19,6 +19,7 @@ CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, userid INTEGER NOT NULL
 CREATE TABLE IF NOT EXISTS events (id INTEGER NOT NULL, seq INTEGER NOT NULL, timestamp REAL NOT NULL,
                                    name TEXT NOT NULL, context TEXT NOT NULL,
                                    PRIMARY KEY (id, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS signatures (id INTEGER PRIMARY KEY, credential TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS output (id INTEGER NOT NULL, seq INTEGER NOT NULL, rank INTEGER NOT NULL,
                                    stream TEXT NOT NULL, data BLOB NOT NULL,
                                    PRIMARY KEY (id, seq)) WITHOUT ROWID;
@@ -129,11 +130,16 @@ JobDb::~JobDb() {
     reader_.reset();
 }
 
-void JobDb::add_job(JobId id, uint32_t userid, double t_submit, const std::string& jobspec) {
+void JobDb::add_job(JobId id, uint32_t userid, double t_submit, const std::string& jobspec,
+                    const std::string& signature) {
     last_id_ = std::max(last_id_, id);
     queue({id, true, [=](Database& db) -> Result<void> {
-               return ran(db.query("INSERT INTO jobs (id, userid, t_submit, jobspec) VALUES (?, ?, ?, ?)",
-                                   {static_cast<int64_t>(id), static_cast<int64_t>(userid), t_submit, jobspec}));
+               if (auto r = ran(db.query("INSERT INTO jobs (id, userid, t_submit, jobspec) VALUES (?, ?, ?, ?)",
+                                         {static_cast<int64_t>(id), static_cast<int64_t>(userid), t_submit, jobspec}));
+                   !r || signature.empty())
+                   return r;
+               return ran(db.query("INSERT INTO signatures (id, credential) VALUES (?, ?)",
+                                   {static_cast<int64_t>(id), signature}));
            }});
 }
 
@@ -155,7 +161,7 @@ void JobDb::add_output(JobId id, const OutputChunk& chunk) {
 void JobDb::remove_job(JobId id) {
     queue({id, false, [id](Database& db) -> Result<void> {
                for (const char* sql : {"DELETE FROM jobs WHERE id = ?", "DELETE FROM events WHERE id = ?",
-                                       "DELETE FROM output WHERE id = ?"})
+                                       "DELETE FROM output WHERE id = ?", "DELETE FROM signatures WHERE id = ?"})
                    if (auto r = db.query(sql, {static_cast<int64_t>(id)}); !r)
                        return r.error();
                return {};
@@ -333,6 +339,13 @@ Result<std::vector<OutputChunk>> JobDbReader::output(JobId id, uint32_t from_seq
         bytes += out.back().data.size();
     }
     return out;
+}
+
+Result<std::string> JobDbReader::signature(JobId id) {
+    auto rows = db_.query("SELECT credential FROM signatures WHERE id = ?", {static_cast<int64_t>(id)});
+    if (!rows)
+        return rows.error();
+    return rows->empty() ? std::string() : as_text((*rows)[0][0]);
 }
 
 Result<std::string> JobDbReader::jobspec(JobId id) {

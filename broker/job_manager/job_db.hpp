@@ -47,6 +47,8 @@ class JobDbReader {
     Result<std::vector<OutputChunk>> output(JobId id, uint32_t from_seq, size_t max_bytes = SIZE_MAX);
     // ENOENT when the job is not stored (never, or purged).
     Result<std::string> jobspec(JobId id);
+    // The job's MUNGE credential; empty when it was submitted unsigned.
+    Result<std::string> signature(JobId id);
     // The largest id ever issued (0 for a new database).
     Result<JobId> max_id();
 
@@ -62,7 +64,10 @@ class JobDb {
     ~JobDb();
 
     // Queue writes for the next group commit.
-    void add_job(JobId id, uint32_t userid, double t_submit, const std::string& jobspec);
+    // `signature`: the submitter's MUNGE credential over the jobspec
+    // (empty: unsigned), stored in the same transaction.
+    void add_job(JobId id, uint32_t userid, double t_submit, const std::string& jobspec,
+                 const std::string& signature = "");
     void add_event(JobId id, uint32_t seq, const JobEvent& event);
     void add_output(JobId id, const OutputChunk& chunk);
     void remove_job(JobId id);

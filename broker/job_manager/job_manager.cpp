@@ -14,12 +14,17 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
     auto limit = config.get_int("job-manager.inactive-limit", 0, int64_t{1} << 32, 10000);
     auto output_limit = config.get_int("job-manager.output-limit", 0, int64_t{1} << 40, int64_t{16} << 20);
     auto window = config.get_int("job-manager.sched-window", 1, 1'000'000, 4096);
-    if (auto e = first_error(age, limit, output_limit, window))
+    auto max_active = config.get_int("job-manager.max-active-per-user", 0, int64_t{1} << 32, 0);
+    auto max_pending = config.get_int("job-manager.max-pending-per-user", 0, int64_t{1} << 32, 0);
+    if (auto e = first_error(age, limit, output_limit, window, max_active, max_pending))
         return *e;
     JobManagerLimits limits{.inactive_age = static_cast<double>(*age),
                             .inactive_limit = static_cast<size_t>(*limit),
                             .output_limit = static_cast<uint64_t>(*output_limit),
-                            .sched_window = static_cast<size_t>(*window)};
+                            .sched_window = static_cast<size_t>(*window),
+                            .max_active_per_user = static_cast<size_t>(*max_active),
+                            .max_pending_per_user = static_cast<size_t>(*max_pending),
+                            .signed_jobs = config.has("exec.imp")};
     auto db = JobDb::open(broker.reactor(), broker.bootstrap().statedir);
     if (!db)
         return db.error();

@@ -32,6 +32,11 @@ struct JobManagerLimits {
     size_t inactive_limit = 10000;     // inactive jobs kept at most
     uint64_t output_limit = 16 << 20;  // bytes of output stored per job
     size_t sched_window = 4096;        // pending jobs asked of the scheduler at once
+    size_t max_active_per_user = 0;    // jobs not yet inactive, per user other than the owner; 0: no limit
+    size_t max_pending_per_user = 0;   // jobs not yet running, likewise
+    // exec.imp is set: jobs run as their users, so a user's jobspec must
+    // come signed (MUNGE) for banyan-imp to start it.
+    bool signed_jobs = false;
 };
 
 class JobManager {
@@ -85,6 +90,7 @@ class JobManager {
     void check_dependencies(Job& job);
     void dependencies_changed(const Job& target);
     void raise(Job& job, std::string type, std::string note, uint32_t userid);
+    std::string over_user_limits(const Message& req) const;
     void set_urgency(Job& job, int urgency, uint32_t userid);
     void allocated(Job& job, nlohmann::json R);
     void release(Job& job);

@@ -3,6 +3,8 @@
 #include <csignal>
 #include <ctime>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "broker/job_manager/job_manager.hpp"
@@ -87,6 +89,29 @@ Job* JobManager::visible_job(const Message& req, nlohmann::json& body) {
     return &it->second;
 }
 
+// job-manager.max-active-per-user / max-pending-per-user, for users other
+// than the owner and admins: why `req`'s submission is refused, or "".
+// Counted only where a limit is set.
+std::string JobManager::over_user_limits(const Message& req) const {
+    if (is_owner(req) || (limits_.max_active_per_user == 0 && limits_.max_pending_per_user == 0))
+        return "";
+    size_t active = 0, pending = 0;
+    for (const auto& [id, job] : jobs_) {
+        if (job.userid != req.userid || job.state == JobState::inactive)
+            continue;
+        active++;
+        if (job.state < JobState::run)
+            pending++;
+    }
+    if (limits_.max_active_per_user > 0 && active >= limits_.max_active_per_user)
+        return fmt::format("uid {} has {} active jobs, the most a user may have (job-manager.max-active-per-user)",
+                           req.userid, active);
+    if (limits_.max_pending_per_user > 0 && pending >= limits_.max_pending_per_user)
+        return fmt::format("uid {} has {} pending jobs, the most a user may have (job-manager.max-pending-per-user)",
+                           req.userid, pending);
+    return "";
+}
+
 void JobManager::on_submit(const Message& req) {
     auto body = req.json();
     if (!body)
@@ -116,6 +141,15 @@ void JobManager::on_submit(const Message& req) {
     // Refused now, not after the job waited for its resources.
     if (auto options = read_shell_options(json_object_at(spec, {"attributes", "system"})); !options)
         return broker_.respond_error(req, EINVAL, options.error().message);
+    auto signature = json_field<std::string>(*body, "J", "", "submit");
+    if (!signature)
+        return broker_.respond_error(req, EPROTO, signature.error().message);
+    if (limits_.signed_jobs && req.userid != getuid() && !signature->starts_with("MUNGE:"))
+        return broker_.respond_error(req, EPERM,
+                                     "this instance runs jobs as their users and needs the jobspec signed with MUNGE "
+                                     "(banyan submit signs it when munged runs)");
+    if (auto refused = over_user_limits(req); !refused.empty())
+        return broker_.respond_error(req, EDQUOT, refused);
     Job job;
     if (auto r = job.read_jobspec(spec); !r)
         return broker_.respond_error(req, EINVAL, "jobspec: " + r.error().message);
@@ -132,7 +166,7 @@ void JobManager::on_submit(const Message& req) {
     job.userid = req.userid;
     job.t_submit = wall_now();
     job.urgency = static_cast<int>(*urgency);
-    db_->add_job(job.id, job.userid, job.t_submit, spec.dump());
+    db_->add_job(job.id, job.userid, job.t_submit, spec.dump(), *signature);
     auto [it, inserted] = jobs_.emplace(job.id, std::move(job));
     Job& j = it->second;
     for (const auto& d : j.dependencies)

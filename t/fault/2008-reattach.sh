@@ -50,4 +50,4 @@ wait_for "a last job runs on all three" 20 sh -c "[ \$(pgrep -fc '^sleep $marker
 check "shutdown" banyan shutdown
 no_brokers_left "every broker exited" "$T_DIR"
 check "a clean stop ends its tasks, not leaves them to wait" sh -c "! pgrep -f '^sleep $marker\$'"
-check "no shell waits to be re-attached" sh -c "! ls $T_DIR/rank-*/jobs/*.sock"
+check "no shell waits to be re-attached" sh -c "! ls $T_DIR/rank-*/jobs/*/reattach.sock"

@@ -1,0 +1,31 @@
+#include "cmd/job_signature.hpp"
+
+#include <cstdlib>
+#include <memory>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <munge.h>
+
+namespace banyan::cli {
+
+bool instance_of_another_user(const Client& client) {
+    const std::string& path = client.path();
+    std::string dir = path.substr(0, path.rfind('/'));
+    struct stat st {};
+    return stat(dir.empty() ? "/" : dir.c_str(), &st) == 0 && st.st_uid != getuid();
+}
+
+Result<std::string> sign_jobspec(const std::string& jobspec_text) {
+    char* cred = nullptr;
+    munge_err_t err = munge_encode(&cred, nullptr, jobspec_text.data(), static_cast<int>(jobspec_text.size()));
+    std::unique_ptr<char, decltype(&std::free)> owned(cred, std::free);
+    if (err != EMUNGE_SUCCESS)
+        return make_error(EPERM,
+                          fmt::format("cannot sign the job with MUNGE ({}): is munged running?", munge_strerror(err)));
+    return std::string(cred);
+}
+
+}  // namespace banyan::cli

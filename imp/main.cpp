@@ -1,0 +1,211 @@
+// banyan-imp: the one privileged part of Banyan (banyan-imp(8)). Installed
+// setuid root and executable only by the group banyan, it lets the
+// unprivileged brokers (1) start a job's shell as the user who signed the
+// job, and (2) run the node's prolog and epilog as root. Everything it is
+// told comes from the broker and is checked; everything it may do is in
+// root's imp.toml.
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "core/json_field.hpp"
+#include "core/json_parse.hpp"
+#include "core/unique_fd.hpp"
+#include "imp/imp_config.hpp"
+#include "imp/signed_job.hpp"
+
+using namespace banyan;
+
+namespace {
+
+// In `exec`, stdout is the shell's protocol: a refusal goes there too, as
+// the job's exception, so its user reads why (doc/spec/shell.md §3).
+bool g_exec = false;
+
+[[noreturn]] void fail(const std::string& message, int code = 1) {
+    std::fprintf(stderr, "banyan-imp: %s\n", message.c_str());
+    if (g_exec) {
+        std::string line =
+            nlohmann::json{
+                {"type", "exception"}, {"exception", "exec"}, {"severity", 0}, {"note", "banyan-imp: " + message}}
+                .dump() +
+            "\n";
+        ssize_t ignored = write(1, line.data(), line.size());
+        (void)ignored;
+    }
+    std::exit(code);
+}
+
+template <class T>
+T must(Result<T> r) {
+    if (!r)
+        fail(r.error().message);
+    return std::move(*r);
+}
+
+// The caller (by its real uid) must be one of allowed-users.
+void check_caller(const ImpConfig& config) {
+    uid_t caller = getuid();
+    if (caller == 0)
+        return;
+    const passwd* pw = getpwuid(caller);
+    std::string name = pw ? pw->pw_name : std::to_string(caller);
+    for (const auto& user : config.allowed_users)
+        if (user == name || user == std::to_string(caller))
+            return;
+    fail(fmt::format("uid {} ({}) may not use banyan-imp (imp.toml: allowed-users)", caller, name));
+}
+
+std::string read_all(int fd, size_t limit) {
+    std::string data;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            fail(fmt::format("reading the request: {}", std::strerror(errno)));
+        if (n == 0)
+            return data;
+        data.append(buf, static_cast<size_t>(n));
+        if (data.size() > limit)
+            fail("the request is too large");
+    }
+}
+
+// The job's run directory, made for the user: NAME inside PARENT, which
+// must be the caller's own and writable by no one else (so this makes
+// nothing the caller could not make, only hands it to the job's user). The
+// group is the caller's and the directory setgid, so the broker can reach
+// the socket its shell makes there (doc/spec/shell.md §8).
+void make_job_dir(const std::string& path, uid_t user) {
+    auto slash = path.rfind('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == path.size())
+        fail(fmt::format("tmpdir {}: not an absolute path of a directory", path));
+    std::string parent = path.substr(0, slash), name = path.substr(slash + 1);
+    if (name == "." || name == "..")
+        fail(fmt::format("tmpdir {}: not a directory name", path));
+    UniqueFd dir(open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!dir)
+        fail(fmt::format("tmpdir {}: {}", parent, std::strerror(errno)));
+    struct stat st {};
+    if (fstat(dir.get(), &st) != 0 || st.st_uid != getuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))
+        fail(fmt::format("tmpdir {}: its directory must be the caller's and writable by no one else", path));
+    if (mkdirat(dir.get(), name.c_str(), 0700) != 0 && errno != EEXIST)
+        fail(fmt::format("tmpdir {}: {}", path, std::strerror(errno)));
+    UniqueFd made(openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat mine {};
+    if (!made || fstat(made.get(), &mine) != 0)
+        fail(fmt::format("tmpdir {}: {}", path, std::strerror(errno)));
+    // One made before (a shell that ran as the job's user) is taken as it
+    // is only when it already is the user's.
+    if (mine.st_uid != user && mine.st_uid != getuid())
+        fail(fmt::format("tmpdir {}: owned by uid {}", path, mine.st_uid));
+    if (fchown(made.get(), user, getgid()) != 0 || fchmod(made.get(), 02750) != 0)
+        fail(fmt::format("tmpdir {}: {}", path, std::strerror(errno)));
+}
+
+// Becomes `pw` for good: supplementary groups, gid, uid (real, effective
+// and saved, so root cannot come back).
+void become(const passwd& pw) {
+    if (initgroups(pw.pw_name, pw.pw_gid) != 0 || setresgid(pw.pw_gid, pw.pw_gid, pw.pw_gid) != 0 ||
+        setresuid(pw.pw_uid, pw.pw_uid, pw.pw_uid) != 0)
+        fail(fmt::format("cannot become {}: {}", pw.pw_name, std::strerror(errno)));
+    if (pw.pw_uid != 0 && setuid(0) == 0)
+        fail("could become root again after dropping it");
+}
+
+// exec: fd 3 holds {"id", "rank", "userid", "J", "tmpdir"} (the broker
+// writes it to a memfd); stdin and stdout are the shell's protocol, passed
+// on untouched. The shell gets the jobspec the user signed on fd 3.
+int exec_shell(const ImpConfig& config) {
+    std::string text = read_all(3, 64 << 20);
+    close(3);
+    auto request = must(parse_json(text));
+    auto id = json_field<uint64_t>(request, "id", 0, "request");
+    auto rank = json_field<uint32_t>(request, "rank", 0, "request");
+    auto userid = json_field<uint32_t>(request, "userid", 0, "request");
+    auto credential = json_field<std::string>(request, "J", "", "request");
+    auto tmpdir = json_field<std::string>(request, "tmpdir", "", "request");
+    if (auto e = first_error(id, rank, userid, credential, tmpdir))
+        fail(e->message);
+    if (!request.contains("userid"))
+        fail("request.userid: missing");
+    if (*userid == 0 && !config.allow_root)
+        fail("jobs of root do not run here (imp.toml: allow-root)");
+    const passwd* found = getpwuid(*userid);
+    if (!found)
+        fail(fmt::format("uid {} has no entry in the password database", *userid));
+    passwd pw = *found;
+    std::string name = pw.pw_name, home = pw.pw_dir, shell = pw.pw_shell;
+    pw.pw_name = name.data();
+    std::string jobspec =
+        must(verify_signed_job({.credential = *credential, .userid = *userid, .id = *id, .rank = *rank}, config));
+    make_job_dir(*tmpdir, *userid);
+    int memfd = memfd_create("signed-jobspec", MFD_CLOEXEC);
+    // (fd 3 was closed above, so the memfd may be 3 already: dup2 then
+    // keeps its close-on-exec, which is cleared here either way.)
+    if (memfd < 0 || write(memfd, jobspec.data(), jobspec.size()) != static_cast<ssize_t>(jobspec.size()) ||
+        lseek(memfd, 0, SEEK_SET) != 0 || dup2(memfd, 3) != 3 || fcntl(3, F_SETFD, 0) != 0)
+        fail(fmt::format("passing the jobspec on: {}", std::strerror(errno)));
+    if (memfd != 3)
+        close(memfd);
+    become(pw);
+    setenv("HOME", home.c_str(), 1);
+    setenv("USER", name.c_str(), 1);
+    setenv("LOGNAME", name.c_str(), 1);
+    setenv("SHELL", shell.c_str(), 1);
+    std::string shell_path = config.shell, option = "--signed-jobspec-fd=3";
+    char* argv[] = {shell_path.data(), option.data(), nullptr};
+    execv(shell_path.c_str(), argv);
+    fail(fmt::format("{}: {}", config.shell, std::strerror(errno)), 127);
+}
+
+// run prolog|epilog: the command of imp.toml as root, with the job's
+// variables the broker set (BANYAN_JOB_*, BANYAN_R) and a plain PATH.
+int run_script(const ImpConfig& config, const std::string& which) {
+    const auto& command = which == "prolog" ? config.prolog : config.epilog;
+    if (!command)
+        fail(fmt::format("imp.toml names no {}", which));
+    std::vector<std::string> keep;
+    for (char** e = environ; *e; e++)
+        if (std::strncmp(*e, "BANYAN_JOB_", 11) == 0 || std::strncmp(*e, "BANYAN_R=", 9) == 0)
+            keep.emplace_back(*e);
+    clearenv();
+    for (auto& kv : keep)
+        putenv(kv.data());
+    setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
+    if (setgroups(0, nullptr) != 0 || setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
+        fail(fmt::format("cannot become root: {}", std::strerror(errno)));
+    execl("/bin/sh", "sh", "-c", command->c_str(), static_cast<char*>(nullptr));
+    fail(fmt::format("/bin/sh: {}", std::strerror(errno)), 127);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    bool exec = args.size() == 1 && args[0] == "exec";
+    bool run = args.size() == 2 && args[0] == "run" && (args[1] == "prolog" || args[1] == "epilog");
+    if (!exec && !run)
+        fail("usage: banyan-imp exec | banyan-imp run prolog|epilog (started by banyan-broker; see banyan-imp(8))", 2);
+    g_exec = exec;
+    if (geteuid() != 0)
+        fail("not setuid root (install it root:banyan, mode 4750)");
+    std::string path = imp_config_path();
+    ImpConfig config = must(load_imp_config(path));
+    check_caller(config);
+    return exec ? exec_shell(config) : run_script(config, args[1]);
+}

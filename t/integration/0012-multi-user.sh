@@ -1,0 +1,132 @@
+#!/bin/bash
+# Jobs run as the users who submitted them: a 4-broker instance runs as an
+# unprivileged service user; banyan-imp (setuid root, group of that user)
+# starts each job's shell as its submitter once MUNGE vouches for them.
+# Users see and act on their own jobs only; per-user limits hold; the
+# helper refuses forged, replayed and foreign requests.
+. "$(dirname "$0")/lib.sh"
+
+if [ "$(id -u)" != 0 ]; then
+    echo "needs root: makes users, a setuid helper and runs munged"
+    exit "$SKIP_CODE"
+fi
+for tool in useradd munged runuser; do
+    command -v $tool >/dev/null || { echo "needs $tool (scripts/install-deps)"; exit "$SKIP_CODE"; }
+done
+
+SVC=bnyt-svc ALICE=bnyt-alice BOB=bnyt-bob PROJ=bnyt-proj
+remove_users() {
+    for u in $ALICE $BOB $SVC; do userdel "$u" 2>/dev/null; done
+    for g in $PROJ $SVC; do groupdel "$g" 2>/dev/null; done
+}
+remove_users
+CLEANUP+=("remove_users")
+groupadd "$PROJ"
+useradd --system --user-group --no-create-home --shell /usr/sbin/nologin "$SVC"
+mkdir -p "$T_DIR/home"
+useradd --no-create-home --home-dir "$T_DIR/home/alice" --groups "$PROJ" --shell /bin/bash "$ALICE"
+useradd --no-create-home --home-dir "$T_DIR/home/bob" --shell /bin/sh "$BOB"
+install -d -o "$ALICE" -m 0700 "$T_DIR/home/alice"
+install -d -o "$BOB" -m 0700 "$T_DIR/home/bob"
+
+# munged, with the package's key, unless one answers already.
+if ! echo | munge >/dev/null 2>&1; then
+    install -d -o munge -g munge -m 0755 /run/munge
+    runuser -u munge -- /usr/sbin/munged --num-threads=2 || { echo "munged does not start"; exit 1; }
+    CLEANUP+=("pkill -x munged")
+fi
+
+# The installed tree, as a package lays it out; the helper as postinst makes it.
+P=$T_DIR/prefix
+cmake --install "$BANYAN_BUILD_DIR" --prefix "$P" >"$T_DIR/install.log" 2>&1 || { cat "$T_DIR/install.log"; exit 1; }
+IMP=$P/libexec/banyan/banyan-imp
+chown "root:$SVC" "$IMP"
+chmod 4750 "$IMP"
+cat >"$P/etc/banyan/imp.toml" <<TOML
+allowed-users = ["$SVC"]
+state-dir = "$T_DIR/imp-state"
+TOML
+
+# Four brokers as the service user, rank 0's socket open to users.
+port=$(($(free_port) / 10))
+"$P/bin/banyan" keygen "$T_DIR/cert" >/dev/null
+chown "$SVC" "$T_DIR/cert"
+write_config "$T_DIR/c.toml" 4 "$port" "$T_DIR/cert" "[exec]
+imp = \"$IMP\"
+[job-manager]
+max-pending-per-user = 3
+[access]
+admins = []"
+for r in 0 1 2 3; do
+    install -d -o "$SVC" -m 0755 "$T_DIR/rank-$r"
+    runuser -u "$SVC" -- "$P/sbin/banyan-broker" --config "$T_DIR/c.toml" --rank "$r" --rundir "$T_DIR/rank-$r" \
+        >>"$T_DIR/rank-$r.log" 2>&1 &
+done
+export BANYAN_URI=local://$T_DIR/rank-0/local.sock
+export PATH=$P/bin:$PATH
+wait_for "4 brokers up" 30 all_up 4
+as() { local user=$1; shift; runuser -u "$user" -- env BANYAN_URI="$BANYAN_URI" PATH="$PATH" "$@"; }
+export -f as
+
+# Each job runs as its submitter, on every node.
+cd "$T_DIR/home"
+out=$(cd / && as "$ALICE" sh -c "umask 027; banyan run -N4 -n4 sh -c 'echo \$(id -un) \$(id -Gn | tr \" \" ,) \$HOME \$USER \$(umask)'" 2>&1)
+echo "$out" | sed 's/^/    | /'
+check "alice's 4 tasks ran as alice on 4 brokers" test "$(echo "$out" | grep -c "^$ALICE ")" = 4
+check "with her supplementary group" sh -c "echo '$out' | head -1 | grep -q $PROJ"
+check "with HOME and USER from the password database" sh -c "echo '$out' | head -1 | grep -q ' $T_DIR/home/alice $ALICE '"
+check "with the umask she submitted with" sh -c "echo '$out' | head -1 | grep -q ' 0027\$'"
+check_output "bob's job runs as bob" "^$BOB\$" as "$BOB" banyan run id -un
+as "$ALICE" banyan run --cwd "$T_DIR/home/alice" --output=out.txt sh -c 'echo hi; touch made-by-task' >/dev/null
+check_output "her --output file is hers" "^$ALICE$" stat -c %U "$T_DIR/home/alice/out.txt"
+check_output "and so is what her task made" "^$ALICE$" stat -c %U "$T_DIR/home/alice/made-by-task"
+
+# Who may do what.
+job=$(as "$ALICE" banyan submit sleep 300)
+check_fails "bob may not cancel alice's job" "not your job|only the instance owner" as "$BOB" banyan cancel "$job"
+check_fails "bob may not kill it" "not your job|only the instance owner" as "$BOB" banyan job kill "$job"
+check_fails "bob may not attach to it" "not your job|only the instance owner" as "$BOB" banyan job attach "$job"
+check_fails "bob may not raise its urgency" "not your job|only the instance owner" as "$BOB" banyan job urgency "$job" 20
+check_fails "alice may not go above urgency 16" "only the instance owner" as "$ALICE" banyan job urgency "$job" 20
+check_output "bob does not see it" "^0$" sh -c "as $BOB banyan jobs --no-header | wc -l"
+check_fails "bob may not list everyone's" "only the instance owner" as "$BOB" banyan jobs -A
+check_fails "bob may not drain" "only the instance owner" as "$BOB" banyan resource drain 1
+check_fails "bob may not shut down" "only the instance owner" as "$BOB" banyan shutdown
+check_output "the service user (the owner) sees alice's job" "$job" as "$SVC" banyan jobs -A
+check "alice cancels her own" as "$ALICE" banyan cancel "$job"
+
+# Per-user limits: three pending at most, the fourth refused with why.
+for i in 1 2 3; do as "$BOB" banyan submit --urgency=0 true >/dev/null; done
+check_fails "bob's 4th pending job is refused, naming the limit" "max-pending-per-user" \
+    as "$BOB" banyan submit --urgency=0 true
+as "$BOB" sh -c 'banyan jobs -n -o "{id}" | xargs -r banyan cancel' >/dev/null 2>&1
+
+# Unsigned (a raw client, not banyan submit): refused at submit.
+echo '{"version":1,"resources":[{"type":"slot","count":1,"label":"task","with":[{"type":"core","count":1}]}],
+ "tasks":[{"command":["true"],"slot":"task","count":{"per_slot":1}}],"attributes":{"system":{"duration":0}}}' \
+    >"$T_DIR/unsigned.json"
+chmod 644 "$T_DIR/unsigned.json"
+cp "$BANYAN_BUILD_DIR/bin/banyan-test-client" "$T_DIR/test-client"
+check_fails "an unsigned job of a user is refused at submit" "signed with MUNGE" \
+    as "$BOB" "$T_DIR/test-client" submit "$T_DIR/unsigned.json"
+
+# The helper itself: forged, replayed, and foreign callers.
+J=$(as "$ALICE" sh -c 'echo "{\"version\":1}" | munge')
+# (a MUNGE credential is base64 between colons: nothing to escape in JSON)
+req() { printf '{"id":%s,"rank":%s,"userid":%s,"J":"%s","tmpdir":"%s"}' "$1" "$2" "$3" "$4" "$5"; }
+mkdir -p "$T_DIR/impjobs" && chown "$SVC" "$T_DIR/impjobs" && chmod 0755 "$T_DIR/impjobs"
+imp() { runuser -u "$SVC" -- "$IMP" exec 3<<<"$1" </dev/null; }
+uid_a=$(id -u "$ALICE") uid_b=$(id -u "$BOB")
+check_fails "a credential of alice for bob's job is refused" "made by uid $uid_a, not by its owner uid $uid_b" \
+    imp "$(req 7 0 "$uid_b" "$J" "$T_DIR/impjobs/7")"
+check_fails "a forged credential is refused by MUNGE" "refused by MUNGE" \
+    imp "$(req 8 0 "$uid_a" "MUNGE:AAAAforged:" "$T_DIR/impjobs/8")"
+check_fails "an unsigned job is refused" "not signed" imp "$(req 9 0 "$uid_a" "" "$T_DIR/impjobs/9")"
+check_fails "a root job is refused" "jobs of root do not run here" imp "$(req 10 0 0 "$J" "$T_DIR/impjobs/10")"
+imp "$(req 11 0 "$uid_a" "$J" "$T_DIR/impjobs/11")" >/dev/null 2>&1
+check_fails "the same credential again (a replay) is refused" "a replayed credential" \
+    imp "$(req 12 0 "$uid_a" "$J" "$T_DIR/impjobs/12")"
+check_fails "a caller outside the group cannot run it" "Permission denied" \
+    runuser -u "$BOB" -- "$IMP" exec
+check_fails "a caller in the group but not allowed-users is refused" "may not use banyan-imp" \
+    setpriv --reuid="$uid_b" --regid="$(getent group "$SVC" | cut -d: -f3)" --clear-groups "$IMP" exec

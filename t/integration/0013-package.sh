@@ -1,0 +1,60 @@
+#!/bin/bash
+# The .deb, as an admin meets it: installed with apt into a fresh Debian 12
+# root (debootstrap), its dependencies from shlibdeps; there it runs a
+# 2-broker instance and has its man pages; purged, it leaves nothing.
+. "$(dirname "$0")/lib.sh"
+
+if [ "$(id -u)" != 0 ]; then
+    echo "needs root: debootstrap and chroot"
+    exit "$SKIP_CODE"
+fi
+command -v debootstrap >/dev/null || { echo "needs debootstrap (scripts/install-deps)"; exit "$SKIP_CODE"; }
+
+deb=$("$BANYAN_SOURCE_DIR/scripts/package" "$BANYAN_BUILD_DIR" 2>"$T_DIR/package.log")
+check "scripts/package prints the .deb it made" test -f "$deb"
+[ -f "$deb" ] || { cat "$T_DIR/package.log"; exit 1; }
+check_output "its dependencies come from shlibdeps" "libzmq5.*libmunge2\|libmunge2.*libzmq5" \
+    sh -c "dpkg-deb -f '$deb' Depends | tr -d '\n'"
+check_output "the helper is in it, its mode left to postinst" "libexec/banyan/banyan-imp" dpkg-deb -c "$deb"
+
+# A fresh Debian 12, kept in the build tree between runs (debootstrap is
+# most of this test's time).
+cache=$BANYAN_BUILD_DIR/debian12-minbase.tar
+if [ ! -s "$cache" ]; then
+    debootstrap --variant=minbase bookworm "$T_DIR/seed" http://deb.debian.org/debian >"$T_DIR/debootstrap.log" 2>&1 ||
+        { tail -5 "$T_DIR/debootstrap.log"; echo "debootstrap failed"; exit 1; }
+    tar -C "$T_DIR/seed" -cf "$cache.part" . && mv "$cache.part" "$cache"
+    rm -rf "$T_DIR/seed"
+fi
+R=$T_DIR/root
+mkdir "$R" && tar -C "$R" -xf "$cache"
+cat >"$R/etc/apt/sources.list" <<'LIST'
+deb http://deb.debian.org/debian bookworm main
+deb http://deb.debian.org/debian bookworm-updates main
+deb http://deb.debian.org/debian-security bookworm-security main
+LIST
+cp /etc/resolv.conf "$R/etc/resolv.conf"
+cp "$deb" "$R/tmp/banyan.deb"
+# Mounts live in a namespace of their own: nothing is left mounted.
+in_root() {
+    unshare --mount --fork sh -c "mount --rbind /dev '$R/dev' && mount -t proc proc '$R/proc' &&
+        mount -t sysfs sys '$R/sys' && mount -t tmpfs tmpfs '$R/run' &&
+        chroot '$R' env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root DEBIAN_FRONTEND=noninteractive sh -c \"\$0\"" "$1"
+}
+in_root "apt-get update -q && apt-get install -y -q /tmp/banyan.deb" >"$T_DIR/apt.log" 2>&1
+check "apt installs the .deb and its dependencies" test $? = 0 || tail -20 "$T_DIR/apt.log"
+check "postinst made the system user banyan" in_root "id banyan"
+check_output "banyan-imp is setuid root, executable by the group banyan only" "^root:banyan 4750$" \
+    in_root "stat -c '%U:%G %a' /usr/libexec/banyan/banyan-imp"
+check_output "a 2-broker instance runs a job on both" "^2$" \
+    in_root "banyan start --test-size=2 banyan run -N2 hostname | wc -l"
+check_output "man finds banyan-submit" "^/usr/share/man/man1/banyan-submit.1.gz$" in_root "man -w banyan-submit"
+check_output "the config is in /etc/banyan" "imp = " in_root "cat /etc/banyan/banyan.toml"
+in_root "dpkg -L banyan" >"$T_DIR/files"
+in_root "apt-get purge -y -q banyan" >"$T_DIR/purge.log" 2>&1
+check "apt purges it" test $? = 0
+check "purge leaves no file of the package" sh -c "! while read -r f; do [ -f '$R'\"\$f\" ] && echo \"\$f\"; done <'$T_DIR/files' | grep ."
+for d in /etc/banyan /var/lib/banyan /var/lib/banyan-imp; do
+    check "purge leaves no $d" test ! -e "$R$d"
+done
+check "purge removes the user and group banyan" in_root "! getent passwd banyan && ! getent group banyan"
