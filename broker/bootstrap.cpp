@@ -22,7 +22,7 @@ Result<void> check_known_keys(const Config& config) {
         {"job-manager",
          {"inactive-age", "inactive-limit", "sched-window", "output-limit", "max-active-per-user",
           "max-pending-per-user"}},
-        {"exec", {"kill-timeout", "job-shell", "reattach-timeout", "imp"}},
+        {"exec", {"kill-timeout", "job-shell", "reattach-timeout", "imp", "prolog", "epilog", "prolog-timeout"}},
         {"access", {"admins"}},
     };
     for (const auto& [table, keys] : tables)

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -53,6 +54,11 @@ Result<double> run_duration(const nlohmann::json& v) {
     return make_error(EINVAL, "attributes.system.exec.test.run_duration: expected seconds or a duration like 10s");
 }
 
+std::string user_name_of(uint32_t uid) {
+    const passwd* pw = getpwuid(uid);
+    return pw ? pw->pw_name : std::to_string(uid);
+}
+
 std::string describe_wait_status(int wait_status) {
     if (WIFSIGNALED(wait_status))
         return fmt::format("was killed by signal {} ({})", WTERMSIG(wait_status), strsignal(WTERMSIG(wait_status)));
@@ -84,6 +90,11 @@ struct ExecService::LocalJob {
     std::unique_ptr<Timer> simulated;
     std::unique_ptr<Timer> escalate;  // terminate: SIGKILL, then the shell itself
     std::string tmpdir;               // <rundir>/jobs/<id>, removed with the job
+    std::vector<std::string> perilog_env;  // BANYAN_JOB_*, BANYAN_R: for the prolog and epilog
+    std::unique_ptr<Subprocess> perilog;
+    std::unique_ptr<Timer> perilog_timer;
+    bool perilog_timed_out = false;
+    std::optional<int> killed_before_start;  // a signal that came during the prolog
 };
 
 struct ExecService::Fence {
@@ -111,6 +122,24 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     if (!shell)
         return shell.error();
     svc->shell_path_ = *shell;
+    for (auto [key, field] : {std::pair{"exec.prolog", &svc->prolog_}, std::pair{"exec.epilog", &svc->epilog_}})
+        if (broker.bootstrap().config.has(key)) {
+            auto command = broker.bootstrap().config.get_string(key);
+            if (!command)
+                return command.error();
+            // A program named by its path must be there now, not at the
+            // first job.
+            std::string program = command->substr(0, command->find(' '));
+            if (program.starts_with("/") && access(program.c_str(), X_OK) != 0)
+                return make_error(errno, fmt::format("{}: {}: {}", key, program, std::strerror(errno)));
+            *field = *command;
+        }
+    auto perilog_timeout = broker.bootstrap().config.get_duration("exec.prolog-timeout", 60.0);
+    if (!perilog_timeout)
+        return perilog_timeout.error();
+    if (*perilog_timeout <= 0)
+        return make_error(EINVAL, "exec.prolog-timeout: must be more than 0");
+    svc->perilog_timeout_ = *perilog_timeout;
     // Jobs of other users start through banyan-imp (banyan-imp(8)); a helper
     // that cannot do that is refused here, never found out per job.
     if (broker.bootstrap().config.has("exec.imp")) {
@@ -223,11 +252,91 @@ void ExecService::on_run(const Message& req) {
         return broker_.respond_error(req, EPROTO, R ? "exec.run.R: no ranks" : R.error().message);
     job->leader = R->ranks.begin()->first;
     job->nshells = static_cast<uint32_t>(R->ranks.size());
+    job->perilog_env = {fmt::format("BANYAN_JOB_ID={}", format_jobid(*id)),
+                        fmt::format("BANYAN_JOB_USERID={}", *userid),
+                        fmt::format("BANYAN_JOB_USER={}", user_name_of(*userid)),
+                        fmt::format("BANYAN_JOB_RANK={}", broker_.bootstrap().rank), "BANYAN_R=" + p["R"].dump()};
     LocalJob& j = *jobs_.emplace(*id, std::move(job)).first->second;
-    if (auto r = start_shell(*id, j, std::move(*body)); !r) {
-        jobs_.erase(*id);
-        return broker_.respond_error(req, r.error().code, r.error().message);
-    }
+    auto start = [this, id = *id, body = std::move(*body)](std::optional<std::string> prolog_failed) mutable {
+        auto it = jobs_.find(id);
+        if (it == jobs_.end())
+            return;
+        if (prolog_failed) {
+            // As Slurm: the job fails with a `prolog` exception and the
+            // node is drained with the reason, so no next job lands here.
+            drain_self(*prolog_failed);
+            send_to_job_manager(
+                id, *it->second,
+                {"job-manager.raise", {{"id", id}, {"type", "prolog"}, {"severity", 0}, {"note", *prolog_failed}}});
+            return finish(id, 1, wall_now());
+        }
+        if (it->second->killed_before_start)
+            return finish(id, 128 + *it->second->killed_before_start, wall_now());
+        if (auto r = start_shell(id, *it->second, std::move(body)); !r) {
+            Message run_request = *it->second->answer_to;
+            jobs_.erase(it);
+            broker_.respond_error(run_request, r.error().code, r.error().message);
+        }
+    };
+    if (prolog_)
+        return run_perilog(*id, j, "prolog", std::move(start));
+    start(std::nullopt);
+}
+
+// exec.prolog / exec.epilog: `/bin/sh -c COMMAND` as this broker's user
+// (for root, the command is `banyan-imp run prolog`), with the job's
+// variables, killed at exec.prolog-timeout. `done` gets why it failed, or
+// nothing.
+void ExecService::run_perilog(JobId id, LocalJob& job, const char* which,
+                              std::function<void(std::optional<std::string>)> done) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; e++)
+        env.emplace_back(*e);
+    env.insert(env.end(), job.perilog_env.begin(), job.perilog_env.end());
+    const std::string& command = std::string_view(which) == "prolog" ? *prolog_ : *epilog_;
+    auto finished = std::make_shared<bool>(false);
+    auto on_exit = [this, id, which, finished, done](int wait_status) {
+        *finished = true;
+        broker_.reactor().post([this, id, which, wait_status, done] {
+            auto it = jobs_.find(id);
+            if (it != jobs_.end()) {
+                it->second->perilog.reset();
+                it->second->perilog_timer.reset();
+            }
+            if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0)
+                return done(std::nullopt);
+            bool timed_out = it != jobs_.end() && it->second->perilog_timed_out;
+            done(timed_out ? fmt::format("{} on rank {} did not end within {}s (exec.prolog-timeout)", which,
+                                         broker_.bootstrap().rank, perilog_timeout_)
+                           : fmt::format("{} on rank {} {}", which, broker_.bootstrap().rank,
+                                         WIFEXITED(wait_status)
+                                             ? fmt::format("exited with status {}", WEXITSTATUS(wait_status))
+                                             : describe_wait_status(wait_status)));
+        });
+    };
+    auto proc = Subprocess::spawn(broker_.reactor(), {.argv = {"/bin/sh", "-c", command}, .env = env}, on_exit);
+    if (!proc)
+        return done(fmt::format("{} on rank {}: {}", which, broker_.bootstrap().rank, proc.error().message));
+    job.perilog = std::move(*proc);
+    job.perilog_timed_out = false;
+    job.perilog_timer = std::make_unique<Timer>(broker_.reactor());
+    job.perilog_timer->start(std::chrono::milliseconds(static_cast<int64_t>(perilog_timeout_ * 1000)), [this, id] {
+        auto it = jobs_.find(id);
+        if (it == jobs_.end() || !it->second->perilog)
+            return;
+        it->second->perilog_timed_out = true;
+        (void)it->second->perilog->signal(SIGKILL);
+    });
+}
+
+void ExecService::drain_self(const std::string& reason) {
+    uint32_t rank = broker_.bootstrap().rank;
+    log::error("exec", "draining rank {}: {}", rank, reason);
+    broker_.rpc(Message::request("resource.drain", {{"targets", std::to_string(rank)}, {"reason", reason}}, 0),
+                [rank](const Message& resp) {
+                    if (resp.errnum)
+                        log::error("exec", "rank {} not drained: {}", rank, resp.error_text());
+                });
 }
 
 Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json request) {
@@ -457,8 +566,24 @@ void ExecService::on_shell_exit(JobId id, int wait_status) {
     if (job.cgroup)
         job.cgroup->kill_all();
     if (job.status)
-        return finish(id, *job.status, job.end_time);
-    fail(id, fmt::format("banyan-shell on rank {} {}", broker_.bootstrap().rank, describe_wait_status(wait_status)));
+        return after_epilog(id, [this, id, status = *job.status, time = job.end_time] { finish(id, status, time); });
+    std::string note =
+        fmt::format("banyan-shell on rank {} {}", broker_.bootstrap().rank, describe_wait_status(wait_status));
+    after_epilog(id, [this, id, note] { fail(id, note); });
+}
+
+// The job's end is reported once the epilog (if any) has run: until then
+// its resources stay allocated, so no next job starts on a node being
+// cleaned. A failing epilog drains the node.
+void ExecService::after_epilog(JobId id, std::function<void()> then) {
+    auto it = jobs_.find(id);
+    if (!epilog_ || it == jobs_.end() || it->second->perilog_env.empty())
+        return then();
+    run_perilog(id, *it->second, "epilog", [this, then](std::optional<std::string> failed) {
+        if (failed)
+            drain_self(*failed);
+        then();
+    });
 }
 
 // An adopted shell's connection closed: it has exited.
@@ -736,6 +861,10 @@ void ExecService::on_kill(const Message& req) {
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     if (job->simulated)  // a simulated job "dies" of the signal at once
         return finish(body["id"].get<uint64_t>(), 128 + static_cast<int>(*signo), wall_now());
+    if (!job->channel) {  // in its prolog: it will not start
+        job->killed_before_start = static_cast<int>(*signo);
+        return;
+    }
     job->channel->send({{"type", "signal"}, {"signal", *signo}});
 }
 
@@ -773,6 +902,10 @@ void ExecService::on_terminate(const Message& req) {
         return finish(id, 128 + SIGTERM, wall_now());
     if (job->escalate)
         return;  // already on its way
+    if (!job->channel) {  // in its prolog: it will not start
+        job->killed_before_start = SIGTERM;
+        return;
+    }
     job->channel->send({{"type", "signal"}, {"signal", SIGTERM}});
     job->escalate = std::make_unique<Timer>(broker_.reactor());
     job->escalate->start(kill_timeout_, [this, id] {
@@ -792,6 +925,10 @@ void ExecService::kill_now(JobId id) {
     LocalJob& job = *it->second;
     if (job.simulated)
         return finish(id, 128 + SIGKILL, wall_now());
+    if (!job.channel && !job.adopted_pid) {  // in its prolog: it will not start
+        job.killed_before_start = SIGKILL;
+        return;
+    }
     if (job.channel)
         job.channel->send({{"type", "signal"}, {"signal", SIGKILL}});
     if (!job.escalate)

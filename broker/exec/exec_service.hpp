@@ -62,6 +62,10 @@ class ExecService {
     bool adopt_shell(const std::string& path, JobId id);
     void report_started(JobId id);
     void on_shell_exit(JobId id, int wait_status);
+    void run_perilog(JobId id, LocalJob& job, const char* which, std::function<void(std::optional<std::string>)> done);
+    void after_epilog(JobId id, std::function<void()> then);
+    // resource.drain of this rank, with the reason (a failed prolog or epilog).
+    void drain_self(const std::string& reason);
     void on_adopted_shell_gone(JobId id);
     void fail(JobId id, const std::string& note);
     void finish(JobId id, int status, double time);
@@ -92,7 +96,10 @@ class ExecService {
     Duration kill_timeout_;
     double reattach_timeout_ = 300;  // seconds
     std::string shell_path_;
-    std::optional<std::string> imp_path_;       // exec.imp: starts the shells of other users' jobs
+    std::optional<std::string> imp_path_;
+    std::optional<std::string> prolog_, epilog_;  // exec.prolog / exec.epilog
+    double perilog_timeout_ =
+        60;  // exec.prolog-timeout, seconds       // exec.imp: starts the shells of other users' jobs
     std::optional<std::string> cgroup_parent_;  // where job cgroups go; nullopt: none
     std::optional<std::string> topology_xml_;   // this machine's hwloc XML, for the shells; nullopt: none
     std::map<JobId, std::unique_ptr<LocalJob>> jobs_;

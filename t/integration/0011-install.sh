@@ -30,6 +30,10 @@ check_fails "exec.imp naming a helper that is not setuid root: refused at start"
     timeout 20 "$P/sbin/banyan-broker" --config "$P/etc/banyan/banyan.toml" --rundir "$T_DIR/r0"
 check_fails "exec.imp naming a missing helper: refused at start" "^banyan-broker: exec.imp: /nonexistent: No such file" \
     timeout 20 "$P/sbin/banyan-broker" --config "$P/etc/banyan/banyan.toml" -S exec.imp=/nonexistent --rundir "$T_DIR/r1"
+check_fails "a prolog that does not exist: refused at start" \
+    "^banyan-broker: exec.prolog: /nonexistent/prolog: No such file or directory$" \
+    timeout 20 "$P/sbin/banyan-broker" --config "$P/etc/banyan/banyan.toml" -S exec.prolog=/nonexistent/prolog \
+    --rundir "$T_DIR/r2"
 if command -v systemd-analyze >/dev/null; then
     # verify checks that ExecStart's program exists and the unit's syntax;
     # the user banyan need not exist for that.

@@ -45,7 +45,21 @@ chmod 4750 "$IMP"
 cat >"$P/etc/banyan/imp.toml" <<TOML
 allowed-users = ["$SVC"]
 state-dir = "$T_DIR/imp-state"
+prolog = "$T_DIR/prolog.sh"
+epilog = "$T_DIR/epilog.sh"
 TOML
+# Prolog and epilog (root's, through banyan-imp): they log who ran them for
+# which job; the prolog fails for bob once $T_DIR/fail-prolog exists.
+cat >"$T_DIR/prolog.sh" <<SH
+#!/bin/sh
+echo "\$(id -u) \$BANYAN_JOB_ID \$BANYAN_JOB_USER \$BANYAN_JOB_RANK" >>"$T_DIR/prolog.out"
+if [ "\$BANYAN_JOB_USER" = $BOB ] && [ -e "$T_DIR/fail-prolog" ]; then echo "scratch is full" >&2; exit 3; fi
+SH
+cat >"$T_DIR/epilog.sh" <<SH
+#!/bin/sh
+echo "\$(id -u) \$BANYAN_JOB_ID \$BANYAN_JOB_USER" >>"$T_DIR/epilog.out"
+SH
+chmod 755 "$T_DIR/prolog.sh" "$T_DIR/epilog.sh"
 
 # Four brokers as the service user, rank 0's socket open to users.
 port=$(($(free_port) / 10))
@@ -53,6 +67,8 @@ port=$(($(free_port) / 10))
 chown "$SVC" "$T_DIR/cert"
 write_config "$T_DIR/c.toml" 4 "$port" "$T_DIR/cert" "[exec]
 imp = \"$IMP\"
+prolog = \"$IMP run prolog\"
+epilog = \"$IMP run epilog\"
 [job-manager]
 max-pending-per-user = 3
 [access]
@@ -77,6 +93,9 @@ check "with her supplementary group" sh -c "echo '$out' | head -1 | grep -q $PRO
 check "with HOME and USER from the password database" sh -c "echo '$out' | head -1 | grep -q ' $T_DIR/home/alice $ALICE '"
 check "with the umask she submitted with" sh -c "echo '$out' | head -1 | grep -q ' 0027\$'"
 check_output "bob's job runs as bob" "^$BOB\$" as "$BOB" banyan run id -un
+check_output "the prolog ran as root on each of alice's 4 nodes, with her job's id and name" "^4$" \
+    sh -c "grep -c '^0 f[^ ]* $ALICE [0-3]\$' '$T_DIR/prolog.out'"
+check_output "so did the epilog" "^4$" sh -c "grep -c '^0 f[^ ]* $ALICE\$' '$T_DIR/epilog.out'"
 as "$ALICE" banyan run --cwd "$T_DIR/home/alice" --output=out.txt sh -c 'echo hi; touch made-by-task' >/dev/null
 check_output "her --output file is hers" "^$ALICE$" stat -c %U "$T_DIR/home/alice/out.txt"
 check_output "and so is what her task made" "^$ALICE$" stat -c %U "$T_DIR/home/alice/made-by-task"
@@ -99,7 +118,7 @@ check "alice cancels her own" as "$ALICE" banyan cancel "$job"
 for i in 1 2 3; do as "$BOB" banyan submit --urgency=0 true >/dev/null; done
 check_fails "bob's 4th pending job is refused, naming the limit" "max-pending-per-user" \
     as "$BOB" banyan submit --urgency=0 true
-as "$BOB" sh -c 'banyan jobs -n -o "{id}" | xargs -r banyan cancel' >/dev/null 2>&1
+check "bob cancels all his own jobs" as "$BOB" banyan cancel --all
 
 # Unsigned (a raw client, not banyan submit): refused at submit.
 echo '{"version":1,"resources":[{"type":"slot","count":1,"label":"task","with":[{"type":"core","count":1}]}],
@@ -130,3 +149,12 @@ check_fails "a caller outside the group cannot run it" "Permission denied" \
     runuser -u "$BOB" -- "$IMP" exec
 check_fails "a caller in the group but not allowed-users is refused" "may not use banyan-imp" \
     setpriv --reuid="$uid_b" --regid="$(getent group "$SVC" | cut -d: -f3)" --clear-groups "$IMP" exec
+
+# A failing prolog fails the job with a `prolog` exception and drains the
+# node with the reason; the drain is obeyed.
+touch "$T_DIR/fail-prolog"
+check_fails "bob's job fails with a prolog exception" "prolog: prolog on rank [0-3] exited with status 3" \
+    as "$BOB" banyan run true
+check_output "its node is drained with the reason" "drained.*prolog on rank [0-3] exited with status 3" \
+    banyan resource status
+rm "$T_DIR/fail-prolog"
