@@ -54,6 +54,14 @@ Result<double> run_duration(const nlohmann::json& v) {
     return make_error(EINVAL, "attributes.system.exec.test.run_duration: expected seconds or a duration like 10s");
 }
 
+// A duration key that must be more than 0, in seconds.
+Result<double> positive_duration(const Config& config, std::string_view key, double fallback) {
+    auto value = config.get_duration(key, fallback);
+    if (value && *value <= 0)
+        return make_error(EINVAL, fmt::format("{}: must be more than 0", key));
+    return value;
+}
+
 std::string user_name_of(uint32_t uid) {
     const passwd* pw = getpwuid(uid);
     return pw ? pw->pw_name : std::to_string(uid);
@@ -89,6 +97,8 @@ struct ExecService::LocalJob {
     size_t output_in_flight = 0;  // bytes sent to job-manager.output, not yet answered
     std::unique_ptr<Timer> simulated;
     std::unique_ptr<Timer> escalate;  // terminate: SIGKILL, then the shell itself
+    uint32_t userid = 0;              // the job's owner
+    std::string credential;           // the owner's MUNGE credential (J), for banyan-imp
     std::string tmpdir;               // <rundir>/jobs/<id>, removed with the job
     std::vector<std::string> perilog_env;  // BANYAN_JOB_*, BANYAN_R: for the prolog and epilog
     std::unique_ptr<Subprocess> perilog;
@@ -104,27 +114,24 @@ struct ExecService::Fence {
 
 Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     std::unique_ptr<ExecService> svc(new ExecService(broker));
-    auto timeout = broker.bootstrap().config.get_duration("exec.kill-timeout", 5.0);
-    if (!timeout)
-        return timeout.error();
-    if (*timeout <= 0)
-        return make_error(EINVAL, "exec.kill-timeout: must be more than 0");
+    const Config& config = broker.bootstrap().config;
+    auto timeout = positive_duration(config, "exec.kill-timeout", 5.0);
+    auto reattach = positive_duration(config, "exec.reattach-timeout", 300.0);
+    auto perilog_timeout = positive_duration(config, "exec.prolog-timeout", 60.0);
+    if (auto e = first_error(timeout, reattach, perilog_timeout))
+        return *e;
     svc->kill_timeout_ = std::chrono::milliseconds(static_cast<int64_t>(*timeout * 1000));
-    auto reattach = broker.bootstrap().config.get_duration("exec.reattach-timeout", 300.0);
-    if (!reattach)
-        return reattach.error();
-    if (*reattach <= 0)
-        return make_error(EINVAL, "exec.reattach-timeout: must be more than 0");
     svc->reattach_timeout_ = *reattach;
+    svc->perilog_timeout_ = *perilog_timeout;
     // Banyan's shell, unless the config names another (as Flux's
     // exec.job-shell: a site's wrapper, or a test's fault).
-    auto shell = broker.bootstrap().config.get_string("exec.job-shell", program_path("banyan-shell"));
+    auto shell = config.get_string("exec.job-shell", program_path("banyan-shell"));
     if (!shell)
         return shell.error();
     svc->shell_path_ = *shell;
     for (auto [key, field] : {std::pair{"exec.prolog", &svc->prolog_}, std::pair{"exec.epilog", &svc->epilog_}})
-        if (broker.bootstrap().config.has(key)) {
-            auto command = broker.bootstrap().config.get_string(key);
+        if (config.has(key)) {
+            auto command = config.get_string(key);
             if (!command)
                 return command.error();
             // A program named by its path must be there now, not at the
@@ -134,16 +141,10 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
                 return make_error(errno, fmt::format("{}: {}: {}", key, program, std::strerror(errno)));
             *field = *command;
         }
-    auto perilog_timeout = broker.bootstrap().config.get_duration("exec.prolog-timeout", 60.0);
-    if (!perilog_timeout)
-        return perilog_timeout.error();
-    if (*perilog_timeout <= 0)
-        return make_error(EINVAL, "exec.prolog-timeout: must be more than 0");
-    svc->perilog_timeout_ = *perilog_timeout;
     // Jobs of other users start through banyan-imp (banyan-imp(8)); a helper
     // that cannot do that is refused here, never found out per job.
-    if (broker.bootstrap().config.has("exec.imp")) {
-        auto imp = broker.bootstrap().config.get_string("exec.imp");
+    if (config.has("exec.imp")) {
+        auto imp = config.get_string("exec.imp");
         if (!imp)
             return imp.error();
         struct stat st {};
@@ -181,6 +182,10 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     broker.register_method("exec.stdin", true, [s](const Message& r) { s->on_stdin(r); });
     broker.register_method("exec.fence", true, [s](const Message& r) { s->on_fence(r); });
     broker.register_method("exec.reattach", true, [s](const Message& r) { s->on_reattach(r); });
+    // Users pass through jobs/ to their jobs' directories, never list it.
+    std::string jobs_dir = broker.bootstrap().rundir + "/jobs";
+    mkdir(jobs_dir.c_str(), 0711);
+    chmod(jobs_dir.c_str(), 0711);
     svc->load_ends();
     svc->adopt_orphaned_shells();
     return svc;
@@ -233,6 +238,8 @@ void ExecService::on_run(const Message& req) {
                                                  "exec.imp to start jobs as their users",
                                                  *userid, getuid()));
     auto job = std::make_unique<LocalJob>();
+    job->userid = *userid;
+    job->credential = *credential;
     job->answer_to = req;
     job->answer_to->payload.reset();  // enough to answer it
     const auto& test = json_object_at(p["jobspec"], {"attributes", "system", "exec", "test"});
@@ -252,10 +259,11 @@ void ExecService::on_run(const Message& req) {
         return broker_.respond_error(req, EPROTO, R ? "exec.run.R: no ranks" : R.error().message);
     job->leader = R->ranks.begin()->first;
     job->nshells = static_cast<uint32_t>(R->ranks.size());
-    job->perilog_env = {fmt::format("BANYAN_JOB_ID={}", format_jobid(*id)),
-                        fmt::format("BANYAN_JOB_USERID={}", *userid),
-                        fmt::format("BANYAN_JOB_USER={}", user_name_of(*userid)),
-                        fmt::format("BANYAN_JOB_RANK={}", broker_.bootstrap().rank), "BANYAN_R=" + p["R"].dump()};
+    if (prolog_ || epilog_)  // (a user name may be a directory lookup: not for every job)
+        job->perilog_env = {fmt::format("BANYAN_JOB_ID={}", format_jobid(*id)),
+                            fmt::format("BANYAN_JOB_USERID={}", *userid),
+                            fmt::format("BANYAN_JOB_USER={}", user_name_of(*userid)),
+                            fmt::format("BANYAN_JOB_RANK={}", broker_.bootstrap().rank), "BANYAN_R=" + p["R"].dump()};
     LocalJob& j = *jobs_.emplace(*id, std::move(job)).first->second;
     auto start = [this, id = *id, body = std::move(*body)](std::optional<std::string> prolog_failed) mutable {
         auto it = jobs_.find(id);
@@ -294,9 +302,8 @@ void ExecService::run_perilog(JobId id, LocalJob& job, const char* which,
         env.emplace_back(*e);
     env.insert(env.end(), job.perilog_env.begin(), job.perilog_env.end());
     const std::string& command = std::string_view(which) == "prolog" ? *prolog_ : *epilog_;
-    auto finished = std::make_shared<bool>(false);
-    auto on_exit = [this, id, which, finished, done](int wait_status) {
-        *finished = true;
+    // Posted: the Subprocess is destroyed here, not inside its own callback.
+    auto on_exit = [this, id, which, done](int wait_status) {
         broker_.reactor().post([this, id, which, wait_status, done] {
             auto it = jobs_.find(id);
             if (it != jobs_.end()) {
@@ -345,25 +352,21 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     // on for a broker that died): made here, handed to the job's user by
     // banyan-imp. Users may pass through jobs/, not list it.
     std::string jobs_dir = boot.rundir + "/jobs";
-    mkdir(jobs_dir.c_str(), 0711);
-    chmod(jobs_dir.c_str(), 0711);
+    mkdir(jobs_dir.c_str(), 0711);  // (made at start; again if the run directory was wiped)
     std::string tmpdir = fmt::format("{}/{}", jobs_dir, id);
     if (mkdir(tmpdir.c_str(), 0700) != 0 && errno != EEXIST)
         return make_error(errno, fmt::format("{}: {}", tmpdir, std::strerror(errno)));
     job.tmpdir = tmpdir;
-    uint32_t userid = request.contains("userid") && request["userid"].is_number_unsigned()
-                          ? request["userid"].get<uint32_t>()
-                          : getuid();
     UniqueFd imp_request;
-    if (userid != getuid()) {
+    if (job.userid != getuid()) {
         // banyan-imp's request, on its fd 3: a memfd, so that a jobspec of
         // any size never makes this loop wait on a pipe.
         imp_request = UniqueFd(memfd_create("imp-request", MFD_CLOEXEC));
         std::string text = nlohmann::json{
             {"id", id},
             {"rank", boot.rank},
-            {"userid", userid},
-            {"J", request.contains("J") && request["J"].is_string() ? request["J"].get<std::string>() : std::string()},
+            {"userid", job.userid},
+            {"J", job.credential},
             {"tmpdir", tmpdir}}.dump();
         if (!imp_request || write(imp_request.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
             lseek(imp_request.get(), 0, SEEK_SET) != 0)
