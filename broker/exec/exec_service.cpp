@@ -214,6 +214,12 @@ ExecService::~ExecService() {
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
     }
+    // Their run directories go with them, as at a job's end.
+    for (auto& [id, job] : jobs_) {
+        std::error_code ec;
+        if (!job->tmpdir.empty())
+            std::filesystem::remove_all(job->tmpdir, ec);
+    }
 }
 
 void ExecService::on_run(const Message& req) {
@@ -780,6 +786,7 @@ bool ExecService::adopt_shell(const std::string& path, JobId id) {
     }
     auto job = std::make_unique<LocalJob>();
     job->adopted_pid = peer.pid;
+    job->tmpdir = job_dir;  // removed with the job, as a shell's started here
     job->channel = std::make_unique<LineChannel>(
         broker_.reactor(), fd->release(), write_fd.release(),
         [this, id](Result<nlohmann::json> m) { on_shell_message(id, std::move(m)); },

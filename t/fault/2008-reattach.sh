@@ -51,3 +51,5 @@ check "shutdown" banyan shutdown
 no_brokers_left "every broker exited" "$T_DIR"
 check "a clean stop ends its tasks, not leaves them to wait" sh -c "! pgrep -f '^sleep $marker\$'"
 check "no shell waits to be re-attached" sh -c "! ls $T_DIR/rank-*/jobs/*/reattach.sock"
+check "no job's run directory is left, re-attached ones included" \
+    sh -c "! ls -d $T_DIR/rank-*/jobs/*/ 2>/dev/null | grep ."
