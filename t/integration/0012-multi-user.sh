@@ -130,6 +130,12 @@ cp "$BANYAN_BUILD_DIR/bin/banyan-test-client" "$T_DIR/test-client"
 check_fails "an unsigned job of a user is refused at submit" "signed with MUNGE" \
     as "$BOB" "$T_DIR/test-client" submit "$T_DIR/unsigned.json"
 
+# munged out of reach (its socket hidden in a mount namespace of this
+# command only): submit fails in one line, nothing is submitted.
+check_fails "no munged: submit says so in one line" \
+    "^banyan submit: cannot sign the job with MUNGE \(.*\): is munged running\?$" \
+    unshare --mount sh -c "mount -t tmpfs none /run/munge && runuser -u $ALICE -- env BANYAN_URI=$BANYAN_URI $P/bin/banyan submit true"
+
 # The helper itself: forged, replayed, and foreign callers.
 J=$(as "$ALICE" sh -c 'echo "{\"version\":1}" | munge')
 # (a MUNGE credential is base64 between colons: nothing to escape in JSON)
