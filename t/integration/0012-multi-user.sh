@@ -29,13 +29,7 @@ useradd --no-create-home --home-dir "$T_DIR/home/bob" --shell /bin/sh "$BOB"
 install -d -o "$ALICE" -m 0700 "$T_DIR/home/alice"
 install -d -o "$BOB" -m 0700 "$T_DIR/home/bob"
 
-# munged, with the package's key, unless one answers already.
-if ! echo | munge >/dev/null 2>&1; then
-    install -d -o munge -g munge -m 0755 /run/munge
-    runuser -u munge -- /usr/sbin/munged --num-threads=2 2>"$T_DIR/munged.log" && CLEANUP+=("pkill -x munged")
-fi
-# (another test may have started one meanwhile: whichever answers)
-wait_for "munged answers" 10 sh -c 'echo | munge >/dev/null 2>&1' || { cat "$T_DIR/munged.log"; exit 1; }
+need_munged
 
 # The installed tree, as a package lays it out; the helper as postinst makes it.
 P=$T_DIR/prefix

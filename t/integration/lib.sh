@@ -105,6 +105,18 @@ trap finish EXIT
 
 export -f ok not_ok check check_output check_fails wait_for instance_dir broker_pid no_brokers_left
 
+# A munged that answers: started as user munge with the package's key unless
+# one answers already, and stopped at the end only if this test started it.
+# Tests that call this hold the ctest RESOURCE_LOCK munged (t/CMakeLists.txt).
+need_munged() {
+    command -v munged >/dev/null || { echo "needs munged (scripts/install-deps)"; exit "$SKIP_CODE"; }
+    if ! echo | munge >/dev/null 2>&1; then
+        install -d -o munge -g munge -m 0755 /run/munge
+        runuser -u munge -- /usr/sbin/munged --num-threads=2 2>"$T_DIR/munged.log" && CLEANUP+=("pkill -x munged")
+    fi
+    wait_for "munged answers" 10 sh -c 'echo | munge >/dev/null 2>&1' || { cat "$T_DIR/munged.log"; exit 1; }
+}
+
 # A TCP port on 127.0.0.1 that nothing listens on now.
 free_port() {
     local port
