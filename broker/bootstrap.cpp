@@ -83,6 +83,11 @@ Result<Bootstrap> make_bootstrap(const BrokerOptions& options) {
         if (!loaded)
             return loaded.error();
         config = std::move(*loaded);
+        // An empty or cut-short file (a ConfigMap not yet filled) must not
+        // start a one-broker instance of its own.
+        if (config.empty())
+            return make_error(
+                EINVAL, fmt::format("{}: the config file is empty (expected [bootstrap] hosts)", options.config_path));
     }
     for (const auto& setting : options.settings)
         if (auto r = config.set_from_text(setting); !r)
@@ -94,6 +99,10 @@ Result<Bootstrap> make_bootstrap(const BrokerOptions& options) {
     b.hostname = options.hostname;
     b.rundir = options.rundir;
     b.statedir = options.statedir;
+    if (!options.config_path.empty() && !config.has("bootstrap.hosts") && !config.has("bootstrap.size"))
+        return make_error(EINVAL, fmt::format("{}: bootstrap.hosts is missing (the instance's host names; or "
+                                              "bootstrap.size, with each broker's --rank)",
+                                              config.source()));
     if (config.has("bootstrap.hosts")) {
         auto text = config.get_string("bootstrap.hosts");
         if (!text)

@@ -33,6 +33,8 @@ class Config {
     // Error: no '=', an empty key, or a key path through a non-table.
     Result<void> set_from_text(std::string_view assignment);
     bool has(std::string_view key) const;
+    // No key at all: an empty file, or only comments.
+    bool empty() const { return root_.empty(); }
 
     // Each getter returns the value at the dotted `key`, the fallback when the
     // key is absent, or an error when the key is absent without a fallback or

@@ -1,8 +1,10 @@
 #include "core/curve_cert.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +21,36 @@ namespace {
 // libraries it pulls in) cost every CLI command ~2.5 ms of start-up.
 constexpr char kZ85[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
 
+bool in_my_groups(gid_t gid) {
+    if (gid == getegid())
+        return true;
+    int n = getgroups(0, nullptr);
+    std::vector<gid_t> groups(static_cast<size_t>(std::max(n, 0)));
+    n = getgroups(static_cast<int>(groups.size()), groups.data());
+    return n > 0 && std::find(groups.begin(), groups.begin() + n, gid) != groups.begin() + n;
+}
+
+// The file holds the secret key: no access for others, and read access at
+// most for a group this process is in (Kubernetes mounts a Secret 0440 with
+// the pod's fsGroup as its group).
+Result<void> check_private(const std::string& path, const struct stat& st) {
+    mode_t mode = st.st_mode & 0777;
+    if (mode & S_IRWXO)
+        return make_error(EPERM, fmt::format("{}: certificate is readable by others (mode {:o}); chmod 600 it "
+                                             "(or 440, group-owned by the broker's group)",
+                                             path, mode));
+    if (mode & (S_IWGRP | S_IXGRP))
+        return make_error(
+            EPERM,
+            fmt::format("{}: certificate is writable by its group (mode {:o}); chmod 600 or 440 it", path, mode));
+    if ((mode & S_IRGRP) && !in_my_groups(st.st_gid)) {
+        const group* g = getgrgid(st.st_gid);
+        return make_error(EPERM, fmt::format("{}: certificate is readable by group {} (mode {:o}), which this "
+                                             "process is not in; chmod 600 it, or chgrp it to the broker's group",
+                                             path, g ? std::string(g->gr_name) : std::to_string(st.st_gid), mode));
+    }
+    return {};
+}
 }  // namespace
 
 std::string z85_encode(const uint8_t* bytes, size_t size) {
@@ -68,9 +100,8 @@ Result<CurveCert> CurveCert::load(const std::string& path) {
     struct stat st;
     if (stat(path.c_str(), &st) < 0)
         return make_error(errno, fmt::format("{}: {}", path, std::strerror(errno)));
-    if (st.st_mode & (S_IRWXG | S_IRWXO))
-        return make_error(EPERM, fmt::format("{}: certificate is readable by others (mode {:o}); chmod 600 it", path,
-                                             st.st_mode & 0777));
+    if (auto r = check_private(path, st); !r)
+        return r.error();
     auto config = Config::load(path);
     if (!config)
         return config.error();

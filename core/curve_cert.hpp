@@ -23,8 +23,9 @@ struct CurveCert {
     // A fresh key pair (libsodium's, as libzmq makes them). Error only if
     // libsodium cannot start.
     static Result<CurveCert> generate();
-    // Error names the file and what is wrong with it; a certificate readable
-    // by others than its owner is refused (it holds the secret key).
+    // Error names the file and what is wrong with it. It holds the secret
+    // key: refused if others may read it, or its group may write it, or its
+    // group may read it and is not one of this process's.
     static Result<CurveCert> load(const std::string& path);
     // Writes with mode 0600; refuses to overwrite an existing file.
     Result<void> save(const std::string& path) const;

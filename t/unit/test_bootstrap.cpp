@@ -77,3 +77,18 @@ TEST_CASE("bootstrap errors name what is wrong", "[bootstrap][malformed]") {
         CHECK(b.error().message.find(c.error) != std::string::npos);
     }
 }
+
+TEST_CASE("an empty config file, or one without hosts, is refused rather than run alone", "[bootstrap][malformed]") {
+    for (const auto& [text, error] : std::vector<std::pair<std::string, std::string>>{
+             {"", ": the config file is empty (expected [bootstrap] hosts)"},
+             {"# only a comment\n", ": the config file is empty"},
+             {"[tbon]\nfanout = 2\n", ": bootstrap.hosts is missing"},
+         }) {
+        INFO(text);
+        std::string path = write_config(text);
+        auto b = make_bootstrap({.config_path = path, .rank = 0, .hostname = "h"});
+        REQUIRE(!b.ok());
+        CHECK(b.error().message.rfind(path + error, 0) == 0);
+        unlink(path.c_str());
+    }
+}

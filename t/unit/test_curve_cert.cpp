@@ -66,6 +66,31 @@ TEST_CASE("bad certificates are refused with the reason", "[curve][malformed]") 
     CHECK(CurveCert::load(path).error().code == ENOENT);
 }
 
+TEST_CASE("a certificate may be read by the broker's group, as a Kubernetes Secret with fsGroup is", "[curve]") {
+    std::string path = temp_path("group.cert");
+    unlink(path.c_str());
+    auto cert = CurveCert::generate();
+    REQUIRE(cert.ok());
+    REQUIRE(cert->save(path).ok());
+    chmod(path.c_str(), 0440);
+    CHECK(CurveCert::load(path).ok());
+    chmod(path.c_str(), 0640);
+    CHECK(CurveCert::load(path).ok());
+    chmod(path.c_str(), 0660);
+    auto writable = CurveCert::load(path);
+    REQUIRE(!writable.ok());
+    CHECK(writable.error().message == path + ": certificate is writable by its group (mode 660); chmod 600 or 440 it");
+    if (geteuid() == 0 && getegid() != 65534) {
+        REQUIRE(chown(path.c_str(), 0, 65534) == 0);  // a group root is not in
+        chmod(path.c_str(), 0440);
+        auto foreign = CurveCert::load(path);
+        REQUIRE(!foreign.ok());
+        CHECK(foreign.error().message.find(": certificate is readable by group ") != std::string::npos);
+        CHECK(foreign.error().message.find("(mode 440), which this process is not in") != std::string::npos);
+    }
+    unlink(path.c_str());
+}
+
 TEST_CASE("Z85 as ZeroMQ RFC 32 defines it", "[curve]") {
     const uint8_t hello[] = {0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B};  // the RFC's example
     CHECK(z85_encode(hello, sizeof hello) == "HelloWorld");
