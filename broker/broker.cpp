@@ -446,6 +446,7 @@ void Broker::begin_shutdown(std::string_view why) {
         return;
     log::info("broker", "shutting down: {}", why);
     state_ = State::shutdown;
+    notify_shutdown();
     overlay_->send_shutdown_to_children();
     if (overlay_->children_up() == 0) {
         reactor_.post([this] { finish_shutdown(); });
@@ -459,9 +460,20 @@ void Broker::begin_shutdown(std::string_view why) {
                           });
 }
 
+void Broker::when_shutting_down(std::function<void()> fn) {
+    shutdown_waiters_.push_back(std::move(fn));
+}
+
+void Broker::notify_shutdown() {
+    auto waiters = std::move(shutdown_waiters_);
+    for (auto& fn : waiters)
+        fn();
+}
+
 void Broker::leave() {
     log::info("broker", "leaving the instance");
     state_ = State::shutdown;
+    notify_shutdown();
     finish_shutdown();
 }
 

@@ -71,6 +71,8 @@ class Broker {
     void check_ready();
 
     void begin_shutdown(std::string_view why);
+    // Calls `fn` once, when this broker begins to shut down (rank 0) or leaves.
+    void when_shutting_down(std::function<void()> fn);
     // Leaves alone (a follower's SIGTERM): goodbye to the parent, then exit.
     void leave();
 
@@ -98,6 +100,7 @@ class Broker {
     void forward(uint32_t peer, Message msg);
     void distribute_event(const Message& event);
     void finish_shutdown();
+    void notify_shutdown();
 
     Reactor& reactor_;
     Bootstrap boot_;
@@ -115,6 +118,7 @@ class Broker {
     std::map<uint32_t, std::map<std::string, Pending>> pending_;
     uint64_t next_pending_order_ = 0;
     std::vector<std::function<void()>> running_waiters_;
+    std::vector<std::function<void()>> shutdown_waiters_;
     std::vector<std::function<bool()>> ready_conditions_;
     std::vector<std::function<void()>> subtree_listeners_;
     std::map<uint32_t, std::function<void(const Message&)>> internal_rpcs_;

@@ -17,6 +17,8 @@
 #include "broker/broker.hpp"
 #include "broker/builtin/builtin_services.hpp"
 #include "broker/exec/exec_service.hpp"
+#include "broker/init_process.hpp"
+#include "broker/initial_program.hpp"
 #include "broker/job_manager/job_manager.hpp"
 #include "broker/resource/resource_service.hpp"
 #include "broker/sched/sched_service.hpp"
@@ -78,6 +80,14 @@ int main(int argc, char** argv) {
         ->allow_extra_args(false);
     app.add_option("--log-level", level_text, "error, warning, info or debug");
     app.add_option("--hostname", options.hostname, "this node's name (default: gethostname)");
+    std::string marker_dir;
+    app.add_option("--marker-dir", marker_dir,
+                   "rank 0: write banyan.start here once the instance runs, banyan.stop when it ends");
+    // COMMAND...: everything from the first argument that is not an option.
+    app.prefix_command();
+    app.footer(
+        "COMMAND...: rank 0 runs it once the instance runs, then shuts the instance down and exits "
+        "with its status (other ranks ignore it)");
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -85,6 +95,12 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         return fail(fmt::format("{} (see --help)", e.what()));
     }
+    std::vector<std::string> command = app.remaining();
+    if (!command.empty() && command.front() == "--")
+        command.erase(command.begin());
+    else if (!command.empty() && command.front().rfind('-', 0) == 0)
+        return fail(fmt::format("unknown option {} (see --help)", command.front()));
+    become_init_if_pid1();
     follow_starter();
     std::signal(SIGPIPE, SIG_IGN);
     if (rank >= 0)
@@ -126,6 +142,9 @@ int main(int argc, char** argv) {
     auto job_manager = JobManager::start(broker);
     if (!job_manager)
         return fail(job_manager.error().message);
+    auto initial_program = InitialProgram::start(broker, std::move(command), marker_dir);
+    if (!initial_program)
+        return fail(initial_program.error().message);
     if (auto r = broker.start(); !r)
         return fail(r.error().message);
     // Under systemd (Type=notify): ready once this broker serves its
@@ -150,6 +169,7 @@ int main(int argc, char** argv) {
     });
     reactor.run();
     sd_notify(0, "STOPPING=1");
-    log::debug("broker", "exiting");
-    return 0;
+    (*initial_program)->finish();
+    log::debug("broker", "exiting with status {}", (*initial_program)->exit_code());
+    return (*initial_program)->exit_code();
 }

@@ -79,6 +79,7 @@ void add_shutdown(CLI::App& app, int& exit_code);
 void add_ping(CLI::App& app, int& exit_code);
 void add_overlay(CLI::App& app, int& exit_code);
 void add_uptime(CLI::App& app, int& exit_code);
+void add_ready(CLI::App& app, int& exit_code);
 void add_dmesg(CLI::App& app, int& exit_code);
 void add_keygen(CLI::App& app, int& exit_code);
 void add_resource(CLI::App& app, int& exit_code);

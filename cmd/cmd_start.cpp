@@ -2,7 +2,8 @@
 // machine with a generated certificate and ipc links, runs COMMAND (default:
 // a shell) once the instance is up, then shuts the instance down and exits
 // with COMMAND's status. `--config FILE` starts this machine's broker of a
-// configured cluster (it becomes that broker).
+// configured cluster (it becomes that broker); with COMMAND, rank 0 runs it
+// once the instance runs and the whole instance then exits (batch mode).
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -30,6 +31,7 @@ struct StartOptions {
     std::string rundir;
     std::string statedir;
     double wait_timeout = 120;
+    std::string marker_dir;
     std::vector<std::string> command;
 };
 
@@ -46,6 +48,12 @@ int exec_configured_broker(const StartOptions& o) {
         args.insert(args.end(), {"--statedir", o.statedir});
     if (!o.log_level.empty())
         args.insert(args.end(), {"--log-level", o.log_level});
+    if (!o.marker_dir.empty())
+        args.insert(args.end(), {"--marker-dir", o.marker_dir});
+    if (!o.command.empty()) {
+        args.push_back("--");
+        args.insert(args.end(), o.command.begin(), o.command.end());
+    }
     std::vector<char*> argv;
     for (auto& a : args)
         argv.push_back(a.data());
@@ -240,20 +248,25 @@ void add_start(CLI::App& app, int& exit_code) {
                     "(test instances: a temporary one)");
     cmd->add_option("--log-level", o.log_level, "brokers' log level (test instances: warning)");
     cmd->add_option("--wait-timeout", o.wait_timeout, "seconds to wait for the instance to come up (default 120)");
+    cmd->add_option("--marker-dir", o.marker_dir,
+                    "with --config, at rank 0: write banyan.start here once the instance runs, "
+                    "banyan.stop (the exit status) when it ends");
     // Everything from the first argument that is not an option on is COMMAND,
     // whose own options (sh -c ...) are not ours.
     cmd->prefix_command();
-    cmd->footer("COMMAND... (with --test-size): run this instead of a shell, then shut the instance down");
+    cmd->footer(
+        "COMMAND...: with --test-size, run this instead of a shell, then shut the instance down; "
+        "with --config, rank 0 runs it once the instance runs, then every broker exits");
     cmd->callback([cmd, &exit_code] {
         o.command = cmd->remaining();
         if ((o.test_size > 0) == !o.config.empty())
             fail("give exactly one of --test-size=N and --config=FILE");
         if (!o.config.empty()) {
-            if (!o.command.empty())
-                fail("--config starts a broker; it runs no COMMAND");
             exit_code = exec_configured_broker(o);
             return;
         }
+        if (!o.marker_dir.empty())
+            fail("--marker-dir goes with --config");
         exit_code = run_test_instance(o);
     });
 }

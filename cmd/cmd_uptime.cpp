@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cmd/cli_util.hpp"
+#include "core/json_field.hpp"
 
 namespace banyan::cli {
 namespace {
@@ -32,9 +33,14 @@ void add_uptime(CLI::App& app, int& exit_code) {
         char clock[16];
         std::strftime(clock, sizeof clock, "%H:%M:%S", std::localtime(&now));
         const passwd* pw = getpwuid(getuid());
-        fmt::print(" {} {} {}, owner {}, size {}, {} online\n", clock, info.value("state", "?"),
-                   human_duration(info.value("uptime", 0.0)), pw ? pw->pw_name : "?", info.value("size", 0),
-                   info.value("online", 0));
+        auto state = json_field(info, "state", std::string("?"));
+        auto uptime = json_field(info, "uptime", 0.0);
+        auto size = json_field(info, "size", uint32_t{0});
+        auto online = json_field(info, "online", uint32_t{0});
+        if (auto e = first_error(state, uptime, size, online))
+            fail(fmt::format("unexpected reply from the instance: {}", e->message));
+        fmt::print(" {} {} {}, owner {}, size {}, {} online\n", clock, *state, human_duration(*uptime),
+                   pw ? pw->pw_name : "?", *size, *online);
         exit_code = 0;
     });
 }

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     cli::add_ping(app, exit_code);
     cli::add_overlay(app, exit_code);
     cli::add_uptime(app, exit_code);
+    cli::add_ready(app, exit_code);
     cli::add_dmesg(app, exit_code);
     cli::add_keygen(app, exit_code);
     cli::add_resource(app, exit_code);
