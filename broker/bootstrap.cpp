@@ -15,7 +15,8 @@ Result<void> check_known_keys(const Config& config) {
     const std::vector<std::pair<std::string_view, std::vector<std::string_view>>> tables = {
         {"bootstrap", {"hosts", "size", "port", "bind", "connect", "curve_cert"}},
         {"tbon",
-         {"fanout", "heartbeat_period", "torpid_timeout", "lost_timeout", "hello_timeout", "connect_max_backoff"}},
+         {"fanout", "heartbeat_period", "torpid_timeout", "lost_timeout", "hello_timeout", "connect_max_backoff",
+          "tcp_timeout"}},
         {"broker", {"quorum", "shutdown_timeout", "connections-per-user"}},
         {"resource", {"path", "synthetic", "hwloc_xml", "exclude"}},
         {"sched", {"queue-policy", "match-policy", "queue-depth", "reservation-depth"}},
@@ -148,7 +149,7 @@ Result<Bootstrap> make_bootstrap(const BrokerOptions& options) {
     for (auto [key, value] :
          {Timeout{"tbon.heartbeat_period", &b.heartbeat_period}, Timeout{"tbon.torpid_timeout", &b.torpid_timeout},
           Timeout{"tbon.lost_timeout", &b.lost_timeout}, Timeout{"tbon.hello_timeout", &b.hello_timeout},
-          Timeout{"tbon.connect_max_backoff", &b.connect_max_backoff},
+          Timeout{"tbon.connect_max_backoff", &b.connect_max_backoff}, Timeout{"tbon.tcp_timeout", &b.tcp_timeout},
           Timeout{"broker.shutdown_timeout", &b.shutdown_timeout}}) {
         auto d = config.get_duration(key, *value);
         if (!d)

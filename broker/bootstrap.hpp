@@ -43,6 +43,7 @@ struct Bootstrap {
     double lost_timeout = 60;
     double hello_timeout = 2;
     double connect_max_backoff = 2;
+    double tcp_timeout = 5;
     double shutdown_timeout = 30;
 
     TreeShape tree() const { return TreeShape(size, fanout); }

@@ -25,14 +25,46 @@ std::string make_uuid() {
     return fmt::format("{:08x}{:08x}{:08x}{:08x}", dist(rd), dist(rd), dist(rd), dist(rd));
 }
 
-void set_common_options(zmq::socket_t& s) {
+void set_common_options(zmq::socket_t& s, const Bootstrap& boot) {
     s.set(zmq::sockopt::sndhwm, 0);  // never drop: liveness handles dead peers
     s.set(zmq::sockopt::rcvhwm, 0);
     s.set(zmq::sockopt::linger, 0);
+    // A handshake that stalls fails (and is retried) rather than hanging.
+    s.set(zmq::sockopt::handshake_ivl, static_cast<int>(boot.hello_timeout * 1000));
+    // A peer that vanished without a reset (a pod replaced on a new IP, a
+    // host powered off) closes the connection within tbon.tcp_timeout:
+    // keepalive probes when the link is idle, TCP_USER_TIMEOUT when data
+    // waits unacknowledged. Both are the kernels' business, so a broker that
+    // is alive but stuck (SIGSTOP) keeps its link and turns torpid instead.
+    int timeout_s = std::max(1, static_cast<int>(boot.tcp_timeout));
+    s.set(zmq::sockopt::tcp_keepalive, 1);
+    s.set(zmq::sockopt::tcp_keepalive_idle, std::max(1, timeout_s / 2));
+    s.set(zmq::sockopt::tcp_keepalive_intvl, std::max(1, timeout_s / 6));
+    s.set(zmq::sockopt::tcp_keepalive_cnt, 3);
+    s.set(zmq::sockopt::tcp_maxrt, static_cast<int>(boot.tcp_timeout * 1000));
+}
+
+// A socket monitor's event frame: the event and its value (an errno or a
+// ZMQ_PROTOCOL_ERROR_* code).
+std::pair<uint16_t, uint32_t> monitor_event(const Frames& f) {
+    uint16_t event = 0;
+    uint32_t value = 0;
+    if (f.size() >= 2 && f[0].size() == 6) {
+        std::memcpy(&event, f[0].data(), 2);
+        std::memcpy(&value, f[0].data() + 2, 4);
+    }
+    return {event, value};
 }
 
 constexpr int kMonitorEvents = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                                ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+// Name lookups of the parent's host running at once, at most. A lookup can
+// hang for the resolver's timeouts (seen: 50 s while podman's DNS server
+// restarted); a later one, started once DNS answers again, must not wait
+// for it. One starts per attempt (every few seconds), so this is rarely hit.
+constexpr int kMaxLookups = 16;
+// Not joined for this long: say why at warning level (then once a minute).
+constexpr auto kJoinWarnAfter = std::chrono::seconds(30);
 
 }  // namespace
 
@@ -82,7 +114,8 @@ Overlay::Overlay(Reactor& reactor, const Bootstrap& bootstrap, OverlayCallbacks 
       reconnect_timer_(reactor),
       tick_timer_(reactor),
       heartbeat_timer_(reactor),
-      health_timer_(reactor) {
+      health_timer_(reactor),
+      resolver_(reactor) {
     for (uint32_t c : boot_.children())
         children_[c] = Child{};
 }
@@ -131,7 +164,7 @@ std::unique_ptr<zmq::socket_t> Overlay::attach_monitor(zmq::socket_t& socket, co
 Result<void> Overlay::bind_children() {
     try {
         router_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::router);
-        set_common_options(*router_);
+        set_common_options(*router_, boot_);
         router_->set(zmq::sockopt::router_mandatory, 1);
         router_->set(zmq::sockopt::router_handover, 1);
         if (boot_.cert) {
@@ -147,24 +180,30 @@ Result<void> Overlay::bind_children() {
     router_reader_ =
         std::make_unique<ZmqReader>(reactor_, *router_, [this](Frames&& f) { on_child_frames(std::move(f)); });
     router_monitor_reader_ = std::make_unique<ZmqReader>(reactor_, *router_monitor_, [this](Frames&& f) {
-        if (f.size() >= 2 && f[0].size() == 6) {
-            uint16_t event;
-            std::memcpy(&event, f[0].data(), 2);
-            if (event == ZMQ_EVENT_DISCONNECTED) {
-                probe_children();
-                return;
-            }
-            // A stranger retries forever: say so once, then once a minute.
-            refused_handshakes_++;
-            auto now = Clock::now();
-            if (now - last_refusal_log_ < std::chrono::minutes(1) && last_refusal_log_ != Clock::time_point{})
-                return;
-            last_refusal_log_ = now;
-            log::error("overlay",
-                       "refused connection on {}: CURVE handshake failed "
-                       "(a broker with another certificate?); {} so far",
-                       f[1], refused_handshakes_);
+        auto [event, value] = monitor_event(f);
+        if (event == ZMQ_EVENT_DISCONNECTED) {
+            probe_children();
+            return;
         }
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            // The peer gave up (its hello timed out) or the link broke: no
+            // verdict on its certificate.
+            log::debug("overlay", "a connection on {} ended during its handshake ({})", f.size() > 1 ? f[1] : "?",
+                       std::strerror(static_cast<int>(value)));
+            return;
+        }
+        if (event == 0)
+            return;
+        // A stranger retries forever: say so once, then once a minute.
+        refused_handshakes_++;
+        auto now = Clock::now();
+        if (now - last_refusal_log_ < std::chrono::minutes(1) && last_refusal_log_ != Clock::time_point{})
+            return;
+        last_refusal_log_ = now;
+        log::error("overlay",
+                   "refused connection on {}: CURVE handshake failed "
+                   "(a broker with another certificate?); {} so far",
+                   f.size() > 1 ? f[1] : "?", refused_handshakes_);
     });
     log::debug("overlay", "listening on {}", boot_.bind_uri);
     return {};
@@ -362,19 +401,47 @@ PeerState Overlay::child_state(uint32_t rank) const {
 
 // --- parent ----------------------------------------------------------------
 
-void Overlay::connect_parent() {
+void Overlay::close_dealer() {
     dealer_monitor_reader_.reset();
     dealer_monitor_.reset();
     dealer_reader_.reset();
     dealer_.reset();
+}
+
+// An attempt: resolve the parent's host name (off the loop), connect, say
+// hello; tbon.hello_timeout after the attempt starts, it starts over.
+void Overlay::connect_parent() {
+    close_dealer();
+    resolving_ = true;
+    hello_timer_.start(seconds(boot_.hello_timeout), [this] {
+        reconnect_parent(resolving_ ? "its host name did not resolve in time" : "no answer to hello");
+    });
+    if (resolver_.in_flight() >= kMaxLookups)
+        return;  // one of the lookups still running answers this attempt
+    resolver_.resolve(boot_.parent_uri, [this](Result<std::string> uri) {
+        if (!resolving_)
+            return;  // answered after its attempt gave up: the next one asks again
+        if (!uri) {
+            if (resolver_.in_flight() == 0)
+                reconnect_parent(uri.error().message);
+            return;
+        }
+        resolving_ = false;
+        open_dealer(*uri);
+    });
+}
+
+void Overlay::open_dealer(const std::string& uri) {
     socket_generation_++;
     handshake_error_logged_ = false;
     try {
         dealer_ = std::make_unique<zmq::socket_t>(context_, zmq::socket_type::dealer);
-        set_common_options(*dealer_);
+        set_common_options(*dealer_, boot_);
         dealer_->set(zmq::sockopt::routing_id, std::to_string(boot_.rank));
         dealer_->set(zmq::sockopt::reconnect_ivl, 10);
         dealer_->set(zmq::sockopt::reconnect_ivl_max, static_cast<int>(boot_.connect_max_backoff * 1000));
+        if (uri.rfind("tcp://[", 0) == 0)
+            dealer_->set(zmq::sockopt::ipv6, 1);
         if (boot_.cert) {
             dealer_->set(zmq::sockopt::curve_serverkey, boot_.cert->public_key);
             dealer_->set(zmq::sockopt::curve_publickey, boot_.cert->public_key);
@@ -382,22 +449,33 @@ void Overlay::connect_parent() {
         }
         dealer_monitor_ =
             attach_monitor(*dealer_, fmt::format("inproc://monitor-dealer-{}-{}", boot_.rank, socket_generation_));
-        dealer_->connect(boot_.parent_uri);
+        dealer_->connect(uri);
     } catch (const zmq::error_t& e) {
-        log::error("overlay", "cannot connect to parent at {}: {}", boot_.parent_uri, e.what());
+        log::error("overlay", "cannot connect to parent at {}: {}", uri, e.what());
+        close_dealer();
         reconnect_parent("connect failed");
         return;
     }
     dealer_reader_ =
         std::make_unique<ZmqReader>(reactor_, *dealer_, [this](Frames&& f) { on_parent_frames(std::move(f)); });
-    dealer_monitor_reader_ = std::make_unique<ZmqReader>(reactor_, *dealer_monitor_, [this](Frames&& f) {
-        uint16_t event = 0;
-        if (f.size() >= 2 && f[0].size() == 6)
-            std::memcpy(&event, f[0].data(), 2);
-        if (event != 0 && event != ZMQ_EVENT_DISCONNECTED && !handshake_error_logged_) {
+    dealer_monitor_reader_ = std::make_unique<ZmqReader>(reactor_, *dealer_monitor_, [this, uri](Frames&& f) {
+        auto [event, value] = monitor_event(f);
+        if (event == ZMQ_EVENT_DISCONNECTED) {
+            // The parent went away (or ZeroMQ's pings timed out): start
+            // over, resolving its name again (a pod replaced on a new IP).
+            if (parent_ready_)
+                reconnect_parent("connection to the parent closed");
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && (value == EAGAIN || value == ETIMEDOUT)) {
+            // ZeroMQ's handshake_ivl (tbon.hello_timeout) ran out: slow, not refused.
+            reconnect_parent(fmt::format("handshake with {} timed out", uri));
+        } else if (event != 0) {
+            // The parent closed the link mid-handshake (EPIPE, ECONNRESET):
+            // it could not decrypt us, so our certificate is not its own.
+            if (!handshake_error_logged_)
+                log::error("overlay", "parent at {} refused us: CURVE handshake failed (is curve_cert the cluster's?)",
+                           uri);
             handshake_error_logged_ = true;
-            log::error("overlay", "parent at {} refused us: CURVE handshake failed (is curve_cert the cluster's?)",
-                       boot_.parent_uri);
+            reconnect_parent("CURVE handshake refused");
         }
     });
     Message hello = Message::request(
@@ -413,13 +491,23 @@ void Overlay::connect_parent() {
 void Overlay::reconnect_parent(std::string_view why) {
     bool was_ready = parent_ready_;
     parent_ready_ = false;
+    resolving_ = false;
     hello_timer_.cancel();
+    if (reconnect_timer_.active())
+        return;  // a retry is already due (two monitor events, say)
+    auto now = Clock::now();
     if (was_ready) {
         log::warning("overlay", "lost parent rank {}: {}; reconnecting", *boot_.parent(), why);
         cb_.on_peer_reset(*boot_.parent(), why);
+        joining_since_ = now;
     } else {
         log::debug("overlay", "parent rank {}: {}; retrying in {} ms", *boot_.parent(), why,
                    std::chrono::duration_cast<std::chrono::milliseconds>(backoff_).count());
+        if (now - joining_since_ >= kJoinWarnAfter && now - last_join_warning_ >= std::chrono::minutes(1)) {
+            last_join_warning_ = now;
+            log::warning("overlay", "not joined to parent rank {} at {} after {:.0f}s: {}", *boot_.parent(),
+                         boot_.parent_uri, std::chrono::duration<double>(now - joining_since_).count(), why);
+        }
     }
     reconnect_timer_.start(backoff_, [this] { connect_parent(); });
     backoff_ = std::min(std::max(backoff_ * 2, Duration(kFirstBackoff)), seconds(boot_.connect_max_backoff));

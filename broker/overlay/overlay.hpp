@@ -16,6 +16,7 @@
 #include <zmq.hpp>
 
 #include "broker/bootstrap.hpp"
+#include "broker/overlay/resolver.hpp"
 #include "broker/overlay/zap.hpp"
 #include "broker/overlay/zmq_reader.hpp"
 #include "core/idset.hpp"
@@ -93,6 +94,8 @@ class Overlay {
     void set_child_state(uint32_t rank, PeerState state, std::string_view why);
 
     void connect_parent();
+    void open_dealer(const std::string& uri);
+    void close_dealer();
     void reconnect_parent(std::string_view why);
     void on_parent_frames(Frames&& frames);
     void on_hello_response(const Message& msg);
@@ -138,12 +141,16 @@ class Overlay {
     Timer hello_timer_;
     Timer reconnect_timer_;
     int socket_generation_ = 0;
+    bool resolving_ = false;  // this attempt waits for the parent's address
+    Clock::time_point joining_since_ = Clock::now();
+    Clock::time_point last_join_warning_{};
 
     Timer tick_timer_;
     Timer heartbeat_timer_;
     Timer health_timer_;
     std::optional<SubtreeStates> last_report_;
     uint32_t last_event_sequence_ = 0;
+    EndpointResolver resolver_;  // last: its answers may touch everything above
 };
 
 }  // namespace banyan

@@ -17,30 +17,13 @@ check_output "its dependencies come from shlibdeps" "libmunge2.*libzmq5" \
     sh -c "dpkg-deb -f '$deb' Depends | tr -d '\n'"
 check_output "the helper is in it, its mode left to postinst" "libexec/banyan/banyan-imp" dpkg-deb -c "$deb"
 
-# A fresh Debian 12, kept in the build tree between runs (debootstrap is
-# most of this test's time).
-cache=$BANYAN_BUILD_DIR/debian12-minbase.tar
-if [ ! -s "$cache" ]; then
-    debootstrap --variant=minbase bookworm "$T_DIR/seed" http://deb.debian.org/debian >"$T_DIR/debootstrap.log" 2>&1 ||
-        { tail -5 "$T_DIR/debootstrap.log"; echo "debootstrap failed"; exit 1; }
-    tar -C "$T_DIR/seed" -cf "$cache.part" . && mv "$cache.part" "$cache"
-    rm -rf "$T_DIR/seed"
-fi
+# A fresh Debian 12 (debootstrap, cached in the build tree: most of this
+# test's time when it runs).
 R=$T_DIR/root
-mkdir "$R" && tar -C "$R" -xf "$cache"
-cat >"$R/etc/apt/sources.list" <<'LIST'
-deb http://deb.debian.org/debian bookworm main
-deb http://deb.debian.org/debian bookworm-updates main
-deb http://deb.debian.org/debian-security bookworm-security main
-LIST
-cp /etc/resolv.conf "$R/etc/resolv.conf"
+"$BANYAN_SOURCE_DIR/scripts/debian-root" make "$R" "$BANYAN_BUILD_DIR/debian12-minbase.tar" ||
+    { echo "no Debian root"; exit 1; }
 cp "$deb" "$R/tmp/banyan.deb"
-# Mounts live in a namespace of their own: nothing is left mounted.
-in_root() {
-    unshare --mount --fork sh -c "mount --rbind /dev '$R/dev' && mount -t proc proc '$R/proc' &&
-        mount -t sysfs sys '$R/sys' && mount -t tmpfs tmpfs '$R/run' &&
-        chroot '$R' env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root DEBIAN_FRONTEND=noninteractive sh -c \"\$0\"" "$1"
-}
+in_root() { "$BANYAN_SOURCE_DIR/scripts/debian-root" run "$R" "$1"; }
 in_root "apt-get update -q && apt-get install -y -q /tmp/banyan.deb" >"$T_DIR/apt.log" 2>&1
 check "apt installs the .deb and its dependencies" test $? = 0 || tail -20 "$T_DIR/apt.log"
 check "postinst made the system user banyan" in_root "id banyan"
