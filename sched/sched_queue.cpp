@@ -7,7 +7,7 @@
 namespace banyan {
 
 namespace {
-constexpr const char* kWaitingForNodes = "waiting for drained or down nodes";
+constexpr const char* kWaitingForNodes = "waiting for drained, down or unjoined nodes";
 }  // namespace
 
 Result<QueuePolicy> queue_policy_from_name(std::string_view name) {

@@ -79,9 +79,12 @@ Result<std::unique_ptr<ResourceService>> ResourceService::start(Broker& broker) 
         log::info("resource", "this node: {} cores, {} gpus, {} MiB", node->cores().count(), node->gpus().count(),
                   node->memory() >> 20);
         svc->mine_ = std::move(*node);
-        if (boot.rank == 0)
+        if (boot.rank == 0) {
             if (auto r = svc->add_node(svc->mine_); !r)
                 return r.error();
+            if (auto r = svc->presume_unjoined(); !r)
+                return r.error();
+        }
     }
     if (boot.rank == 0) {
         ResourceService* self = svc.get();
@@ -189,25 +192,64 @@ Result<void> ResourceService::load_declared_nodes() {
     return {};
 }
 
+// Elastic size: ranks that have not joined yet (pods still to come) are
+// presumed to be like rank 0's node, as the pods of one Job template are.
+// They are in the graph, down, so that a job that needs them waits for
+// them instead of being refused; a rank's own description replaces its
+// presumed one when it joins.
+Result<void> ResourceService::presume_unjoined() {
+    for (uint32_t r = 1; r < broker_.bootstrap().size; r++) {
+        if (excluded_.contains(r))
+            continue;
+        NodeDescription presumed = mine_;
+        presumed.rank = r;
+        presumed.hostname = broker_.bootstrap().host_of(r);
+        if (auto v = graph_.add_node(presumed); !v)
+            return v.error();
+        presumed_.insert(r);
+    }
+    return {};
+}
+
+Result<void> ResourceService::rebuild_graph() {
+    std::vector<NodeDescription> all;
+    for (const auto& [r, n] : nodes_)
+        all.push_back(n);
+    presumed_.for_each([&](uint32_t r) {
+        NodeDescription presumed = mine_;
+        presumed.rank = r;
+        presumed.hostname = broker_.bootstrap().host_of(r);
+        all.push_back(std::move(presumed));
+    });
+    auto rebuilt = ResourceGraph::from_nodes(all);
+    if (!rebuilt)
+        return rebuilt.error();
+    graph_ = std::move(*rebuilt);
+    for (const auto& [rank, d] : drained_)
+        if (auto v = graph_.node_of_rank(static_cast<int32_t>(rank)))
+            graph_[*v].status = VertexStatus::drained;
+    publish_states(true);
+    return {};
+}
+
 Result<void> ResourceService::add_node(NodeDescription node) {
     uint32_t rank = node.rank;
+    if (presumed_.contains(rank)) {
+        presumed_.erase(rank);
+        log::info("resource", "rank {} joined for the first time: {} cores, {} gpus", rank, node.cores().count(),
+                  node.gpus().count());
+        nodes_.emplace(rank, std::move(node));
+        return rebuild_graph();
+    }
     auto it = nodes_.find(rank);
     if (it != nodes_.end()) {
         if (it->second == node)
             return {};
         // A restarted broker with another shape: rebuild the graph.
         it->second = std::move(node);
-        std::vector<NodeDescription> all;
-        for (const auto& [r, n] : nodes_)
-            all.push_back(n);
-        auto rebuilt = ResourceGraph::from_nodes(all);
-        if (!rebuilt)
-            return rebuilt.error();
-        graph_ = std::move(*rebuilt);
         log::info("resource", "rank {} came back with another shape: {} cores, {} gpus", rank,
                   nodes_.at(rank).cores().count(), nodes_.at(rank).gpus().count());
-        publish_states(true);
-        return {};
+        return rebuild_graph();
     }
     if (auto r = graph_.add_node(node); !r)
         return r.error();
@@ -262,6 +304,10 @@ std::string ResourceService::state_of(uint32_t rank, const SubtreeStates& overla
         return "avail";
     if (overlay.torpid.contains(rank))
         return "torpid";
+    if (overlay.lost.contains(rank))
+        return "lost";
+    if (!declared_ && !nodes_.count(rank))
+        return "unjoined";  // never here yet (elastic size), not gone
     return "offline";
 }
 
@@ -396,6 +442,7 @@ std::pair<IdSet, IdSet> ResourceService::unschedulable() const {
         if (excluded_.contains(rank) || (!simulated && !overlay.online.contains(rank)) || describing_.contains(rank))
             down.insert(rank);
     }
+    down = down.union_with(presumed_);
     return {drained, down};
 }
 

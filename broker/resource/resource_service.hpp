@@ -49,6 +49,8 @@ class ResourceService {
     Result<void> open_database();
     void register_methods();
     Result<void> add_node(NodeDescription node);
+    Result<void> presume_unjoined();
+    Result<void> rebuild_graph();  // from nodes_ and presumed_, drains applied
     Result<IdSet> resolve_targets(const std::string& text) const;
     std::string state_of(uint32_t rank, const SubtreeStates& overlay) const;
     // The node's host name once described, else the configured one.
@@ -85,6 +87,7 @@ class ResourceService {
     NodeDescription mine_;  // this node, as discovered
     IdSet known_online_;    // rank 0: the online ranks at the last change
     IdSet describing_;      // rank 0: joined, not described yet: down until they are
+    IdSet presumed_;        // rank 0: never joined: in the graph as rank 0's twin, down
 };
 
 }  // namespace banyan

@@ -31,7 +31,7 @@ first() {
     # Rank 3 sits behind rank 1: unreachable, so down too.
     wait_for "a lost node and the one behind it are down" 10 \
         sh -c "banyan resource list | grep -Eq '^ +down +3 +28 +2 '"
-    check_output "and offline in status" "offline +2 1,3 " banyan resource status
+    check_output "and lost in status" "lost +2 1,3 " banyan resource status
 }
 second() {
     check_output "after a restart with the same statedir, rank 2 is still drained" \

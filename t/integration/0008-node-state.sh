@@ -49,7 +49,7 @@ inside() {
     wide=$(banyan submit -N4 -n4 true)
     check "a -N4 job is accepted, not refused" test -n "$wide"
     wait_for "it waits for the drained nodes, and says so" 10 \
-        bash -c "info_of $wide | grep -q ' S waiting for drained or down nodes'"
+        bash -c "info_of $wide | grep -q ' S waiting for drained, down or unjoined nodes'"
     check_output "a -N2 job behind it runs on the two nodes that are up" "^0,1$" ranks_of_run banyan run -N2 -n2
     for i in 1 2 3 4; do ranks_of_run banyan run -N1 -n2; done >"$T_DIR/single"
     check_output "no job lands on a drained node" "^[01]$" sort -u "$T_DIR/single"
@@ -73,7 +73,7 @@ inside() {
     banyan cancel $(cat "$T_DIR/four")
     lostjob=$(banyan submit -N4 -n4 true)
     wait_for "a -N4 job waits for the lost node" 10 \
-        bash -c "info_of $lostjob | grep -q ' S waiting for drained or down nodes'"
+        bash -c "info_of $lostjob | grep -q ' S waiting for drained, down or unjoined nodes'"
 
     # Rank 3 comes back with four cores instead of two.
     rm -f "$T_DIR/rank3.xml"

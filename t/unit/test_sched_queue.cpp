@@ -153,11 +153,11 @@ TEST_CASE("queue: a job that needs drained or down nodes waits for them without 
         f.submit(2, 1, 100);
         CHECK(f.pass(0) == Ids{2});
         REQUIRE(f.pending(1) != nullptr);
-        CHECK(f.pending(1)->reason == "waiting for drained or down nodes");
+        CHECK(f.pending(1)->reason == "waiting for drained, down or unjoined nodes");
         // Job 3 needs one node, and the only one up is busy: it waits behind job 2.
         f.submit(3, 1, 100);
         CHECK(f.pass(1).empty());
-        CHECK(f.pending(3)->reason != "waiting for drained or down nodes");
+        CHECK(f.pending(3)->reason != "waiting for drained, down or unjoined nodes");
         REQUIRE(f.queue->free(2).ok());
         CHECK(f.pass(2) == Ids{3});
         // Rank 0 goes down while job 3 runs on it; undrain rank 1: job 1
@@ -169,7 +169,7 @@ TEST_CASE("queue: a job that needs drained or down nodes waits for them without 
         REQUIRE(f.queue->free(3).ok());
         REQUIRE(f.queue->free(4).ok());
         CHECK(f.pass(4).empty());
-        CHECK(f.pending(1)->reason == "waiting for drained or down nodes");
+        CHECK(f.pending(1)->reason == "waiting for drained, down or unjoined nodes");
         f.matcher->set_node_states(IdSet{}, IdSet{});
         CHECK(f.pass(5) == Ids{1});
     }
