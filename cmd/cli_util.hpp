@@ -36,6 +36,12 @@ inline void must(Result<void> r) {
 // Connects to the instance named by $BANYAN_URI, or fails with a clear line.
 Client connect_to_instance();
 
+// COMMAND: what follows the options, or what followed "--" (CLI11 refuses
+// words after "--" in a prefix_command, so main() takes them out first and
+// hands them here). Fails naming an unknown option where COMMAND should start.
+std::vector<std::string> command_of(const CLI::App* cmd);
+void set_command_after_dashes(std::vector<std::string> words);
+
 // "a,b,,c" -> {"a", "b", "", "c"}: the items of a comma list option.
 std::vector<std::string> split_commas(const std::string& text);
 // A job id from the command line, or fail() naming it.

@@ -258,7 +258,7 @@ void add_start(CLI::App& app, int& exit_code) {
         "COMMAND...: with --test-size, run this instead of a shell, then shut the instance down; "
         "with --config, rank 0 runs it once the instance runs, then every broker exits");
     cmd->callback([cmd, &exit_code] {
-        o.command = cmd->remaining();
+        o.command = command_of(cmd);
         if ((o.test_size > 0) == !o.config.empty())
             fail("give exactly one of --test-size=N and --config=FILE");
         if (!o.config.empty()) {

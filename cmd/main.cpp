@@ -50,8 +50,9 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
-    // `banyan submit|run [OPTIONS] -- COMMAND...`: COMMAND may start with "-".
-    if (argc > 2 && (std::strcmp(argv[1], "submit") == 0 || std::strcmp(argv[1], "run") == 0)) {
+    // `banyan submit|run|start [OPTIONS] -- COMMAND...`: COMMAND may start with "-".
+    if (argc > 2 && (std::strcmp(argv[1], "submit") == 0 || std::strcmp(argv[1], "run") == 0 ||
+                     std::strcmp(argv[1], "start") == 0)) {
         for (int i = 2; i < argc; i++)
             if (std::strcmp(argv[i], "--") == 0) {
                 cli::set_command_after_dashes({argv + i + 1, argv + argc});

@@ -202,30 +202,6 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
     cmd->add_flag("-l,--label-io", o.label_io, "start each line of output with the task rank");
 }
 
-namespace {
-std::optional<std::vector<std::string>> g_after_dashes;
-}  // namespace
-
-void set_command_after_dashes(std::vector<std::string> words) {
-    g_after_dashes = std::move(words);
-}
-
-std::vector<std::string> command_of(const CLI::App* cmd) {
-    std::vector<std::string> words = cmd->remaining();
-    if (g_after_dashes && words.empty())
-        return *g_after_dashes;
-    // prefix_command() makes the first word CLI11 does not know the start
-    // of COMMAND: a misspelt option of ours would run as the command.
-    if (!words.empty() && words[0].size() > 1 && words[0][0] == '-')
-        fail(fmt::format("{}: unknown option (COMMAND starts at the first word that is not an option, or after --)",
-                         words[0]));
-    if (g_after_dashes) {  // the "--" was COMMAND's own (prog -- --its-flag)
-        words.push_back("--");
-        words.insert(words.end(), g_after_dashes->begin(), g_after_dashes->end());
-    }
-    return words;
-}
-
 nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::string>& command) {
     if (command.empty())
         fail("no COMMAND given");

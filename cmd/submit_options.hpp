@@ -35,12 +35,6 @@ struct SubmitOptions {
 
 void add_submit_options(CLI::App* cmd, SubmitOptions& o);
 
-// COMMAND: what follows the options, or what followed "--" (CLI11 refuses
-// words after "--" in a prefix_command, so main() takes them out first and
-// hands them here). Fails naming an unknown option where COMMAND should start.
-std::vector<std::string> command_of(const CLI::App* cmd);
-void set_command_after_dashes(std::vector<std::string> words);
-
 // The jobspec for COMMAND. Fails (cli::fail) with a line naming the option
 // that is wrong.
 nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::string>& command);

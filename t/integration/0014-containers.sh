@@ -1,0 +1,143 @@
+#!/bin/bash
+# The image (scripts/image) as a cloud team runs it: brokers in podman
+# containers that find each other by DNS name in any start order, sized to
+# their containers' limits; an MPI job across them; workers, interior
+# brokers and rank 0 replaced; batch mode; elastic size; PID 1 reaps.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/containers.sh"
+
+mkdir -p "$T_DIR/etc"
+banyan keygen "$T_DIR/etc/curve.cert" >/dev/null
+cat >"$T_DIR/etc/banyan.toml" <<'TOML'
+[bootstrap]
+hosts = "bnyt-[0-3]"
+curve_cert = "/etc/banyan/curve.cert"
+[tbon]
+tcp_timeout = "3s"
+TOML
+# Elastic: runs once 2 are up; the other 2 join when they come.
+sed 's/^\[tbon\]/[broker]\nquorum = 2\n[tbon]/' "$T_DIR/etc/banyan.toml" >"$T_DIR/etc/elastic.toml"
+podman volume create "bnyt-state-$$" >/dev/null
+CLEANUP+=("podman volume rm -f bnyt-state-$$ >/dev/null 2>&1")
+
+# node I [--config FILE] [-- COMMAND...]: broker I in container bnyt-I.
+node() {
+    local i=$1 config=/etc/banyan/banyan.toml
+    shift
+    if [ "${1:-}" = --config ]; then config=$2; shift 2; fi
+    "${PODMAN_RUN[@]}" -d --name "bnyt-$i" --hostname "bnyt-$i" --network "$NET" --cpus "$CPUS" --memory 1g \
+        -v "$T_DIR/etc:/etc/banyan:ro" -v "$BANYAN_MPI_DIR:/mpi:ro" -v "bnyt-state-$$:/var/lib/banyan" "$IMAGE" \
+        banyan start --config "$config" --rundir /run/banyan --statedir /var/lib/banyan --log-level debug "$@" \
+        >/dev/null
+}
+gone() { podman rm -f -t 0 "$@" >/dev/null 2>&1; }
+all_gone() { gone bnyt-0 bnyt-1 bnyt-2 bnyt-3; }
+at0() { podman exec bnyt-0 "$@"; }
+full() { at0 banyan overlay status -s 2>/dev/null | grep -q "^online: 0-3 (4)$"; }
+export -f at0 full
+ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
+# The brokers' last words, after a check that failed.
+show_logs() {
+    local c
+    for c in "$@"; do
+        echo "    -- $c:"
+        podman logs --tail 12 "$c" 2>&1 | grep -v "failed to connect to syslog" | sed 's/^/    | /'
+    done
+}
+
+node 0 && node 1 && node 2 && node 3
+wait_for "4 containers form the tree" 20 full
+check_output "banyan in rank 0's container needs no BANYAN_URI" "^0: full" at0 banyan overlay status
+check_output "resources are the containers' limits: $CPUS cores each" "^ +free +4 +$((4 * CPUS)) +0 bnyt-\[0-3\]$" \
+    at0 banyan resource list
+check_output "and 1 GiB of memory each" "this node: $CPUS cores, 0 gpus, 1024 MiB" podman logs bnyt-3
+check_output "an MPI job runs across the containers" "^$((4 * CPUS))$" \
+    sh -c "podman exec bnyt-0 banyan run -N4 -n$((4 * CPUS)) /mpi/mpi-hello | grep -c '^hello from rank'"
+check_output "every container ran ranks" "^4$" \
+    sh -c "podman exec bnyt-0 banyan run -N4 -n4 hostname | sort -u | wc -l"
+check_output "the broker, PID 1, reaps orphans: no zombie left" "^0$" \
+    at0 sh -c 'sh -c "sleep 0.1 &"; sleep 1; grep -l "^State:.Z" /proc/[0-9]*/status 2>/dev/null | wc -l'
+
+# Killed and restarted: the worker comes back.
+podman kill bnyt-3 >/dev/null
+wait_for "a killed worker is lost" 10 sh -c "podman exec bnyt-0 banyan resource status | grep -Eq '^ +lost +1 +3 '"
+gone bnyt-3 && node 3
+wait_for "a restarted worker rejoins" 15 full || show_logs bnyt-3 bnyt-1
+
+# An interior broker vanishes without a reset (its network cut first),
+# then comes back on a new IP: its child must notice and follow.
+old_ip=$(podman inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' bnyt-1)
+cut=$(date +%s%N)
+podman network disconnect -f "$NET" bnyt-1 >/dev/null && gone bnyt-1
+node 1
+new_ip=$(podman inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' bnyt-1)
+check "the replacement has a new IP ($old_ip -> $new_ip)" test "$old_ip" != "$new_ip"
+wait_for "its child, rank 3, notices that its parent vanished" 10 \
+    sh -c "podman logs bnyt-3 2>&1 | grep -q 'lost parent rank 1: connection to the parent closed'"
+noticed=$(ms_since "$cut")
+check "within tbon.tcp_timeout (3 s) and a second ($noticed ms)" test "$noticed" -lt 4500
+# Then it looks up bnyt-1 again; podman's DNS server can take up to its
+# resolvers' timeouts (20 s seen) to answer for a replaced container.
+wait_for "rank 1 and its child rank 3 rejoin" 40 full || show_logs bnyt-3 bnyt-1 bnyt-0
+echo "# rejoined $(ms_since "$cut") ms after rank 1 vanished"
+check_output "rank 3 rejoined through the new rank 1" "joined parent rank 1" \
+    sh -c "podman logs bnyt-3 2>&1 | grep 'joined parent' | tail -1"
+
+# Rank 0 replaced, its state directory on a volume: jobs are kept.
+done_job=$(at0 banyan submit true) && at0 banyan job wait "$done_job"
+held=$(at0 banyan submit --urgency=0 true)
+gone bnyt-0 && node 0
+wait_for "a new rank 0 on the same volume: the tree forms again" 20 full
+check_output "the finished job is still listed" "$done_job +CD" at0 banyan jobs -a -o '{id} {st}'
+check_output "so is the held one" "$held +S" at0 banyan jobs -a -o '{id} {st}'
+at0 banyan job urgency "$held" 16
+check "released, it runs" at0 banyan job wait "$held"
+
+# Started at the same instant, as Kubernetes starts pods: 10 times.
+slowest=0
+for try in $(seq 10); do
+    all_gone
+    t0=$(date +%s%N)
+    for i in 0 1 2 3; do node "$i" & done
+    wait
+    wait_for "try $try: full" 10 full || show_logs bnyt-0 bnyt-1 bnyt-2 bnyt-3
+    ms=$(ms_since "$t0")
+    [ "$ms" -gt "$slowest" ] && slowest=$ms
+done
+echo "# 4 containers started at once, 10 times: the slowest was full after $slowest ms"
+check "10 simultaneous starts each joined in under 5 s (slowest: $slowest ms)" test "$slowest" -lt 5000
+
+all_gone
+for i in 1 2 3; do node "$i"; done
+sleep 2
+t0=$(date +%s%N)
+node 0
+wait_for "workers first, rank 0 last: the tree forms" 10 full
+echo "# full $(ms_since "$t0") ms after rank 0 started"
+
+# Batch mode: COMMAND at rank 0, then every broker exits 0 but rank 0,
+# which exits with COMMAND's status.
+all_gone
+for i in 0 1 2 3; do node "$i" -- sh -c 'banyan run -N4 hostname | sort -u | wc -l; exit 3' & done
+wait
+check_output "batch: rank 0 exits with COMMAND's status" "^3$" timeout 60 podman wait bnyt-0
+check_output "batch: every other broker exits 0" "^0 0 0$" \
+    sh -c "echo \$(timeout 30 podman wait bnyt-1 bnyt-2 bnyt-3)"
+check_output "batch: COMMAND ran across all 4" "^4$" sh -c "podman logs bnyt-0 2>/dev/null"
+
+# Elastic: runs with 2 of 4; a 4-node job waits for the others to join.
+all_gone
+node 0 --config /etc/banyan/elastic.toml && node 1 --config /etc/banyan/elastic.toml
+wait_for "2 of 4 up: the instance runs" 20 at0 banyan ready
+check_output "the 2 absent hosts are unjoined, not lost" "unjoined +2 +2-3 " at0 banyan resource status
+wide=$(at0 banyan submit -N4 hostname)
+wait_for "a 4-node job waits for them, saying so" 10 \
+    sh -c "podman exec bnyt-0 banyan jobs -o '{id} {st} {info}' | grep -q '$wide S waiting for drained, down or unjoined nodes'"
+node 2 --config /etc/banyan/elastic.toml && node 3 --config /etc/banyan/elastic.toml
+check "once they join, it runs" timeout 30 podman exec bnyt-0 banyan job wait "$wide"
+
+# Scale down: a drained node leaves; no job fails for it.
+at0 banyan resource drain 3 scale down >/dev/null
+podman stop -t 10 bnyt-3 >/dev/null
+check_output "a drained node that left stays drained" "drained +1 +3 .*scale down" at0 banyan resource status
+check "and no job failed" sh -c "[ -z \"\$(podman exec bnyt-0 banyan jobs -a --filter=failed --no-header)\" ]"
