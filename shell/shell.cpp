@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/statvfs.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -367,8 +368,28 @@ Result<void> Shell::prepare() {
     return {};
 }
 
+// Open MPI's shared-memory transport needs about 4 MiB of /dev/shm per
+// local rank; a container's default (64 MiB under podman and Docker, and
+// less in some pods) fails MPI codes with an obscure bus error instead.
+void Shell::warn_if_shm_small() {
+    constexpr uint64_t kPerRank = 4ull << 20;
+    struct statvfs st;
+    if (!pmix_ || statvfs("/dev/shm", &st) != 0)
+        return;
+    uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
+    uint64_t needed = kPerRank * job_->local.ntasks;
+    if (free_bytes >= needed)
+        return;
+    emit_output(job_->local.first_task, true,
+                fmt::format("banyan-shell: warning: /dev/shm has {} MiB free on {}; MPI needs about {} MiB for {} "
+                            "local ranks (4 MiB each): give the container a larger /dev/shm (podman --shm-size; "
+                            "Kubernetes: an emptyDir of medium Memory)\n",
+                            free_bytes >> 20, job_->host_of(job_->rank), needed >> 20, job_->local.ntasks));
+}
+
 Result<void> Shell::launch_tasks() {
     const ShellJob& job = *job_;
+    warn_if_shm_small();
     const RankChildren& mine = job.R.ranks.at(job.rank);
     auto bindings = task_bindings(job.options.cpu_affinity == Affinity::off || !topology_
                                       ? std::vector<std::vector<int>>()

@@ -50,6 +50,7 @@ class Shell {
     void start(const nlohmann::json& request);
     Result<void> prepare();
     Result<void> launch_tasks();
+    void warn_if_shm_small();
     void on_task_change();
     void emit_output(uint32_t task, bool is_stderr, std::string data);
     // `path` relative to the job's cwd unless absolute.

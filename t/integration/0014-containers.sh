@@ -58,6 +58,10 @@ check_output "every container ran ranks" "^4$" \
 check_output "the broker, PID 1, reaps orphans: no zombie left" "^0$" \
     at0 sh -c 'sh -c "sleep 0.1 &"; sleep 1; grep -l "^State:.Z" /proc/[0-9]*/status 2>/dev/null | wc -l'
 
+check_output "a /dev/shm too small for MPI's local ranks is said in the job's output" \
+    "^banyan-shell: warning: /dev/shm has [0-9]+ MiB free on .*; MPI needs about $((4 * CPUS)) MiB for $CPUS local" \
+    "${PODMAN_RUN[@]}" --rm --network none --shm-size 2m "$IMAGE" banyan start --test-size=1 banyan run -n"$CPUS" true
+
 # Killed and restarted: the worker comes back.
 podman kill bnyt-3 >/dev/null
 wait_for "a killed worker is lost" 10 sh -c "podman exec bnyt-0 banyan resource status | grep -Eq '^ +lost +1 +3 '"
@@ -74,8 +78,10 @@ new_ip=$(podman inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{e
 check "the replacement has a new IP ($old_ip -> $new_ip)" test "$old_ip" != "$new_ip"
 wait_for "its child, rank 3, notices that its parent vanished" 10 \
     sh -c "podman logs bnyt-3 2>&1 | grep -q 'lost parent rank 1: connection to the parent closed'"
-noticed=$(ms_since "$cut")
-check "within tbon.tcp_timeout (3 s) and a second ($noticed ms)" test "$noticed" -lt 4500
+# When, by the log's own clock (the host's).
+lost_at=$(podman logs bnyt-3 2>&1 | grep 'lost parent rank 1: connection' | tail -1 | cut -c1-23)
+noticed=$((($(date -d "${lost_at}Z" +%s%N) - cut) / 1000000))
+check "within about tbon.tcp_timeout (3 s): $noticed ms" test "$noticed" -lt 5000
 # Then it looks up bnyt-1 again; podman's DNS server can take up to its
 # resolvers' timeouts (20 s seen) to answer for a replaced container.
 wait_for "rank 1 and its child rank 3 rejoin" 40 full || show_logs bnyt-3 bnyt-1 bnyt-0
