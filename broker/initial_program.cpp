@@ -24,6 +24,10 @@ Result<std::unique_ptr<InitialProgram>> InitialProgram::start(Broker& broker, st
     if (!marker_dir.empty() && access(marker_dir.c_str(), W_OK | X_OK) != 0)
         return make_error(errno, fmt::format("--marker-dir {}: {}", marker_dir, std::strerror(errno)));
     std::unique_ptr<InitialProgram> program(new InitialProgram(broker, std::move(command), std::move(marker_dir)));
+    // Until COMMAND has run, the instance has not done its work: a shutdown
+    // before then must not look like success to a Job controller.
+    if (!program->command_.empty())
+        program->exit_code_ = 128 + SIGTERM;
     if (program->command_.empty() && program->marker_dir_.empty())
         return program;
     InitialProgram* self = program.get();

@@ -25,7 +25,7 @@ class InitialProgram {
 
     // What the broker exits with: COMMAND's status (128 + signal when a
     // signal ended it, 127 when it could not start, 143 when the instance
-    // shut down before it ended); 0 without a COMMAND.
+    // shut down before it ended or began); 0 without a COMMAND.
     int exit_code() const { return exit_code_; }
     // Writes the stop marker (the broker is about to exit).
     void finish();

@@ -411,6 +411,10 @@ void Overlay::close_dealer() {
 // An attempt: resolve the parent's host name (off the loop), connect, say
 // hello; tbon.hello_timeout after the attempt starts, it starts over.
 void Overlay::connect_parent() {
+    if (parent_ready_) {  // not expected: every caller has dropped the parent first
+        parent_ready_ = false;
+        cb_.on_peer_reset(*boot_.parent(), "reconnecting");
+    }
     close_dealer();
     resolving_ = true;
     hello_timer_.start(seconds(boot_.hello_timeout), [this] {
@@ -545,6 +549,11 @@ void Overlay::on_parent_frames(Frames&& frames) {
 
 void Overlay::on_hello_response(const Message& msg) {
     hello_timer_.cancel();
+    // ZeroMQ may deliver a hello after its attempt gave up (it reconnects
+    // the old socket on its own): an answer is an answer, so the retry due
+    // would only tear down a working link.
+    reconnect_timer_.cancel();
+    resolving_ = false;
     if (msg.errnum != 0) {
         log::error("overlay", "parent rank {} refused hello: {}", *boot_.parent(), msg.error_text());
         reconnect_parent("hello refused");
@@ -563,7 +572,7 @@ void Overlay::on_hello_response(const Message& msg) {
 Result<void> Overlay::send_to_parent(const Message& msg) {
     if (!boot_.parent())
         return make_error(EHOSTUNREACH, "rank 0 has no parent");
-    if (!parent_ready_)
+    if (!parent_ready_ || !dealer_)
         return make_error(EHOSTUNREACH, fmt::format("parent rank {} is not connected", *boot_.parent()));
     auto r = send_frames(*dealer_, encode(msg));
     dealer_reader_->poke();

@@ -55,15 +55,21 @@ void EndpointResolver::resolve(const std::string& uri, std::function<void(Result
         Result<std::string> result =
             make_error(EHOSTUNREACH, fmt::format("cannot resolve {}: {}", named.host,
                                                  rc == EAI_SYSTEM ? std::strerror(errno) : gai_strerror(rc)));
-        if (rc == 0 && found) {
+        // IPv4 first: a parent bound to tcp://*:PORT listens on IPv4 only
+        // (ZeroMQ's default), and localhost often lists ::1 first.
+        const addrinfo* pick = rc == 0 ? found : nullptr;
+        for (const addrinfo* a = pick; a; a = a->ai_next)
+            if (a->ai_family == AF_INET) {
+                pick = a;
+                break;
+            }
+        if (pick) {
             char text[INET6_ADDRSTRLEN] = {};
-            const void* addr =
-                found->ai_family == AF_INET6
-                    ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(found->ai_addr)->sin6_addr)
-                    : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(found->ai_addr)->sin_addr);
-            inet_ntop(found->ai_family, addr, text, sizeof text);
-            result = found->ai_family == AF_INET6 ? fmt::format("tcp://[{}]:{}", text, named.port)
-                                                  : fmt::format("tcp://{}:{}", text, named.port);
+            bool v6 = pick->ai_family == AF_INET6;
+            const void* addr = v6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(pick->ai_addr)->sin6_addr)
+                                  : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(pick->ai_addr)->sin_addr);
+            inet_ntop(pick->ai_family, addr, text, sizeof text);
+            result = v6 ? fmt::format("tcp://[{}]:{}", text, named.port) : fmt::format("tcp://{}:{}", text, named.port);
         }
         if (found)
             freeaddrinfo(found);

@@ -30,7 +30,7 @@ TEST_CASE("the resolver answers on the loop, with an address or a reason", "[res
         reactor.run_for(10ms);
     REQUIRE(local);
     REQUIRE(local->ok());
-    CHECK((**local == "tcp://127.0.0.1:8050" || **local == "tcp://[::1]:8050"));
+    CHECK(**local == "tcp://127.0.0.1:8050");  // IPv4 first
     REQUIRE(unknown);
     REQUIRE(!unknown->ok());
     CHECK(unknown->error().message.rfind("cannot resolve no-such-host.invalid: ", 0) == 0);
