@@ -86,8 +86,8 @@ noticed=$((($(date -d "${lost_at}Z" +%s%N) - cut) / 1000000))
 check "within heartbeat_period + tcp_timeout (5 s) and a second: $noticed ms" test "$noticed" -lt 6000
 # Then it looks up bnyt-1 again. podman's DNS server (aardvark-dns) has
 # been seen to answer for a replaced container only after its upstream
-# resolvers' timeouts (5 to 40 s here, where they are unreachable).
-wait_for "rank 1 and its child rank 3 rejoin" 60 full || show_logs bnyt-3 bnyt-1 bnyt-0
+# resolvers' timeouts (5 to 52 s here, where they are unreachable).
+wait_for "rank 1 and its child rank 3 rejoin" 90 full || show_logs bnyt-3 bnyt-1 bnyt-0
 echo "# rejoined $(ms_since "$cut") ms after rank 1 vanished"
 check_output "rank 3 rejoined through the new rank 1" "joined parent rank 1" \
     sh -c "podman logs bnyt-3 2>&1 | grep 'joined parent' | tail -1"
