@@ -465,8 +465,9 @@ void Overlay::open_dealer(const std::string& uri) {
     dealer_monitor_reader_ = std::make_unique<ZmqReader>(reactor_, *dealer_monitor_, [this, uri](Frames&& f) {
         auto [event, value] = monitor_event(f);
         if (event == ZMQ_EVENT_DISCONNECTED) {
-            // The parent went away (or ZeroMQ's pings timed out): start
-            // over, resolving its name again (a pod replaced on a new IP).
+            // The parent went away (or the kernel gave up on the link,
+            // tbon.tcp_timeout): start over, resolving its name again (a pod
+            // replaced on a new IP).
             if (parent_ready_)
                 reconnect_parent("connection to the parent closed");
         } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && (value == EAGAIN || value == ETIMEDOUT)) {

@@ -201,26 +201,25 @@ Result<void> ResourceService::presume_unjoined() {
     for (uint32_t r = 1; r < broker_.bootstrap().size; r++) {
         if (excluded_.contains(r))
             continue;
-        NodeDescription presumed = mine_;
-        presumed.rank = r;
-        presumed.hostname = broker_.bootstrap().host_of(r);
-        if (auto v = graph_.add_node(presumed); !v)
+        if (auto v = graph_.add_node(twin_of_mine(r)); !v)
             return v.error();
         presumed_.insert(r);
     }
     return {};
 }
 
+NodeDescription ResourceService::twin_of_mine(uint32_t rank) const {
+    NodeDescription twin = mine_;
+    twin.rank = rank;
+    twin.hostname = broker_.bootstrap().host_of(rank);
+    return twin;
+}
+
 Result<void> ResourceService::rebuild_graph() {
     std::vector<NodeDescription> all;
     for (const auto& [r, n] : nodes_)
         all.push_back(n);
-    presumed_.for_each([&](uint32_t r) {
-        NodeDescription presumed = mine_;
-        presumed.rank = r;
-        presumed.hostname = broker_.bootstrap().host_of(r);
-        all.push_back(std::move(presumed));
-    });
+    presumed_.for_each([&](uint32_t r) { all.push_back(twin_of_mine(r)); });
     auto rebuilt = ResourceGraph::from_nodes(all);
     if (!rebuilt)
         return rebuilt.error();

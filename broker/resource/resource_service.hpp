@@ -50,6 +50,7 @@ class ResourceService {
     void register_methods();
     Result<void> add_node(NodeDescription node);
     Result<void> presume_unjoined();
+    NodeDescription twin_of_mine(uint32_t rank) const;  // rank 0's node, as `rank`
     Result<void> rebuild_graph();  // from nodes_ and presumed_, drains applied
     Result<IdSet> resolve_targets(const std::string& text) const;
     std::string state_of(uint32_t rank, const SubtreeStates& overlay) const;

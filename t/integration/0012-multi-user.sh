@@ -6,13 +6,8 @@
 # helper refuses forged, replayed and foreign requests.
 . "$(dirname "$0")/lib.sh"
 
-if [ "$(id -u)" != 0 ]; then
-    echo "needs root: makes users, a setuid helper and runs munged"
-    exit "$SKIP_CODE"
-fi
-for tool in useradd munged runuser; do
-    command -v $tool >/dev/null || { echo "needs $tool (scripts/install-deps)"; exit "$SKIP_CODE"; }
-done
+need_root "makes users, a setuid helper and runs munged"
+need_tools useradd munged runuser
 
 SVC=bnyt-svc ALICE=bnyt-alice BOB=bnyt-bob PROJ=bnyt-proj
 remove_users() {

@@ -4,11 +4,8 @@
 # 2-broker instance and has its man pages; purged, it leaves nothing.
 . "$(dirname "$0")/lib.sh"
 
-if [ "$(id -u)" != 0 ]; then
-    echo "needs root: debootstrap and chroot"
-    exit "$SKIP_CODE"
-fi
-command -v debootstrap >/dev/null || { echo "needs debootstrap (scripts/install-deps)"; exit "$SKIP_CODE"; }
+need_root "debootstrap and chroot"
+need_tools debootstrap
 
 deb=$("$BANYAN_SOURCE_DIR/scripts/package" "$BANYAN_BUILD_DIR" 2>"$T_DIR/package.log")
 check "scripts/package prints the .deb it made" test -f "$deb"

@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 
 tools=$BANYAN_SOURCE_DIR/t/k8s
-command -v kubectl >/dev/null || { echo "needs kubectl (scripts/install-deps)"; exit "$SKIP_CODE"; }
+need_tools kubectl node
 [ -d "$tools/node_modules" ] || { echo "needs t/k8s/node_modules (scripts/install-deps runs npm ci)"; exit "$SKIP_CODE"; }
 render() { kubectl kustomize "$1" 2>"$T_DIR/kustomize.log"; }
 validate() { node "$tools/check-manifests.mjs" "$@"; }

@@ -2,13 +2,8 @@
 # makes of this build (with Open MPI's libraries for the MPI programs), and
 # brokers in podman containers. Skips (77) where podman cannot run here.
 
-if [ "$(id -u)" != 0 ]; then
-    echo "needs root: debootstrap, podman"
-    exit "$SKIP_CODE"
-fi
-for tool in podman runc debootstrap; do
-    command -v $tool >/dev/null || { echo "needs $tool (scripts/install-deps)"; exit "$SKIP_CODE"; }
-done
+need_root "debootstrap, podman"
+need_tools podman runc debootstrap
 # runc sets every limit podman asks for, and may not raise one above what
 # it has itself: ask for modest ones (its defaults are refused here).
 min() { echo $(($1 < $2 ? $1 : $2)); }

@@ -105,11 +105,23 @@ trap finish EXIT
 
 export -f ok not_ok check check_output check_fails wait_for instance_dir broker_pid no_brokers_left
 
+# need_root WHY: skip (77), saying why, unless this test runs as root.
+need_root() {
+    [ "$(id -u)" = 0 ] || { echo "needs root: $1"; exit "$SKIP_CODE"; }
+}
+# need_tools TOOL...: skip (77) unless every TOOL is on PATH.
+need_tools() {
+    local tool
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null || { echo "needs $tool (scripts/install-deps)"; exit "$SKIP_CODE"; }
+    done
+}
+
 # A munged that answers: started as user munge with the package's key unless
 # one answers already, and stopped at the end only if this test started it.
 # Tests that call this hold the ctest RESOURCE_LOCK munged (t/CMakeLists.txt).
 need_munged() {
-    command -v munged >/dev/null || { echo "needs munged (scripts/install-deps)"; exit "$SKIP_CODE"; }
+    need_tools munged
     if ! echo | munge >/dev/null 2>&1; then
         install -d -o munge -g munge -m 0755 /run/munge
         runuser -u munge -- /usr/sbin/munged --num-threads=2 2>"$T_DIR/munged.log" && CLEANUP+=("pkill -x munged")
