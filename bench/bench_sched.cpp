@@ -95,25 +95,23 @@ int main(int argc, char** argv) {
     std::vector<std::string> a(argv + 1, argv + argc);
     uint64_t jobid = 1;
     if (a.size() == 3 && a[0] == "load") {
-        Loaded l = load(std::stoi(a[1]), a[2], "first");
+        Loaded l = load(std::stoi(a[1]), a[2], "pack");
         std::printf("load %s nodes of %s: %u vertices, %.0f ms, peak RSS %ld MB\n", a[1].c_str(), a[2].c_str(),
                     l.matcher->pool().size(), l.ms, peak_rss_mb());
         return 0;
     }
     if (a.size() == 5 && a[0] == "fill") {
         Loaded l = load(std::stoi(a[1]), a[2], a[3]);
-        const ResourcePool& pool = l.matcher->pool();
-        int64_t cores = pool.total(pool.roots()[0], *pool.find_type("core")) / std::stoi(a[1]);
-        std::string js = a[4] == "core" ? kCoreJob
-                                        : fmt::format("{{type: node, count: 1, with: [{{type: slot, count: 1, "
-                                                      "label: s, with: [{{type: core, count: {}}}]}}]}}",
-                                                      cores);
+        // A whole node is a slot holding a node: Fluxion's form, which
+        // every policy places (a slot of a node's cores would stay within
+        // one socket under Fluxion's policies).
+        std::string js = a[4] == "core" ? kCoreJob : "{type: slot, count: 1, label: s, with: [{type: node, count: 1}]}";
         auto us = fill(*l.matcher, jobspec(js), jobid);
         report(fmt::format("fill {} x {} with {}-jobs, {}", a[1], a[2], a[4], a[3]), us, l.ms);
         return 0;
     }
     if (a.size() == 4 && a[0] == "nodes16") {
-        Loaded l = load(std::stoi(a[1]), a[2], "first");
+        Loaded l = load(std::stoi(a[1]), a[2], "pack");
         fill(*l.matcher, jobspec(kCoreJob), jobid, 1000);
         Jobspec sixteen = jobspec("{type: node, count: 16, with: [{type: slot, count: 1, label: s, with: "
                                   "[{type: core, count: 4}]}]}");
@@ -122,7 +120,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (a.size() == 4 && a[0] == "reserve") {
-        Loaded l = load(std::stoi(a[1]), a[2], "first");
+        Loaded l = load(std::stoi(a[1]), a[2], "pack");
         // Fill with whole-node jobs of varied lengths, then reserve.
         for (int i = 0;; ++i) {
             Jobspec js = jobspec("{type: node, count: 1, exclusive: true, with: [{type: core, count: 1}]}",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -105,6 +106,8 @@ Matcher::Matcher(const ResourceGraph& graph, MatchPolicy policy)
     : pool_(graph),
       policy_(std::move(policy)),
       node_type_(pool_.find_type("node")),
+      core_type_(pool_.find_type("core")),
+      first_weight_(pool_.size(), kUntouched),
       marked_(pool_.size(), 0),
       taken_(pool_.size(), 0),
       claim_of_(pool_.size(), 0) {}
@@ -187,7 +190,7 @@ Result<MatchResult> Matcher::match(const Jobspec& jobspec, MatchOp op, int64_t n
             res.matched = true;
             res.start = now;
         } else if (op == MatchOp::allocate_orelse_reserve) {
-            for (int64_t t : pool_.release_times(now))
+            for (int64_t t : release_times(now))
                 if (try_at(*requests, t, end_for(t), false)) {
                     res.matched = res.reserved = true;
                     res.start = t;
@@ -201,6 +204,8 @@ Result<MatchResult> Matcher::match(const Jobspec& jobspec, MatchOp op, int64_t n
             res.claims = claims_;
             pool_.apply(claims_, res.start, res.end, !res.reserved, 1);
             jobs_[jobid] = Job{claims_, res.start, res.end, res.reserved};
+            if (policy_.order == MatchPolicy::Order::most_free)
+                update_first_weights(claims_);
         }
     }
     if (!res.matched)
@@ -208,6 +213,35 @@ Result<MatchResult> Matcher::match(const Jobspec& jobspec, MatchOp op, int64_t n
                                        : "no matching resources are free";
     res.visits = visits_;
     return res;
+}
+
+void Matcher::update_first_weights(std::span<const Claim> claims) {
+    // As Fluxion's by_outedges: each vertex on the new job's path gets the
+    // amount free now below it of the scarcest type it has below (nodes
+    // where there are any, else cores); the others keep what they had
+    // (untouched: first of all). Leaves keep no weight. A cancel leaves
+    // the weights as they are, as in Fluxion.
+    for (const Claim& c : claims) {
+        uint32_t v = c.vertex;
+        if (!c.shown || pool_.is_leaf(v))
+            continue;
+        bool is_node = node_type_ && pool_.type(v) == *node_type_;
+        bool nodes_below = node_type_ && pool_.total(v, *node_type_) > (is_node ? 1 : 0);
+        std::optional<TypeId> t = nodes_below ? node_type_ : core_type_;
+        first_weight_[v] = t ? static_cast<uint64_t>(std::max<int64_t>(0, pool_.unmatched_now(v, *t))) : 0;
+    }
+}
+
+std::vector<int64_t> Matcher::release_times(int64_t after) const {
+    // A request that does not fit now can only start to fit when a job
+    // ends, even where another starts at once and the totals stay level.
+    std::vector<int64_t> out;
+    for (const auto& [id, job] : jobs_)
+        if (job.end > after && job.end < kForever)
+            out.push_back(job.end);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
 }
 
 Result<void> Matcher::could_ever_fit(const Jobspec& jobspec) {
@@ -261,6 +295,9 @@ std::vector<uint64_t> Matcher::reload(const ResourceGraph& graph) {
     }
     pool_ = std::move(next);
     node_type_ = pool_.find_type("node");
+    core_type_ = pool_.find_type("core");
+    first_weight_.assign(pool_.size(), kUntouched);
+    in_id_order_.clear();
     marked_.assign(pool_.size(), 0);
     taken_.assign(pool_.size(), 0);
     claim_of_.assign(pool_.size(), 0);
@@ -296,6 +333,40 @@ Result<void> Matcher::cancel(uint64_t jobid) {
     pool_.apply(j.claims, j.start, j.end, !j.reserved, -1);
     jobs_.erase(it);
     return {};
+}
+
+Result<bool> Matcher::cancel_ranks(uint64_t jobid, const IdSet& ranks) {
+    auto it = jobs_.find(jobid);
+    if (it == jobs_.end())
+        return make_error(ENOENT, fmt::format("job {} holds no resources", jobid));
+    Job& j = it->second;
+    auto released = [&](const Claim& c) {
+        int32_t rank = pool_.rank(c.vertex);
+        return rank >= 0 && ranks.contains(static_cast<uint32_t>(rank));
+    };
+    std::vector<Claim> gone, kept;
+    for (const Claim& c : j.claims)
+        (released(c) ? gone : kept).push_back(c);
+    bool any_ranked_left =
+        std::any_of(kept.begin(), kept.end(), [&](const Claim& c) { return pool_.rank(c.vertex) >= 0; });
+    if (!any_ranked_left) {
+        if (auto r = cancel(jobid); !r)
+            return r.error();
+        return true;
+    }
+    // A shared vertex without a rank (a rack) stays listed only while the
+    // job still holds something below it; one it holds whole stays.
+    std::vector<Claim> still;
+    for (const Claim& c : kept) {
+        bool needed =
+            c.consumes || pool_.rank(c.vertex) >= 0 || std::any_of(kept.begin(), kept.end(), [&](const Claim& d) {
+                return pool_.rank(d.vertex) >= 0 && d.vertex > c.vertex && d.vertex < pool_.subtree_end(c.vertex);
+            });
+        (needed ? still : gone).push_back(c);
+    }
+    pool_.apply(gone, j.start, j.end, !j.reserved, -1);
+    j.claims = std::move(still);
+    return false;
 }
 
 const Matcher::Job* Matcher::job(uint64_t jobid) const {
@@ -393,22 +464,13 @@ bool Matcher::may_hold(uint32_t v, std::span<const std::pair<TypeId, int64_t>> n
     return true;
 }
 
-bool Matcher::match_request(uint32_t v, const Request& r, bool exclusive) {
+bool Matcher::match_request(uint32_t v, const Request& r, bool exclusive, bool direct) {
     if (r.slot) {
         // Everything in a slot is the job's alone.
         uint64_t want = want_of(r.count);
         Checkpoint before = checkpoint();
         std::vector<Checkpoint> after;
-        while (after.size() < want) {
-            Checkpoint cp = checkpoint();
-            bool ok =
-                std::all_of(r.with.begin(), r.with.end(), [&](const Request& w) { return match_request(v, w, true); });
-            if (!ok) {
-                rollback(cp);
-                break;
-            }
-            after.push_back(checkpoint());
-        }
+        collect_slots(v, r, want, after);
         uint64_t legal = legal_count(r.count, after.size());
         if (legal == 0) {
             rollback(before);
@@ -420,7 +482,7 @@ bool Matcher::match_request(uint32_t v, const Request& r, bool exclusive) {
     }
     Checkpoint cp = checkpoint();
     int64_t want = static_cast<int64_t>(std::min<uint64_t>(want_of(r.count), kHuge));
-    int64_t found = collect(v, r, want, exclusive);
+    int64_t found = collect(v, r, want, exclusive, direct);
     uint64_t legal = legal_count(r.count, static_cast<uint64_t>(found));
     if (legal == 0) {
         rollback(cp);
@@ -429,12 +491,82 @@ bool Matcher::match_request(uint32_t v, const Request& r, bool exclusive) {
     if (static_cast<int64_t>(legal) < found) {
         // Take the allowed count again, from the same first candidates.
         rollback(cp);
-        collect(v, r, static_cast<int64_t>(legal), exclusive);
+        collect(v, r, static_cast<int64_t>(legal), exclusive, direct);
     }
     return true;
 }
 
-int64_t Matcher::collect(uint32_t v, const Request& r, int64_t want, bool exclusive) {
+bool Matcher::holds_slot_members(uint32_t v, const Request& slot) const {
+    if (v == kNoVertex)
+        return false;
+    auto kids = pool_.children(v);
+    return std::all_of(slot.with.begin(), slot.with.end(), [&](const Request& w) {
+        return std::any_of(kids.begin(), kids.end(), [&](uint32_t u) { return pool_.type(u) == w.type; });
+    });
+}
+
+void Matcher::collect_slots(uint32_t v, const Request& r, uint64_t want, std::vector<Checkpoint>& after) {
+    if (!policy_.slot_at_holder) {
+        // Each slot's members anywhere below v.
+        while (after.size() < want) {
+            Checkpoint cp = checkpoint();
+            if (!std::all_of(r.with.begin(), r.with.end(),
+                             [&](const Request& w) { return match_request(v, w, true); })) {
+                rollback(cp);
+                return;
+            }
+            after.push_back(checkpoint());
+        }
+        return;
+    }
+    if (policy_.flatten)
+        return collect_slots_by_score(v, r, want, after);
+    // As in Fluxion, a slot lies at the first vertex that has every type
+    // of the slot directly beneath it, and takes its members from those
+    // children only: a slot of cores and memory stays within one socket.
+    if (holds_slot_members(v, r)) {
+        while (after.size() < want) {
+            Checkpoint cp = checkpoint();
+            bool ok = std::all_of(r.with.begin(), r.with.end(),
+                                  [&](const Request& w) { return match_request(v, w, true, true); });
+            if (!ok) {
+                rollback(cp);
+                return;
+            }
+            after.push_back(checkpoint());
+        }
+        return;
+    }
+    for_each_child(v, r.scan_type, static_cast<int64_t>(want - after.size()), [&](uint32_t u) {
+        ++visits_;
+        if ((!ignore_status_ && !pool_.up(u)) || taken_[u] == epoch_ || pool_.is_leaf(u) || !may_hold(u, r.unit_needs))
+            return true;
+        bool first_visit = marked_[u] != epoch_;
+        bool node_x = policy_.node_exclusive && node_type_ && pool_.type(u) == *node_type_;
+        Checkpoint cp = checkpoint();
+        if (node_x && first_visit && !enter_node_exclusively(u))
+            return true;
+        // The shared parent is listed with the slots below it; claimed
+        // first, so that dropping surplus slots drops it with them.
+        if (first_visit && !node_x)
+            push_claim({u, 1, false, false, true});
+        size_t had = after.size();
+        collect_slots(u, r, want, after);
+        if (after.size() == had) {
+            rollback(cp);
+            return true;
+        }
+        return after.size() < want;
+    });
+}
+
+int64_t Matcher::collect(uint32_t v, const Request& r, int64_t want, bool exclusive, bool direct) {
+    if (policy_.flatten && !direct)
+        return collect_by_id(v, r, want, exclusive);
+    return collect_in_order(v, r, want, exclusive, direct);
+}
+
+int64_t Matcher::collect_in_order(uint32_t v, const Request& r, int64_t want, bool exclusive, bool direct) {
     int64_t found = 0;
     for_each_child(v, r.scan_type, want, [&](uint32_t u) {
         ++visits_;
@@ -451,13 +583,13 @@ int64_t Matcher::collect(uint32_t v, const Request& r, int64_t want, bool exclus
             } else if (claim_unit(u, r, exclusive)) {
                 ++found;
             }
-        } else if (may_hold(u, r.unit_needs)) {
+        } else if (!direct && may_hold(u, r.unit_needs)) {
             bool first_visit = marked_[u] != epoch_;
             bool node_x = policy_.node_exclusive && node_type_ && pool_.type(u) == *node_type_;
             Checkpoint cp = checkpoint();
             if (node_x && first_visit && !enter_node_exclusively(u))
                 return true;
-            int64_t got = collect(u, r, want - found, exclusive || node_x);
+            int64_t got = collect_in_order(u, r, want - found, exclusive || node_x, false);
             if (got == 0) {
                 rollback(cp);
                 return true;
@@ -469,6 +601,155 @@ int64_t Matcher::collect(uint32_t v, const Request& r, int64_t want, bool exclus
         return found < want;
     });
     return found;
+}
+
+void Matcher::gather(uint32_t v, const Request& r, bool slots, std::vector<uint32_t>& out) {
+    // Preorder (graph order) below v, through vertices that could hold a
+    // unit and are not themselves candidates.
+    auto candidate = [&](uint32_t u) { return slots ? holds_slot_members(u, r) : pool_.type(u) == r.type; };
+    std::vector<uint32_t> todo;
+    if (v == kNoVertex)
+        todo.assign(pool_.roots().rbegin(), pool_.roots().rend());
+    else if (slots && candidate(v))
+        out.push_back(v);
+    else
+        for (size_t i = pool_.children(v).size(); i-- > 0;)
+            todo.push_back(pool_.children(v)[i]);
+    while (!todo.empty()) {
+        uint32_t u = todo.back();
+        todo.pop_back();
+        ++visits_;
+        if ((!ignore_status_ && !pool_.up(u)) || taken_[u] == epoch_)
+            continue;
+        if (candidate(u)) {
+            out.push_back(u);
+            continue;
+        }
+        if (pool_.is_leaf(u) || !may_hold(u, r.unit_needs))
+            continue;
+        auto kids = pool_.children(u);
+        for (size_t i = kids.size(); i-- > 0;)
+            todo.push_back(kids[i]);
+    }
+}
+
+void Matcher::claim_path(uint32_t u, uint32_t v) {
+    for (uint32_t a = pool_.parent(u); a != v && a != kNoVertex; a = pool_.parent(a))
+        if (marked_[a] != epoch_)
+            push_claim({a, 1, false, false, true});
+}
+
+bool Matcher::better_id(int64_t a, int64_t b) const {
+    return policy_.order == MatchPolicy::Order::high ? a > b : a < b;
+}
+
+bool Matcher::children_in_id_order(uint32_t v, TypeId t) {
+    uint64_t key = uint64_t{v} << 16 | t;
+    if (auto it = in_id_order_.find(key); it != in_id_order_.end())
+        return it->second;
+    // Every vertex of type t below v is a child of v (their sizes add up
+    // to the aggregate), and their ids ascend in graph order.
+    int64_t sum = 0, last = std::numeric_limits<int64_t>::min();
+    bool ascending = true;
+    for (uint32_t u : pool_.children(v))
+        if (pool_.type(u) == t) {
+            sum += pool_.vertex_size(u);
+            ascending = ascending && pool_.id(u) > last;
+            last = pool_.id(u);
+        }
+    bool result = ascending && sum == pool_.total(v, t);
+    in_id_order_.emplace(key, result);
+    return result;
+}
+
+int64_t Matcher::collect_by_id(uint32_t v, const Request& r, int64_t want, bool exclusive) {
+    // Where every candidate is a child of one vertex, in id order, the
+    // scores order them as the walk does: walk, with its bitmaps.
+    uint32_t top = v;
+    if (top == kNoVertex && pool_.roots().size() == 1 && pool_.type(pool_.roots()[0]) != r.type)
+        top = pool_.roots()[0];
+    if (top != kNoVertex && children_in_id_order(top, r.type)) {
+        bool first_visit = marked_[top] != epoch_;
+        Checkpoint cp = checkpoint();
+        if (top != v && first_visit)
+            push_claim({top, 1, false, false, true});
+        int64_t got = collect_in_order(top, r, want, exclusive, false);
+        if (got == 0)
+            rollback(cp);
+        return got;
+    }
+    std::vector<uint32_t> candidates;
+    gather(v, r, false, candidates);
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [&](uint32_t a, uint32_t b) { return better_id(pool_.id(a), pool_.id(b)); });
+    int64_t found = 0;
+    for (uint32_t u : candidates) {
+        if (found >= want)
+            break;
+        if (r.leaf) {
+            int64_t take = std::min(pool_.avail(u, r.type, start_, end_, ignore_use_), want - found);
+            if (take <= 0 || marked_[u] == epoch_)
+                continue;
+            push_claim({u, take, exclusive || r.exclusive, true, true});
+            taken_[u] = epoch_;
+            found += take;
+        } else if (claim_unit(u, r, exclusive)) {
+            ++found;
+        } else {
+            continue;
+        }
+        claim_path(u, v);
+    }
+    return found;
+}
+
+void Matcher::collect_slots_by_score(uint32_t v, const Request& r, uint64_t want, std::vector<Checkpoint>& after) {
+    // Every holder's slots are scored (the sum of their members' ids, as
+    // Fluxion scores them) without keeping them; the best `want` of all are
+    // then taken, which is a first part of each holder's, in holder order.
+    std::vector<uint32_t> holders;
+    gather(v, r, true, holders);
+    struct Scored {
+        int64_t score;
+        size_t holder;
+    };
+    std::vector<Scored> all;
+    auto form = [&](uint32_t u) {
+        return std::all_of(r.with.begin(), r.with.end(),
+                           [&](const Request& w) { return match_request(u, w, true, true); });
+    };
+    for (size_t h = 0; h < holders.size(); ++h) {
+        uint32_t u = holders[h];
+        Checkpoint start = checkpoint();
+        for (uint64_t n = 0; n < want; ++n) {
+            Checkpoint cp = checkpoint();
+            if (!form(u)) {
+                rollback(cp);
+                break;
+            }
+            int64_t score = 0;
+            for (size_t i = cp.claims; i < claims_.size(); ++i)
+                if (pool_.parent(claims_[i].vertex) == u)
+                    score += pool_.id(claims_[i].vertex) + 1;
+            all.push_back({score, h});
+        }
+        rollback(start);
+    }
+    std::stable_sort(all.begin(), all.end(),
+                     [&](const Scored& a, const Scored& b) { return better_id(a.score, b.score); });
+    std::vector<uint64_t> take(holders.size(), 0);
+    for (size_t i = 0; i < all.size() && i < want; ++i)
+        ++take[all[i].holder];
+    for (size_t h = 0; h < holders.size(); ++h) {
+        if (take[h] == 0)
+            continue;
+        // The holder is a shared parent of its slots, as are those above it.
+        if (holders[h] != v && marked_[holders[h]] != epoch_)
+            push_claim({holders[h], 1, false, false, true});
+        claim_path(holders[h], v);
+        for (uint64_t n = 0; n < take[h] && form(holders[h]); ++n)
+            after.push_back(checkpoint());
+    }
 }
 
 bool Matcher::enter_node_exclusively(uint32_t u) {
@@ -490,11 +771,12 @@ bool Matcher::claim_unit(uint32_t u, const Request& r, bool exclusive) {
     Checkpoint cp = checkpoint();
     push_claim({u, 1, x, x, true});
     taken_[u] = epoch_;
-    // A node the job asked to have alone, or that the policy gives whole,
-    // is all the job's: its R lists every core. Inside a slot the rest of
-    // the vertex is only held, as Fluxion does.
+    // A vertex the job asked to have alone, or a node the policy gives
+    // whole, is all the job's: everything under it is listed (its R names
+    // every core). Inside a slot the rest of the vertex is only held, as
+    // Fluxion does.
     if (x)
-        exclusives_.emplace_back(u, is_node && (r.exclusive || policy_.node_exclusive));
+        exclusives_.emplace_back(u, r.exclusive || (is_node && policy_.node_exclusive));
     for (const auto& w : r.with)
         if (!match_request(u, w, x)) {
             rollback(cp);
@@ -535,6 +817,25 @@ void Matcher::for_each_child(uint32_t v, TypeId t, int64_t want, Visit&& visit) 
                 scored.emplace_back(a >= want ? a : kHuge - a, u);
         std::stable_sort(scored.begin(), scored.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
         for (auto [score, u] : scored)
+            if (!visit(u))
+                return;
+        return;
+    }
+    if (policy_.order == MatchPolicy::Order::most_free) {
+        // Fluxion's order: by weight (update_first_weights), and on a tie
+        // the later child in graph order. Children no job has touched
+        // weigh most, so they come first without a sort.
+        std::vector<std::pair<uint64_t, uint32_t>> touched;
+        for (size_t i = kids.size(); i-- > 0;) {
+            uint32_t u = kids[i];
+            uint64_t weight = ignore_use_ ? 0 : first_weight_[u];
+            if (weight != kUntouched)
+                touched.emplace_back(weight, u);
+            else if (!visit(u))
+                return;
+        }
+        std::sort(touched.begin(), touched.end(), std::greater<>());
+        for (auto [weight, u] : touched)
             if (!visit(u))
                 return;
         return;

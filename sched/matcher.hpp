@@ -13,6 +13,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/result.hpp"
@@ -57,6 +58,10 @@ class Matcher {
     Result<MatchResult> match(const Jobspec& jobspec, MatchOp op, int64_t now, uint64_t jobid);
     // Gives back what job `jobid` holds or has reserved. Error ENOENT.
     Result<void> cancel(uint64_t jobid);
+    // Gives back what job `jobid` holds on the nodes of `ranks` (a shrink).
+    // Returns true when that was all it held with a rank: the job is then
+    // cancelled whole. Error ENOENT.
+    Result<bool> cancel_ranks(uint64_t jobid, const IdSet& ranks);
     // Whether `jobspec` could run here at all: it fits the whole graph
     // with nothing in use and every vertex up (drained and down nodes
     // return). Error ENOSPC, with the reason, when it never could.
@@ -107,13 +112,33 @@ class Matcher {
         size_t exclusives;
     };
 
+    // The ends of jobs after `after`, ascending: the only times a request
+    // that does not fit now can start to fit.
+    std::vector<int64_t> release_times(int64_t after) const;
     Result<std::vector<Request>> compile(const Jobspec& jobspec) const;
     // `ignore_use`: as if nothing were in use; `ignore_status`: as if every
     // vertex were up.
     bool try_at(const std::vector<Request>& requests, int64_t start, int64_t end, bool ignore_use,
                 bool ignore_status = false);
-    bool match_request(uint32_t v, const Request& r, bool exclusive);
-    int64_t collect(uint32_t v, const Request& r, int64_t want, bool exclusive);
+    // `direct`: only among v's children, not deeper (a slot's members).
+    bool match_request(uint32_t v, const Request& r, bool exclusive, bool direct = false);
+    int64_t collect(uint32_t v, const Request& r, int64_t want, bool exclusive, bool direct = false);
+    bool holds_slot_members(uint32_t v, const Request& slot) const;
+    // `flatten` policies (low, high): candidates below v in preorder:
+    // vertices of r's type, or (`slots`) the vertices that hold a slot.
+    void gather(uint32_t v, const Request& r, bool slots, std::vector<uint32_t>& out);
+    // Claims the unclaimed vertices between u and v as shared parents.
+    void claim_path(uint32_t u, uint32_t v);
+    bool better_id(int64_t a, int64_t b) const;
+    int64_t collect_in_order(uint32_t v, const Request& r, int64_t want, bool exclusive, bool direct);
+    int64_t collect_by_id(uint32_t v, const Request& r, int64_t want, bool exclusive);
+    // Whether the vertices of type t below v are all v's children, in
+    // ascending id order (cached: the graph changes only by reload).
+    bool children_in_id_order(uint32_t v, TypeId t);
+    std::unordered_map<uint64_t, bool> in_id_order_;
+    void collect_slots_by_score(uint32_t v, const Request& r, uint64_t want, std::vector<Checkpoint>& after);
+    // Slots below v (or at it), each a checkpoint after it, until `want`.
+    void collect_slots(uint32_t v, const Request& r, uint64_t want, std::vector<Checkpoint>& after);
     bool claim_unit(uint32_t u, const Request& r, bool exclusive);
     bool enter_node_exclusively(uint32_t u);
     bool may_hold(uint32_t v, std::span<const std::pair<TypeId, int64_t>> needs) const;
@@ -128,6 +153,11 @@ class Matcher {
     ResourcePool pool_;
     MatchPolicy policy_;
     std::optional<TypeId> node_type_;
+    std::optional<TypeId> core_type_;
+    // `first` only: the order weight of each vertex among its siblings.
+    static constexpr uint64_t kUntouched = UINT64_MAX;
+    std::vector<uint64_t> first_weight_;
+    void update_first_weights(std::span<const Claim> claims);
     std::map<uint64_t, Job> jobs_;
 
     // State of the match in progress.

@@ -53,13 +53,4 @@ void Planner::add(int64_t start, int64_t end, int64_t amount) {
     steps_.resize(out);
 }
 
-void Planner::release_times(int64_t after, std::vector<int64_t>& out) const {
-    int64_t previous = 0;
-    for (const auto& s : steps_) {
-        if (s.time > after && s.used < previous)
-            out.push_back(s.time);
-        previous = s.used;
-    }
-}
-
 }  // namespace banyan

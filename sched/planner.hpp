@@ -29,9 +29,6 @@ class Planner {
     void add(int64_t start, int64_t end, int64_t amount);
     // True when nothing is in use at any time.
     bool idle() const { return steps_.empty(); }
-    // Appends the times after `after` at which use drops: the only times a
-    // request that does not fit now can start to fit.
-    void release_times(int64_t after, std::vector<int64_t>& out) const;
 
   private:
     struct Step {

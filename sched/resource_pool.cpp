@@ -50,7 +50,7 @@ ResourcePool::ResourcePool(const ResourceGraph& graph) {
         kids.clear();
         for (auto c : graph.children(f.source))
             kids.emplace_back(g[c].id, c);
-        std::stable_sort(kids.begin(), kids.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+        // graph order kept
         for (auto k = kids.rbegin(); k != kids.rend(); ++k)
             todo.push_back({k->second, index});
     }
@@ -99,7 +99,7 @@ void ResourcePool::build_aggregates() {
     for (uint32_t i = 0; i < size(); ++i) {
         vertices_[i].aggregates_begin = static_cast<uint32_t>(aggregates_.size());
         for (uint64_t m = masks[i]; m; m &= m - 1)
-            aggregates_.push_back(Aggregate{static_cast<TypeId>(std::countr_zero(m)), 0, Planner{}});
+            aggregates_.push_back(Aggregate{static_cast<TypeId>(std::countr_zero(m)), 0, 0, Planner{}});
         vertices_[i].aggregates_end = static_cast<uint32_t>(aggregates_.size());
     }
     for (uint32_t i = size(); i-- > 0;) {
@@ -217,6 +217,11 @@ int64_t ResourcePool::free_now(uint32_t v, TypeId t) const {
     return a ? a->planner.total() - a->now_used : 0;
 }
 
+int64_t ResourcePool::unmatched_now(uint32_t v, TypeId t) const {
+    const Aggregate* a = aggregate(v, t);
+    return a ? a->planner.total() - a->matched_now : 0;
+}
+
 bool ResourcePool::subtree_idle(uint32_t v, int64_t start, int64_t end) const {
     const Vertex& x = vertices_[v];
     for (uint32_t a = x.aggregates_begin; a < x.aggregates_end; ++a)
@@ -255,21 +260,13 @@ void ResourcePool::apply(std::span<const Claim> claims, int64_t start, int64_t e
                 continue;
             bool was_free = agg->planner.total() > agg->now_used;
             agg->now_used += sign * c.amount;
+            if (c.shown)
+                agg->matched_now += sign * c.amount;
             bool is_free = agg->planner.total() > agg->now_used;
             if (was_free != is_free)
                 set_free_bit(a, t, is_free);
         }
     }
-}
-
-std::vector<int64_t> ResourcePool::release_times(int64_t after) const {
-    std::vector<int64_t> out;
-    for (uint32_t r : roots_)
-        for (uint32_t a = vertices_[r].aggregates_begin; a < vertices_[r].aggregates_end; ++a)
-            aggregates_[a].planner.release_times(after, out);
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
 }
 
 }  // namespace banyan

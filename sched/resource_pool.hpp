@@ -78,14 +78,16 @@ class ResourcePool {
     int64_t avail(uint32_t v, TypeId t, int64_t start, int64_t end, bool ignore_use = false) const;
     // Free now: total minus what allocations hold.
     int64_t free_now(uint32_t v, TypeId t) const;
+    // Free now, minus only what allocations were matched to (shown claims),
+    // not the rest of the vertices they hold whole: Fluxion's measure for
+    // ordering children under `first`.
+    int64_t unmatched_now(uint32_t v, TypeId t) const;
     // True when nothing in the subtree of v is in use during [start, end).
     bool subtree_idle(uint32_t v, int64_t start, int64_t end) const;
 
     // Adds (sign 1) or removes (sign -1) the consuming claims over
     // [start, end). `allocation`: they hold now, so free_now changes too.
     void apply(std::span<const Claim> claims, int64_t start, int64_t end, bool allocation, int sign);
-    // Times after `after` at which something in use is given back.
-    std::vector<int64_t> release_times(int64_t after) const;
 
   private:
     struct Vertex {
@@ -105,6 +107,7 @@ class ResourcePool {
     struct Aggregate {
         TypeId type;
         int64_t now_used = 0;
+        int64_t matched_now = 0;  // the part of now_used that shown claims hold
         Planner planner;
     };
     struct ChildBitmaps {

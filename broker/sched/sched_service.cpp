@@ -41,7 +41,7 @@ Result<std::unique_ptr<SchedService>> SchedService::start(Broker& broker) {
     auto qp = named("sched.queue-policy", queue_policy_from_name, "fcfs");
     if (!qp)
         return qp.error();
-    auto mp = named("sched.match-policy", MatchPolicy::from_name, "first");
+    auto mp = named("sched.match-policy", MatchPolicy::from_name, "pack");
     if (!mp)
         return mp.error();
     auto depth = config.get_int("sched.queue-depth", 1, 1'000'000, 1000);

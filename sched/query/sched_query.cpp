@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "core/json_field.hpp"
 #include "core/json_parse.hpp"
 #include "core/text_file.hpp"
 #include "resource/discovery.hpp"
@@ -35,18 +36,21 @@ std::string expand_compact_synthetic(const std::string& spec) {
     return fmt::format("node[0-{}]: {}", n - 1, rest);
 }
 
-std::vector<NodeDescription> nodes_of_rv1(const Rv1& r) {
-    std::vector<NodeDescription> nodes;
+// As Fluxion's rv1exec reader: cluster0 -> node (named by the nodelist,
+// id = rank) -> its cores and gpus, with no sockets between.
+ResourceGraph graph_of_rv1exec(const Rv1& r) {
+    ResourceGraph g("cluster");
+    ResourceGraph::Vertex root = *g.root();
     size_t i = 0;
     for (const auto& [rank, children] : r.ranks) {
-        NodeDescription n;
-        n.rank = rank;
-        n.hostname = i < r.nodelist.size() ? r.nodelist[i] : fmt::format("node{}", rank);
-        n.sockets.push_back({children.cores, children.gpus, 0});
-        nodes.push_back(std::move(n));
+        auto rank32 = static_cast<int32_t>(rank);
+        std::string host = i < r.nodelist.size() ? r.nodelist[i] : fmt::format("node{}", rank);
         ++i;
+        auto node = g.add_vertex(root, "node", "node", rank, rank32, 1, "", host);
+        children.cores.for_each([&](uint32_t id) { g.add_vertex(node, "core", "core", id, rank32); });
+        children.gpus.for_each([&](uint32_t id) { g.add_vertex(node, "gpu", "gpu", id, rank32); });
     }
-    return nodes;
+    return g;
 }
 
 Result<ResourceGraph> load_graph(const std::string& path, const std::string& format) {
@@ -74,10 +78,12 @@ Result<ResourceGraph> load_graph(const std::string& path, const std::string& for
     if (format == "jgf")
         return ResourceGraph::from_jgf(doc);
     if (format == "rv1exec") {
-        auto r = Rv1::from_json(doc.contains("execution") || doc.contains("version") ? doc : doc.value("R", doc));
+        // An R, or a document holding one under "R".
+        bool wrapped = doc.is_object() && doc.contains("R") && !doc.contains("execution");
+        auto r = Rv1::from_json(wrapped ? doc["R"] : doc);
         if (!r)
-            return r.error();
-        return ResourceGraph::from_nodes(nodes_of_rv1(*r));
+            return make_error(EINVAL, fmt::format("{}: {}", path, r.error().message));
+        return graph_of_rv1exec(*r);
     }
     return make_error(EINVAL,
                       fmt::format("unknown load format '{}' (known: grug, jgf, hwloc, rv1exec, synthetic)", format));
@@ -97,13 +103,11 @@ class Session {
         if (test_out_)
             *test_out_ << text;
     }
-    void error(const std::string& text) {
-        std::fprintf(stderr, "%s\n", text.c_str());
-        if (test_out_)
-            *test_out_ << text << "\n";
-    }
+    // As Fluxion's resource-query: errors go to stderr, not to the -t file.
+    void error(const std::string& text) { std::fprintf(stderr, "%s\n", text.c_str()); }
     void match(const std::string& op_name, const std::string& path, const char* who);
-    void cancel(const std::string& id);
+    void cancel(const std::string& id, bool stats);
+    void partial_cancel(const std::string& id, const std::string& format, const std::string& path, bool stats);
     void info(const std::string& id);
     void find(const std::vector<std::string>& words);
     void set_status(const std::string& path, const std::string& status);
@@ -135,8 +139,10 @@ bool Session::run(const std::string& raw) {
     else if (cmd == "multi-match" && words.size() >= 3)
         for (size_t i = 2; i < words.size(); ++i)
             match(words[1], words[i], "multi-match");
-    else if (cmd == "cancel" && words.size() == 2)
-        cancel(words[1]);
+    else if (cmd == "cancel" && (words.size() == 2 || (words.size() == 3 && words[2] == "stats")))
+        cancel(words[1], words.size() == 3);
+    else if (cmd == "partial-cancel" && (words.size() == 4 || (words.size() == 5 && words[4] == "stats")))
+        partial_cancel(words[1], words[2], words[3], words.size() == 5);
     else if (cmd == "info" && words.size() == 2)
         info(words[1]);
     else if (cmd == "find" && words.size() >= 2)
@@ -146,9 +152,11 @@ bool Session::run(const std::string& raw) {
     else if (cmd == "stat" && words.size() == 1)
         stat();
     else
-        error(fmt::format("ERROR: bad command '{}' (commands: match OP JOBSPEC, multi-match OP JOBSPEC..., cancel "
-                          "JOBID, info JOBID, find EXPR, set-status PATH up|down|drained, stat, quit)",
-                          line.substr(line.find_first_not_of(" \t"))));
+        error(
+            fmt::format("ERROR: bad command '{}' (commands: match OP JOBSPEC, multi-match OP JOBSPEC..., cancel "
+                        "JOBID [stats], partial-cancel JOBID rv1exec|jgf FILE [stats], info JOBID, find EXPR, "
+                        "set-status PATH up|down|drained, stat, quit)",
+                        line.substr(line.find_first_not_of(" \t"))));
     return true;
 }
 
@@ -192,10 +200,84 @@ void Session::match(const std::string& op_name, const std::string& path, const c
     out(text_out + frame);
 }
 
-void Session::cancel(const std::string& id) {
+void Session::cancel(const std::string& id, bool stats) {
     uint64_t jobid = std::strtoull(id.c_str(), nullptr, 10);
+    const Matcher::Job* job = matcher_.job(jobid);
+    if (!job)
+        return error(fmt::format("cancel: ERROR: job {} holds no resources", jobid));
+    // Fluxion's cancel walk enters the root and every child of each vertex
+    // the job holds (preorder), and leaves each vertex it holds (postorder).
+    const ResourcePool& pool = matcher_.pool();
+    size_t preorder = 1, postorder = 0;
+    for (const Claim& c : job->claims)
+        if (c.shown) {
+            ++postorder;
+            preorder += pool.children(c.vertex).size();
+        }
     if (auto r = matcher_.cancel(jobid); !r)
-        error(fmt::format("cancel: ERROR: {}", r.error().message));
+        return error(fmt::format("cancel: ERROR: {}", r.error().message));
+    if (stats) {
+        std::string frame = "INFO: =============================\n";
+        out(frame +
+            fmt::format("INFO: CANCEL PREORDER COUNT=\"{}\"\nINFO: CANCEL POSTORDER COUNT=\"{}\"\n", preorder,
+                        postorder) +
+            frame);
+    }
+}
+
+// The ranks a partial cancel names: R's R_lite ranks (rv1exec) or the
+// ranks of a JGF's vertices.
+Result<IdSet> ranks_in(const std::string& format, const std::string& path) {
+    auto text = read_text_file(path);
+    if (!text)
+        return text.error();
+    auto doc = parse_json(*text);
+    if (!doc)
+        return make_error(EINVAL, fmt::format("{}: {}", path, doc.error().message));
+    IdSet ranks;
+    if (format == "rv1exec") {
+        // Only the ranks matter; R_lite may name types beyond cores and gpus.
+        auto lite = json_field(json_object_at(*doc, {"execution"}), "R_lite", nlohmann::json::array(), "execution");
+        if (!lite)
+            return make_error(EINVAL, fmt::format("{}: {}", path, lite.error().message));
+        for (const auto& entry : *lite) {
+            auto rank_text = json_field<std::string>(entry, "rank", "", "execution.R_lite[]");
+            if (!rank_text)
+                return make_error(EINVAL, fmt::format("{}: {}", path, rank_text.error().message));
+            auto set = IdSet::parse(*rank_text);
+            if (!set)
+                return make_error(EINVAL, fmt::format("{}: execution.R_lite[].rank: {}", path, set.error().message));
+            ranks = ranks.union_with(*set);
+        }
+        return ranks;
+    }
+    if (format != "jgf")
+        return make_error(EINVAL, fmt::format("unknown format '{}' (known: rv1exec, jgf)", format));
+    const nlohmann::json& graph = json_object_at(*doc, {"graph"});
+    auto nodes = json_field(graph, "nodes", nlohmann::json::array(), "graph");
+    if (!nodes)
+        return make_error(EINVAL, fmt::format("{}: {}", path, nodes.error().message));
+    for (const auto& node : *nodes) {
+        auto rank = json_field<int64_t>(json_object_at(node, {"metadata"}), "rank", -1, "graph.nodes[].metadata");
+        if (!rank)
+            return make_error(EINVAL, fmt::format("{}: {}", path, rank.error().message));
+        if (*rank >= 0 && *rank <= std::numeric_limits<uint32_t>::max())
+            ranks.insert(static_cast<uint32_t>(*rank));
+    }
+    return ranks;
+}
+
+void Session::partial_cancel(const std::string& id, const std::string& format, const std::string& path, bool stats) {
+    uint64_t jobid = std::strtoull(id.c_str(), nullptr, 10);
+    auto ranks = ranks_in(format, path);
+    if (!ranks)
+        return error(fmt::format("partial-cancel: ERROR: {}", ranks.error().message));
+    if (auto r = matcher_.cancel_ranks(jobid, *ranks); !r)
+        return error(fmt::format("partial-cancel: ERROR: {}", r.error().message));
+    // Fluxion counts no walk for a partial cancel.
+    if (stats)
+        out("INFO: =============================\nINFO: PARTIAL CANCEL PREORDER COUNT=\"0\"\n"
+            "INFO: PARTIAL CANCEL POSTORDER COUNT=\"0\"\nINFO: =============================\n");
 }
 
 void Session::info(const std::string& id) {
@@ -203,8 +285,10 @@ void Session::info(const std::string& id) {
     const Matcher::Job* job = matcher_.job(jobid);
     if (!job)
         return error(fmt::format("info: ERROR: job {} holds no resources", id));
-    out(fmt::format("INFO: {}, {}, {}, {:.6f}\n", jobid, job->reserved ? "RESERVED" : "ALLOCATED", job->start,
-                    match_seconds_.count(jobid) ? match_seconds_[jobid] : 0.0));
+    std::fputs(fmt::format("INFO: {}, {}, {}, {:.6f}\n", jobid, job->reserved ? "RESERVED" : "ALLOCATED", job->start,
+                           match_seconds_.count(jobid) ? match_seconds_[jobid] : 0.0)
+                   .c_str(),
+               stdout);
 }
 
 void Session::stat() {
@@ -283,6 +367,14 @@ void Session::find(const std::vector<std::string>& words) {
             return reserved[v] == (value == "reserved");
         if (key == "type")
             return pool.type_name(pool.type(v)) == value;
+        if (key == "jobid-span" || key == "jobid-tag") {
+            // tag: the vertex is part of the job's match; span: as Fluxion,
+            // where only vertices above the leaves keep subtree spans.
+            const Matcher::Job* job = matcher_.job(std::strtoull(value.c_str(), nullptr, 10));
+            return job && (key == "jobid-tag" || !pool.is_leaf(v)) &&
+                   std::any_of(job->claims.begin(), job->claims.end(),
+                               [&](const Claim& c) { return c.vertex == v && c.shown; });
+        }
         return std::nullopt;
     };
     std::vector<Claim> claims;
@@ -297,17 +389,20 @@ void Session::find(const std::vector<std::string>& words) {
             }
             auto t = test(words[i], v);
             if (!t)
-                return error(fmt::format("find: ERROR: bad criterion '{}' (status=up|down|drained, "
-                                         "sched-now=allocated|free, sched-future=reserved|free, type=T)",
-                                         words[i]));
+                return error(
+                    fmt::format("find: ERROR: bad criterion '{}' (status=up|down|drained, "
+                                "sched-now=allocated|free, sched-future=reserved|free, type=T, "
+                                "jobid-span=ID, jobid-tag=ID)",
+                                words[i]));
             result = !result ? *t : join == "and" ? (*result && *t) : (*result || *t);
         }
         if (!result.value_or(false))
             continue;
-        // The vertex and its ancestors, so the listing reads as a tree.
+        // The vertex and its ancestors, so the listing reads as a tree;
+        // Fluxion marks every vertex a find lists x.
         for (uint32_t a = v; a != kNoVertex && !added[a]; a = pool.parent(a)) {
             added[a] = true;
-            claims.push_back({a, a == v && pool.is_leaf(a) ? pool.vertex_size(a) : 1, allocated[a], false, true});
+            claims.push_back({a, a == v && pool.is_leaf(a) ? pool.vertex_size(a) : 1, true, false, true});
         }
     }
     out(format_claims(matcher_, claims, 0, 0, format_) + "INFO: =============================\n" +
@@ -321,7 +416,7 @@ int main(int argc, char** argv) {
     CLI::App app("banyan-sched-query: match jobspecs on a resource graph, commands from stdin",
                  "banyan-sched-query");
     std::string load_file, load_format = "grug", subsystems = "CA", policy_name = "first", format_name = "simple",
-                test_output;
+                           test_output, prune_filters;
     bool elapse = false, no_prompt = false;
     app.add_option("-L,--load-file", load_file, "resource graph (a file; the spec itself for -f synthetic)")
         ->required();
@@ -330,6 +425,9 @@ int main(int argc, char** argv) {
     app.add_option("-P,--match-policy", policy_name, "first (default), low, high, lonode, hinode, lonodex, "
                                                      "hinodex, locality");
     app.add_option("-F,--match-format", format_name, "simple (default), pretty_simple, jgf, rv1, rv1_nosched");
+    app.add_option("-p,--prune-filters", prune_filters,
+                   "Fluxion's pruning filters, e.g. ALL:core,ALL:node: accepted and checked; every vertex "
+                   "here keeps an aggregate of each type below it, which is every filter at once");
     app.add_option("-t,--test-output", test_output, "also write the match output to this file");
     app.add_flag("-e,--elapse-time", elapse, "print the time and vertex visits of each match");
     app.add_flag("-d,--disable-prompt", no_prompt, "no prompt");
@@ -344,6 +442,15 @@ int main(int argc, char** argv) {
     };
     if (subsystems != "CA" && subsystems != "C")
         return die(fmt::format("-S {}: only the containment subsystem (CA) is modelled", subsystems));
+    for (size_t at = 0; !prune_filters.empty() && at <= prune_filters.size();) {
+        size_t comma = std::min(prune_filters.find(',', at), prune_filters.size());
+        std::string item = prune_filters.substr(at, comma - at);
+        size_t colon = item.find(':');
+        if (colon == 0 || colon == std::string::npos || colon + 1 == item.size() ||
+            item.find(':', colon + 1) != std::string::npos)
+            return die(fmt::format("--prune-filters: '{}' is not HIGH-TYPE:LOW-TYPE (e.g. ALL:core)", item));
+        at = comma + 1;
+    }
     auto policy = MatchPolicy::from_name(policy_name);
     if (!policy)
         return die("-P " + policy.error().message);

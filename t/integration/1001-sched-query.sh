@@ -51,12 +51,12 @@ check_output "pretty_simple starts at the root" "^      ---tiny0\[1:shared\]" \
     bash -c "banyan-sched-query -L '$conf/grugs/tiny.graphml' -d -F pretty_simple <'$T_DIR/one' | head -1"
 check_output "rv1 is R with the node and the core" \
     '"R_lite":\[\{"children":\{"core":"0"\},"rank":"0"\}\]' \
-    bash -c "banyan-sched-query -L '$conf/grugs/tiny.graphml' -d -F rv1_nosched <'$T_DIR/one' | head -1"
+    bash -c "banyan-sched-query -L '$conf/grugs/tiny.graphml' -P low -d -F rv1_nosched <'$T_DIR/one' | head -1"
 check_output "jgf has the vertices' paths" '"containment":"/tiny0/rack0/node0/socket0/core0"' \
-    bash -c "banyan-sched-query -L '$conf/grugs/tiny.graphml' -d -F jgf <'$T_DIR/one' | head -1"
+    bash -c "banyan-sched-query -L '$conf/grugs/tiny.graphml' -P low -d -F jgf <'$T_DIR/one' | head -1"
 check_output "-e prints the time and the visits" "^INFO: VISITS=[0-9]+" q -e <"$T_DIR/one"
 check_output "find lists what is allocated" "core0\[1:x\]" \
-    bash -c "(cat '$T_DIR/one'; echo 'find sched-now=allocated') | banyan-sched-query -L '$conf/grugs/tiny.graphml' -d"
+    bash -c "(cat '$T_DIR/one'; echo 'find sched-now=allocated') | banyan-sched-query -L '$conf/grugs/tiny.graphml' -P low -d"
 
 # Other graph formats load.
 cat >"$T_DIR/node.yaml" <<YAML
@@ -67,7 +67,12 @@ attributes: {system: {duration: 60}}
 YAML
 check_output "a JGF loads" "JOBID=1" banyan-sched-query -L "$conf/jgfs/tiny.json" -f jgf -d <"$T_DIR/one"
 check_output "a synthetic cluster loads" "node0\[1:s\]" \
-    banyan-sched-query -L "node:4,socket:2,core:4" -f synthetic -d <<<"match allocate $T_DIR/node.yaml"
+    banyan-sched-query -L "node:4,socket:2,core:4" -f synthetic -P low -d <<<"match allocate $T_DIR/node.yaml"
+# The default policy is Fluxion's first: most cores free, the later node on
+# a tie, so two jobs go to the last two nodes.
+check_output "first spreads jobs from the highest node" "node3\[1:s\].*node2\[1:s\]" \
+    bash -c "banyan-sched-query -L 'node:4,socket:2,core:4' -f synthetic -d <<<'match allocate $T_DIR/node.yaml
+match allocate $T_DIR/node.yaml' | grep -o 'node[0-9]\[1:s\]' | paste -s -d' '"
 
 # Bad input: one line each, never a crash.
 check_fails "an unknown policy is named" "unknown match policy 'fastest'" q -P fastest </dev/null

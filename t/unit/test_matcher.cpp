@@ -66,8 +66,8 @@ const char* kSlotSocketCore =
 
 }  // namespace
 
-TEST_CASE("matcher: high takes the highest ids; a slot holds its socket whole", "[matcher]") {
-    Matcher m = load("tiny", "high");
+TEST_CASE("matcher: hinode takes the highest ids, node first; a slot holds its socket whole", "[matcher]") {
+    Matcher m = load("tiny", "hinode");
     Jobspec js = spec(kSlotSocketCore);
     CHECK(picked(m, must_match(m, js, 1)) == "node1/core35");
     CHECK(picked(m, must_match(m, js, 2)) == "node1/core17");
@@ -79,15 +79,41 @@ TEST_CASE("matcher: high takes the highest ids; a slot holds its socket whole", 
     CHECK_FALSE(fifth.unsatisfiable);
 }
 
-TEST_CASE("matcher: low and first take the lowest ids", "[matcher]") {
-    for (const char* policy : {"low", "first", "lonode"}) {
-        Matcher m = load("tiny", policy);
-        Jobspec js = spec(kSlotSocketCore);
-        INFO(policy);
-        CHECK(picked(m, must_match(m, js, 1)) == "node0/core0");
-        CHECK(picked(m, must_match(m, js, 2)) == "node0/core18");
-        CHECK(picked(m, must_match(m, js, 3)) == "node1/core0");
-    }
+TEST_CASE("matcher: first takes the node with the most cores free, the later one on a tie", "[matcher]") {
+    // Fluxion's default: a fresh graph is walked from the highest ids, and
+    // jobs spread over the nodes.
+    Matcher m = load("tiny", "first");
+    Jobspec js = spec(kSlotSocketCore);
+    CHECK(picked(m, must_match(m, js, 1)) == "node1/core35");
+    CHECK(picked(m, must_match(m, js, 2)) == "node0/core35");
+    CHECK(picked(m, must_match(m, js, 3)) == "node1/core17");
+    CHECK(picked(m, must_match(m, js, 4)) == "node0/core17");
+}
+
+TEST_CASE("matcher: lonode takes the lowest ids, node first", "[matcher]") {
+    Matcher m = load("tiny", "lonode");
+    Jobspec js = spec(kSlotSocketCore);
+    CHECK(picked(m, must_match(m, js, 1)) == "node0/core0");
+    CHECK(picked(m, must_match(m, js, 2)) == "node0/core18");
+    CHECK(picked(m, must_match(m, js, 3)) == "node1/core0");
+}
+
+TEST_CASE("matcher: low and high score each slot by its own ids, across the nodes", "[matcher]") {
+    // The jobspec names no node: Fluxion's low and high compare every
+    // socket of the cluster by id (a tie goes to the earlier in the graph),
+    // so jobs alternate between the nodes.
+    Matcher low = load("tiny", "low");
+    Jobspec js = spec(kSlotSocketCore);
+    CHECK(picked(low, must_match(low, js, 1)) == "node0/core0");
+    CHECK(picked(low, must_match(low, js, 2)) == "node1/core0");
+    CHECK(picked(low, must_match(low, js, 3)) == "node0/core18");
+    CHECK(picked(low, must_match(low, js, 4)) == "node1/core18");
+    Matcher high = load("tiny", "high");
+    CHECK(picked(high, must_match(high, js, 1)) == "node0/core35");
+    CHECK(picked(high, must_match(high, js, 2)) == "node1/core35");
+    CHECK(picked(high, must_match(high, js, 3)) == "node0/core17");
+    CHECK(picked(high, must_match(high, js, 4)) == "node1/core17");
+    CHECK_FALSE(must_match(high, js, 5).matched);
 }
 
 TEST_CASE("matcher: node-exclusive policies give whole nodes", "[matcher]") {
@@ -108,7 +134,7 @@ TEST_CASE("matcher: node-exclusive policies give whole nodes", "[matcher]") {
 }
 
 TEST_CASE("matcher: exclusive node asked for in the jobspec lists every core", "[matcher]") {
-    Matcher m = load("tiny", "first");
+    Matcher m = load("tiny", "lonode");
     Jobspec js = spec("  - type: node\n    count: 1\n    exclusive: true\n    with:\n"
                       "      - type: slot\n        count: 1\n        label: default\n        with:\n"
                       "          - type: core\n            count: 2");
@@ -120,7 +146,7 @@ TEST_CASE("matcher: exclusive node asked for in the jobspec lists every core", "
 }
 
 TEST_CASE("matcher: reservations start when the earlier jobs end", "[matcher]") {
-    Matcher m = load("tiny", "high");
+    Matcher m = load("tiny", "hinode");
     Jobspec js = spec("  - type: slot\n    count: 1\n    label: default\n    with:\n"
                       "      - type: socket\n        count: 1\n        with:\n"
                       "          - type: core\n            count: 18");
@@ -190,10 +216,14 @@ TEST_CASE("matcher: count ranges take the most that fits within max", "[matcher]
 }
 
 TEST_CASE("matcher: a jobspec may leave out cluster and rack", "[matcher]") {
-    Matcher m = load("small", "high");
+    Matcher m = load("small", "hinode");
     MatchResult r = must_match(m, spec("  - type: core\n    count: 3"), 1);
     REQUIRE(r.matched);
     CHECK(picked(m, r) == "node7/core33 node7/core34 node7/core35");
+    // high compares the cores of all nodes by id alone.
+    Matcher h = load("small", "high");
+    CHECK(picked(h, must_match(h, spec("  - type: core\n    count: 3"), 1)) ==
+          "node0/core35 node1/core35 node2/core35");
     // The walked-through vertices are shared.
     for (const Claim& c : r.claims)
         if (m.pool().type_name(m.pool().type(c.vertex)) != "core")

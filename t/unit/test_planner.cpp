@@ -35,16 +35,3 @@ TEST_CASE("planner: giving spans back leaves it idle", "[planner]") {
     p.add(0, kForever, -2);
     CHECK(p.idle());
 }
-
-TEST_CASE("planner: release times are where use drops", "[planner]") {
-    Planner p(4);
-    p.add(0, 3600, 2);
-    p.add(0, 7200, 1);
-    p.add(1000, 2000, 1);  // up at 1000, down at 2000
-    std::vector<int64_t> times;
-    p.release_times(0, times);
-    CHECK(times == std::vector<int64_t>{2000, 3600, 7200});
-    times.clear();
-    p.release_times(3600, times);
-    CHECK(times == std::vector<int64_t>{7200});
-}

@@ -23,7 +23,7 @@ struct Fixture {
         REQUIRE(text.ok());
         auto graph = read_grug(*text);
         REQUIRE(graph.ok());
-        matcher = std::make_unique<Matcher>(*graph, *MatchPolicy::from_name("first"));
+        matcher = std::make_unique<Matcher>(*graph, *MatchPolicy::from_name("pack"));
         queue = std::make_unique<SchedQueue>(*matcher, QueueConfig{policy, 1000, 64, 60});
     }
     // N whole nodes for `duration` seconds.
@@ -184,7 +184,7 @@ TEST_CASE("queue: a reloaded graph keeps running jobs where they run", "[queue]"
         REQUIRE(graph.ok());
         return std::move(*graph);
     };
-    Matcher matcher(nodes({4, 4}), *MatchPolicy::from_name("first"));
+    Matcher matcher(nodes({4, 4}), *MatchPolicy::from_name("pack"));
     SchedQueue queue(matcher, QueueConfig{QueuePolicy::fcfs, 1000, 64, 60});
     auto pass = [&](int64_t now) {
         Ids ids;
