@@ -74,8 +74,27 @@ check_output "first spreads jobs from the highest node" "node3\[1:s\].*node2\[1:
     bash -c "banyan-sched-query -L 'node:4,socket:2,core:4' -f synthetic -d <<<'match allocate $T_DIR/node.yaml
 match allocate $T_DIR/node.yaml' | grep -o 'node[0-9]\[1:s\]' | paste -s -d' '"
 
+# pack (the instance's default) lets a task's cores span a node's sockets;
+# Fluxion's policies keep a slot of cores within one socket.
+cat >"$T_DIR/six.yaml" <<YAML
+version: 1
+resources: [{type: node, count: 1, with: [{type: slot, count: 1, label: task, with: [{type: core, count: 6}]}]}]
+tasks: [{command: [app], slot: task, count: {per_slot: 1}}]
+attributes: {system: {duration: 60}}
+YAML
+check_output "pack: six cores over two 4-core sockets" "JOBID=1" \
+    banyan-sched-query -L "node:1,socket:2,core:4" -f synthetic -P pack -d <<<"match allocate $T_DIR/six.yaml"
+check_output "lonode: no socket holds six" "No matching resources found" \
+    banyan-sched-query -L "node:1,socket:2,core:4" -f synthetic -P lonode -d <<<"match allocate $T_DIR/six.yaml"
+
 # Bad input: one line each, never a crash.
 check_fails "an unknown policy is named" "unknown match policy 'fastest'" q -P fastest </dev/null
+check_fails "a malformed pruning filter is named" "--prune-filters: 'core' is not HIGH-TYPE:LOW-TYPE" \
+    q -p ALL:node,core </dev/null
+# Errors go to stderr only: the -t file holds matches, as Fluxion's does.
+printf 'cancel 7\nbogus\nmatch allocate %s\n' "$js/test001.yaml" | q -t "$T_DIR/errs.out" >/dev/null 2>"$T_DIR/errs.err"
+check "errors are not in the -t file" test "$(grep -c ERROR "$T_DIR/errs.out")" = 0
+check_output "errors are on stderr, one line each" "^cancel: ERROR: job 7 holds no resources$" cat "$T_DIR/errs.err"
 check_fails "a missing graph file is named" "-L /nonexistent: .*cannot read" \
     banyan-sched-query -L /nonexistent -d </dev/null
 check_fails "a graph that is not GraphML is refused" "-L .*" banyan-sched-query -L "$T_DIR/cmds" -d </dev/null
