@@ -1,5 +1,7 @@
 #include "resource/graph.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace banyan {
@@ -55,6 +57,8 @@ Result<ResourceGraph::Vertex> ResourceGraph::add_node(const NodeDescription& nod
         id = std::stoll(host.substr(digits));
     }
     Vertex n = add_vertex(cluster, "node", base, id, static_cast<int32_t>(node.rank), 1, "", host);
+    for (const auto& p : node.properties)
+        add_property(n, p);
     int64_t socket_id = 0;
     for (const auto& s : node.sockets) {
         Vertex sock = add_vertex(n, "socket", "socket", socket_id++);
@@ -83,6 +87,19 @@ std::string ResourceGraph::name(Vertex v) const {
     if (p.name != 0)
         return strings_[p.name];
     return fmt::format("{}{}", strings_[p.basename], p.id);
+}
+
+const std::vector<std::string>& ResourceGraph::properties(Vertex v) const {
+    static const std::vector<std::string> none;
+    auto it = properties_.find(v);
+    return it == properties_.end() ? none : it->second;
+}
+
+void ResourceGraph::add_property(Vertex v, const std::string& name) {
+    auto& names = properties_[v];
+    auto at = std::lower_bound(names.begin(), names.end(), name);
+    if (at == names.end() || *at != name)
+        names.insert(at, name);
 }
 
 std::vector<ResourceGraph::Vertex> ResourceGraph::children(Vertex v) const {
@@ -138,6 +155,8 @@ Rv1 ResourceGraph::to_rv1(const std::vector<VertexStatus>& statuses) const {
             continue;
         r.ranks[static_cast<uint32_t>(rank)] = children_of_node(v);
         r.nodelist.append(name(v));
+        for (const auto& p : properties(v))
+            r.properties[p].insert(static_cast<uint32_t>(rank));
     }
     return r;
 }

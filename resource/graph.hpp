@@ -72,6 +72,9 @@ class ResourceGraph {
     std::string_view basename(Vertex v) const { return strings_[(*g_)[v].basename]; }
     std::string_view unit(Vertex v) const { return strings_[(*g_)[v].unit]; }
     std::string name(Vertex v) const;
+    // A node's properties (features jobs can require), sorted, unique.
+    const std::vector<std::string>& properties(Vertex v) const;
+    void add_property(Vertex v, const std::string& name);
     std::vector<Vertex> children(Vertex v) const;
     std::optional<Vertex> parent(Vertex v) const;
     // "/cluster0/node3/socket1".
@@ -109,6 +112,7 @@ class ResourceGraph {
     std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> string_ids_{{"", 0}};
     std::vector<Vertex> roots_;
     std::map<int32_t, Vertex> nodes_;
+    std::map<Vertex, std::vector<std::string>> properties_;
 };
 
 }  // namespace banyan

@@ -2,6 +2,7 @@
 // (doc/spec/resources.md section 6).
 #include <fmt/format.h>
 
+#include "core/constraint.hpp"
 #include "core/json_field.hpp"
 #include "resource/graph.hpp"
 
@@ -28,6 +29,13 @@ nlohmann::json ResourceGraph::to_jgf() const {
                            {"unit", unit(v)},
                            {"size", r.size},
                            {"paths", {{"containment", paths[v]}}}}}});
+        if (const auto& props = properties(v); !props.empty()) {
+            // Fluxion's form: a name -> value map; Banyan's properties are names.
+            nlohmann::json map = nlohmann::json::object();
+            for (const auto& name : props)
+                map[name] = "";
+            nodes.back()["metadata"]["properties"] = std::move(map);
+        }
         if (p)
             edges.push_back({{"source", std::to_string(*p)},
                              {"target", std::to_string(v)},
@@ -94,6 +102,18 @@ Result<ResourceGraph> ResourceGraph::from_jgf(const nlohmann::json& document) {
         if (!exclusive)
             return exclusive.error();
         (*out.g_)[v].exclusive = *exclusive;
+        auto properties = json_field(m, "properties", nlohmann::json::object(), where + ".metadata");
+        if (!properties)
+            return properties.error();
+        for (const auto& [prop, value] : properties->items()) {
+            if (auto ok = check_property_name(prop); !ok)
+                return bad(fmt::format("{}.metadata.properties: {}", where, ok.error().message));
+            // A property with a value is name=value, as discovery names them.
+            if (!value.is_string())
+                return bad(fmt::format("{}.metadata.properties.{}: expected a string", where, prop));
+            std::string text = value.get<std::string>();
+            out.add_property(v, text.empty() ? prop : prop + "=" + text);
+        }
         by_id[n["id"].get<std::string>()] = v;
         auto containment = json_field(m.value("paths", nlohmann::json::object()), "containment", std::string(),
                                       where + ".metadata.paths");

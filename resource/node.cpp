@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/constraint.hpp"
+
 namespace banyan {
 
 IdSet NodeDescription::cores() const {
@@ -29,7 +31,10 @@ nlohmann::json NodeDescription::to_json() const {
     nlohmann::json socks = nlohmann::json::array();
     for (const auto& s : sockets)
         socks.push_back({{"cores", s.cores.format()}, {"gpus", s.gpus.format()}, {"memory", s.memory}});
-    return {{"rank", rank}, {"hostname", hostname}, {"sockets", socks}};
+    nlohmann::json j = {{"rank", rank}, {"hostname", hostname}, {"sockets", socks}};
+    if (!properties.empty())
+        j["properties"] = properties;
+    return j;
 }
 
 Result<NodeDescription> NodeDescription::from_json(const nlohmann::json& j) {
@@ -61,6 +66,18 @@ Result<NodeDescription> NodeDescription::from_json(const nlohmann::json& j) {
         sock.memory = s["memory"].get<uint64_t>();
         n.sockets.push_back(std::move(sock));
         i++;
+    }
+    if (j.contains("properties")) {
+        if (!j["properties"].is_array())
+            return bad("properties must be an array of names");
+        for (size_t k = 0; k < j["properties"].size(); ++k) {
+            const auto& name = j["properties"][k];
+            if (!name.is_string())
+                return bad(fmt::format("properties[{}] must be a string", k));
+            if (auto ok = check_property_name(name.get<std::string>()); !ok)
+                return bad(fmt::format("properties[{}]: {}", k, ok.error().message));
+            n.properties.push_back(name.get<std::string>());
+        }
     }
     return n;
 }

@@ -24,6 +24,9 @@ struct NodeDescription {
     uint32_t rank = 0;
     std::string hostname;
     std::vector<SocketDescription> sockets;
+    // Discovered features ("arch=x86_64", "cpu-vendor=...", ...) and, at
+    // rank 0, those given by config or R: names jobs can require.
+    std::vector<std::string> properties;
 
     IdSet cores() const;
     IdSet gpus() const;

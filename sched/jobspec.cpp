@@ -293,8 +293,17 @@ Result<void> check_attributes(const json& doc, Jobspec& spec) {
         return bad("attributes.system.cwd", "must be a string");
     if (sys.contains("queue") && !sys["queue"].is_string())
         return bad("attributes.system.queue", "must be a string");
-    if (sys.contains("constraints") && !sys["constraints"].is_object())
-        return bad("attributes.system.constraints", "must be a mapping");
+    if (sys.contains("constraints")) {
+        if (!sys["constraints"].is_object())
+            return bad("attributes.system.constraints", "must be a mapping");
+        // An empty mapping is no constraint (as Flux writes it).
+        if (!sys["constraints"].empty()) {
+            auto c = Constraint::from_json(sys["constraints"], "attributes.system.constraints");
+            if (!c)
+                return c.error();
+            spec.constraint = std::move(*c);
+        }
+    }
     if (sys.contains("dependencies")) {
         const json& deps = sys["dependencies"];
         if (!deps.is_array())

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/constraint.hpp"
 #include "core/result.hpp"
 
 namespace banyan {
@@ -53,6 +54,7 @@ struct Jobspec {
     std::vector<JobspecTask> tasks;
     nlohmann::json attributes;  // {"system": {...}, "user": {...}}
     double duration = 0;        // seconds; 0: unlimited
+    std::optional<Constraint> constraint;  // attributes.system.constraints (RFC 31)
 
     // Parses YAML (JSON is YAML too) and validates under `rules`.
     static Result<Jobspec> parse(std::string_view text, JobspecRules rules = JobspecRules::canonical);

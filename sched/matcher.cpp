@@ -179,6 +179,7 @@ Result<MatchResult> Matcher::match(const Jobspec& jobspec, MatchOp op, int64_t n
     int64_t duration = jobspec.duration > 0 ? static_cast<int64_t>(std::ceil(std::min(jobspec.duration, 1e15))) : 0;
     auto end_for = [&](int64_t start) { return duration ? std::min(start + duration, kForever) : kForever; };
     now_ = now;
+    ConstraintScope scope(*this, jobspec);
     visits_ = 0;
     if (op == MatchOp::satisfiability) {
         res.matched = try_at(*requests, now, end_for(now), true);
@@ -209,8 +210,7 @@ Result<MatchResult> Matcher::match(const Jobspec& jobspec, MatchOp op, int64_t n
         }
     }
     if (!res.matched)
-        res.reason = res.unsatisfiable ? "unsatisfiable: the resource graph can never hold this request"
-                                       : "no matching resources are free";
+        res.reason = res.unsatisfiable ? unsatisfiable_reason() : "no matching resources are free";
     res.visits = visits_;
     return res;
 }
@@ -248,9 +248,46 @@ Result<void> Matcher::could_ever_fit(const Jobspec& jobspec) {
     auto requests = compile(jobspec);
     if (!requests)
         return make_error(ENOSPC, requests.error().message);
+    ConstraintScope scope(*this, jobspec);
     if (!try_at(*requests, 0, kForever, true, true))
-        return make_error(ENOSPC, "unsatisfiable: the resource graph can never hold this request");
+        return make_error(ENOSPC, unsatisfiable_reason());
     return {};
+}
+
+bool Matcher::usable(uint32_t u) const {
+    if (!ignore_status_ && !pool_.up(u))
+        return false;
+    // RFC 31: a constraint is about nodes only.
+    if (constraint_ && node_type_ && pool_.type(u) == *node_type_)
+        return node_satisfies(u, *constraint_);
+    return true;
+}
+
+bool Matcher::node_satisfies(uint32_t node, const Constraint& c) const {
+    return c.match(pool_.name(node), pool_.rank(node),
+                   [&](std::string_view name) { return pool_.has_property(node, name); });
+}
+
+std::string Matcher::unsatisfiable_reason() const {
+    if (!constraint_)
+        return "unsatisfiable: the resource graph can never hold this request";
+    // Name the part of the constraint that no node meets, if there is one.
+    auto some_node = [&](const Constraint& c) {
+        return std::any_of(pool_.nodes_by_rank().begin(), pool_.nodes_by_rank().end(),
+                           [&](const auto& rank_vertex) { return node_satisfies(rank_vertex.second, c); });
+    };
+    if (auto term = constraint_->unmet_term(some_node)) {
+        auto known = pool_.property_names();
+        for (const auto& name : constraint_->property_names())
+            if ((*term == name) && !std::binary_search(known.begin(), known.end(), name))
+                return fmt::format("unsatisfiable: no node has the property '{}'", name);
+        return fmt::format("unsatisfiable: no node satisfies '{}'", *term);
+    }
+    size_t nodes = 0;
+    for (const auto& [rank, v] : pool_.nodes_by_rank())
+        nodes += node_satisfies(v, *constraint_);
+    return fmt::format("unsatisfiable: the {} node{} that satisfy '{}' can never hold this request", nodes,
+                       nodes == 1 ? "" : "s", constraint_->describe());
 }
 
 void Matcher::set_node_states(const IdSet& drained, const IdSet& down) {
@@ -539,7 +576,7 @@ void Matcher::collect_slots(uint32_t v, const Request& r, uint64_t want, std::ve
     }
     for_each_child(v, r.scan_type, static_cast<int64_t>(want - after.size()), [&](uint32_t u) {
         ++visits_;
-        if ((!ignore_status_ && !pool_.up(u)) || taken_[u] == epoch_ || pool_.is_leaf(u) || !may_hold(u, r.unit_needs))
+        if (!usable(u) || taken_[u] == epoch_ || pool_.is_leaf(u) || !may_hold(u, r.unit_needs))
             return true;
         bool first_visit = marked_[u] != epoch_;
         bool node_x = policy_.node_exclusive && node_type_ && pool_.type(u) == *node_type_;
@@ -570,7 +607,7 @@ int64_t Matcher::collect_in_order(uint32_t v, const Request& r, int64_t want, bo
     int64_t found = 0;
     for_each_child(v, r.scan_type, want, [&](uint32_t u) {
         ++visits_;
-        if ((!ignore_status_ && !pool_.up(u)) || taken_[u] == epoch_)
+        if (!usable(u) || taken_[u] == epoch_)
             return true;
         if (pool_.type(u) == r.type) {
             if (r.leaf) {
@@ -619,7 +656,7 @@ void Matcher::gather(uint32_t v, const Request& r, bool slots, std::vector<uint3
         uint32_t u = todo.back();
         todo.pop_back();
         ++visits_;
-        if ((!ignore_status_ && !pool_.up(u)) || taken_[u] == epoch_)
+        if (!usable(u) || taken_[u] == epoch_)
             continue;
         if (candidate(u)) {
             out.push_back(u);

@@ -150,8 +150,25 @@ class Matcher {
     Checkpoint checkpoint() const { return {claims_.size(), exclusives_.size()}; }
     void rollback(Checkpoint cp);
 
+    // The job's constraint (RFC 31) for the duration of one match.
+    struct ConstraintScope {
+        ConstraintScope(Matcher& m, const Jobspec& js) : matcher(m) {
+            matcher.constraint_ = js.constraint ? &*js.constraint : nullptr;
+        }
+        ~ConstraintScope() { matcher.constraint_ = nullptr; }
+        ConstraintScope(const ConstraintScope&) = delete;
+        ConstraintScope& operator=(const ConstraintScope&) = delete;
+        Matcher& matcher;
+    };
+    // Up (unless status is ignored), and a node that meets the constraint.
+    bool usable(uint32_t u) const;
+    bool node_satisfies(uint32_t node, const Constraint& c) const;
+    // Why a request can never fit: the constraint's term no node meets.
+    std::string unsatisfiable_reason() const;
+
     ResourcePool pool_;
     MatchPolicy policy_;
+    const Constraint* constraint_ = nullptr;
     std::optional<TypeId> node_type_;
     std::optional<TypeId> core_type_;
     // `first` only: the order weight of each vertex among its siblings.

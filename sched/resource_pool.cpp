@@ -45,6 +45,8 @@ ResourcePool::ResourcePool(const ResourceGraph& graph) {
         if (graph.type(f.source) == "node" && p.rank >= 0)
             nodes_by_rank_[p.rank] = index;
         vertices_.push_back(v);
+        for (const auto& prop : graph.properties(f.source))
+            properties_[index].push_back(intern_string(prop));
         if (f.parent == kNoVertex)
             roots_.push_back(index);
         kids.clear();
@@ -215,6 +217,33 @@ int64_t ResourcePool::avail(uint32_t v, TypeId t, int64_t start, int64_t end, bo
 int64_t ResourcePool::free_now(uint32_t v, TypeId t) const {
     const Aggregate* a = aggregate(v, t);
     return a ? a->planner.total() - a->now_used : 0;
+}
+
+bool ResourcePool::has_property(uint32_t v, std::string_view name) const {
+    auto props = properties_.find(v);
+    if (props == properties_.end())
+        return false;
+    auto id = string_ids_.find(std::string(name));
+    return id != string_ids_.end() &&
+           std::find(props->second.begin(), props->second.end(), id->second) != props->second.end();
+}
+
+std::vector<std::string> ResourcePool::properties(uint32_t v) const {
+    std::vector<std::string> out;
+    if (auto props = properties_.find(v); props != properties_.end())
+        for (uint32_t id : props->second)
+            out.push_back(strings_[id]);
+    return out;
+}
+
+std::vector<std::string> ResourcePool::property_names() const {
+    std::vector<std::string> out;
+    for (const auto& [v, ids] : properties_)
+        for (uint32_t id : ids)
+            out.push_back(strings_[id]);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
 }
 
 int64_t ResourcePool::unmatched_now(uint32_t v, TypeId t) const {

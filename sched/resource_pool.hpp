@@ -61,6 +61,11 @@ class ResourcePool {
     VertexStatus status(uint32_t v) const { return vertices_[v].status; }
     void set_status(uint32_t v, VertexStatus status) { vertices_[v].status = status; }
     std::optional<uint32_t> node_of_rank(int32_t rank) const;
+    // A node's properties (doc/spec/resources.md section 4).
+    bool has_property(uint32_t v, std::string_view name) const;
+    std::vector<std::string> properties(uint32_t v) const;
+    // Every property any vertex has.
+    std::vector<std::string> property_names() const;
     // Every node vertex with a rank, by rank.
     const std::unordered_map<int32_t, uint32_t>& nodes_by_rank() const { return nodes_by_rank_; }
 
@@ -130,6 +135,7 @@ class ResourcePool {
     std::unordered_map<std::string, uint32_t> string_ids_{{"", 0}};
     std::unordered_map<uint32_t, ChildBitmaps> bitmaps_;
     std::unordered_map<int32_t, uint32_t> nodes_by_rank_;
+    std::unordered_map<uint32_t, std::vector<uint32_t>> properties_;  // vertex -> interned names
     uint64_t internal_types_ = 0;
 };
 
