@@ -18,7 +18,7 @@ Result<void> check_known_keys(const Config& config) {
          {"fanout", "heartbeat_period", "torpid_timeout", "lost_timeout", "hello_timeout", "connect_max_backoff",
           "tcp_timeout"}},
         {"broker", {"quorum", "shutdown_timeout", "connections-per-user"}},
-        {"resource", {"path", "synthetic", "hwloc_xml", "exclude"}},
+        {"resource", {"path", "synthetic", "hwloc_xml", "exclude", "properties"}},
         {"sched", {"queue-policy", "match-policy", "queue-depth", "reservation-depth"}},
         {"job-manager",
          {"inactive-age", "inactive-limit", "sched-window", "output-limit", "max-active-per-user",

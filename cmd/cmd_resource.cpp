@@ -15,17 +15,33 @@ nlohmann::json ask(const std::string& topic, const nlohmann::json& body = nlohma
     return must(client.rpc(topic, body, 0));
 }
 
+bool show_properties = false;
+
 void print_list(const nlohmann::json& body) {
     fmt::print("{:>10} {:>6} {:>7} {:>6} {}\n", "STATE", "NNODES", "NCORES", "NGPUS", "NODELIST");
     for (const char* state : {"free", "allocated", "down"}) {
-        const auto& s = body.value(state, nlohmann::json::object());
-        fmt::print("{:>10} {:>6} {:>7} {:>6} {}\n", state, s.value("nnodes", 0), s.value("ncores", 0),
-                   s.value("ngpus", 0), s.value("nodelist", ""));
+        std::string at = fmt::format("resource.list.{}", state);
+        const auto& s = json_object_at(body, {state});
+        fmt::print("{:>10} {:>6} {:>7} {:>6} {}\n", state, must(json_field<int64_t>(s, "nnodes", 0, at)),
+                   must(json_field<int64_t>(s, "ncores", 0, at)), must(json_field<int64_t>(s, "ngpus", 0, at)),
+                   must(json_field<std::string>(s, "nodelist", "", at)));
+    }
+    if (!show_properties)
+        return;
+    fmt::print("\n{:<24} {:>6} {:>6} {}\n", "PROPERTY", "NNODES", "NFREE", "NODELIST");
+    for (const auto& [name, p] : json_object_at(body, {"properties"}).items()) {
+        std::string at = "resource.list.properties." + name;
+        fmt::print("{:<24} {:>6} {:>6} {}\n", name, must(json_field<int64_t>(p, "nnodes", 0, at)),
+                   must(json_field<int64_t>(p, "nfree", 0, at)), must(json_field<std::string>(p, "nodelist", "", at)));
     }
 }
 
 void print_status(const nlohmann::json& body) {
-    fmt::print("{:>8} {:>6} {:<12} {:<20} {}\n", "STATE", "NNODES", "RANKS", "NODELIST", "REASON");
+    if (show_properties)
+        fmt::print("{:>8} {:>6} {:<12} {:<20} {:<30} {}\n", "STATE", "NNODES", "RANKS", "NODELIST", "PROPERTIES",
+                   "REASON");
+    else
+        fmt::print("{:>8} {:>6} {:<12} {:<20} {}\n", "STATE", "NNODES", "RANKS", "NODELIST", "REASON");
     for (const auto& s : must(json_field(body, "states", nlohmann::json::array(), "resource.status"))) {
         const char* at = "resource.status.states[]";
         std::string reason;
@@ -34,9 +50,15 @@ void print_status(const nlohmann::json& body) {
             auto when = must(json_field(s, "timestamp", 0.0, at));
             reason = fmt::format("{}{}({})", text, text.empty() ? "" : " ", format_moment(when));
         }
-        fmt::print("{:>8} {:>6} {:<12} {:<20} {}\n", must(json_field<std::string>(s, "state", "", at)),
-                   must(json_field<int64_t>(s, "nnodes", 0, at)), must(json_field<std::string>(s, "ranks", "", at)),
-                   must(json_field<std::string>(s, "nodelist", "", at)), reason);
+        auto state = must(json_field<std::string>(s, "state", "", at));
+        auto nnodes = must(json_field<int64_t>(s, "nnodes", 0, at));
+        auto ranks = must(json_field<std::string>(s, "ranks", "", at));
+        auto nodelist = must(json_field<std::string>(s, "nodelist", "", at));
+        if (show_properties)
+            fmt::print("{:>8} {:>6} {:<12} {:<20} {:<30} {}\n", state, nnodes, ranks, nodelist,
+                       must(json_field<std::string>(s, "properties", "", at)), reason);
+        else
+            fmt::print("{:>8} {:>6} {:<12} {:<20} {}\n", state, nnodes, ranks, nodelist, reason);
     }
 }
 
@@ -51,8 +73,9 @@ void add_resource(CLI::App& app, int& exit_code) {
     auto add_view = [&](const char* name, const char* help, const char* topic, void (*print)(const nlohmann::json&)) {
         auto* view = resource->add_subcommand(name, help);
         view->add_flag("--json", json, "print JSON");
+        view->add_flag("--properties", show_properties, "also show the nodes' properties");
         view->callback([&exit_code, topic, print] {
-            auto body = ask(topic);
+            auto body = ask(topic, {{"properties", show_properties}});
             json ? fmt::print("{}\n", body.dump()) : print(body);
             exit_code = 0;
         });

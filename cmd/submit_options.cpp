@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "cmd/cli_util.hpp"
+#include "core/constraint.hpp"
 #include "core/duration.hpp"
 #include "core/jobid.hpp"
 #include "core/json_parse.hpp"
@@ -199,6 +200,10 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
     cmd->add_option("-S,--setattr", o.setattr, "jobspec attribute KEY=VALUE (system. implied)")->allow_extra_args(false);
     cmd->add_option("-o,--setopt", o.setopt, "shell option KEY[=VALUE]")->allow_extra_args(false);
     cmd->add_option("--input", o.input, "every task reads this file as stdin");
+    cmd->add_option("--requires", o.requirements,
+                    "only nodes that meet EXPR: properties (gpu,^bigmem), host:HOSTLIST, rank:IDSET, "
+                    "joined by and, or, not, parentheses")
+        ->allow_extra_args(false);
     cmd->add_flag("-l,--label-io", o.label_io, "start each line of output with the task rank");
 }
 
@@ -275,6 +280,16 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
     }
     if (!deps.empty())
         system["dependencies"] = deps;
+    if (!o.requirements.empty()) {
+        nlohmann::json all = nlohmann::json::array();
+        for (const auto& text : o.requirements) {
+            auto c = Constraint::parse_query(text);
+            if (!c)
+                fail(fmt::format("--requires '{}': {}", text, c.error().message));
+            all.push_back(std::move(*c));
+        }
+        system["constraints"] = all.size() == 1 ? all[0] : nlohmann::json{{"and", std::move(all)}};
+    }
     nlohmann::json jobspec{{"version", 1},
                            {"resources", resources},
                            {"tasks", {{{"command", command}, {"slot", "task"}, {"count", tasks_count}}}},

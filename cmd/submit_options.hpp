@@ -31,6 +31,7 @@ struct SubmitOptions {
     std::string cwd;
     std::vector<std::string> setattr;
     std::vector<std::string> setopt;
+    std::vector<std::string> requirements;  // --requires, each a constraint query (joined by and)
 };
 
 void add_submit_options(CLI::App* cmd, SubmitOptions& o);

@@ -171,6 +171,33 @@ Result<std::vector<std::string>> Config::get_string_array(std::string_view key,
     return out;
 }
 
+Result<std::vector<std::pair<std::string, std::string>>> Config::get_string_table(std::string_view key) const {
+    std::vector<std::pair<std::string, std::string>> out;
+    const toml::node* node = find(key);
+    if (!node)
+        return out;
+    if (!node->is_table())
+        return wrong(key, "a table of strings", *node);
+    for (const auto& [name, value] : *node->as_table()) {
+        if (!value.is_string())
+            return wrong(fmt::format("{}.{}", key, name.str()), "a string", value);
+        out.emplace_back(std::string(name.str()), value.as_string()->get());
+    }
+    return out;
+}
+
+Result<std::vector<std::string>> Config::get_keys(std::string_view key) const {
+    std::vector<std::string> out;
+    const toml::node* node = key.empty() ? &root_ : find(key);
+    if (!node)
+        return out;
+    if (!node->is_table())
+        return wrong(key, "a table", *node);
+    for (const auto& [name, value] : *node->as_table())
+        out.emplace_back(name.str());
+    return out;
+}
+
 Result<double> Config::get_duration(std::string_view key, std::optional<double> fallback) const {
     const toml::node* node = find(key);
     if (!node)

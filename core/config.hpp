@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <toml++/toml.h>
@@ -45,6 +46,12 @@ class Config {
     Result<bool> get_bool(std::string_view key, std::optional<bool> fallback = std::nullopt) const;
     Result<std::vector<std::string>> get_string_array(
         std::string_view key, std::optional<std::vector<std::string>> fallback = std::nullopt) const;
+    // A table of strings, `name = "text"` (e.g. [resource] properties), by
+    // name. Absent: empty.
+    Result<std::vector<std::pair<std::string, std::string>>> get_string_table(std::string_view key) const;
+    // The keys of the table at `key` (e.g. the queues of [queues]), by
+    // name. Absent: empty. Error: not a table.
+    Result<std::vector<std::string>> get_keys(std::string_view key) const;
     // A duration in seconds: a number, or a string "250ms", "30s", "5m", "2h", "1d".
     Result<double> get_duration(std::string_view key, std::optional<double> fallback = std::nullopt) const;
 

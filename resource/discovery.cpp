@@ -1,7 +1,12 @@
 #include "resource/discovery.hpp"
 
+#include <cctype>
 #include <cstdlib>
 #include <memory>
+#include <set>
+#include <string_view>
+
+#include <sys/utsname.h>
 
 #include <fmt/format.h>
 #include <hwloc.h>
@@ -64,6 +69,77 @@ Result<Topology> load_topology(const DiscoveryOptions& options) {
     return topo;
 }
 
+// A value as part of a property name: runs of blanks and of the
+// characters a name may not hold become one '-' ("Intel(R) Xeon(R)" ->
+// "Intel-R-Xeon-R").
+std::string name_part(std::string_view value) {
+    std::string out;
+    for (char c : value) {
+        bool keep = !std::isspace(static_cast<unsigned char>(c)) &&
+                    std::string_view(",()\"'^").find(c) == std::string_view::npos;
+        if (keep)
+            out += c;
+        else if (!out.empty() && out.back() != '-')
+            out += '-';
+    }
+    while (!out.empty() && out.back() == '-')
+        out.pop_back();
+    return out;
+}
+
+const char* info(hwloc_obj_t obj, const char* name) {
+    const char* v = obj ? hwloc_obj_get_info_by_name(obj, name) : nullptr;
+    return v && *v ? v : nullptr;
+}
+
+std::string gpu_vendor(unsigned id) {
+    switch (id) {
+        case kNvidia:
+            return "nvidia";
+        case kAmd:
+            return "amd";
+        case 0x8086:
+            return "intel";
+        default:
+            return fmt::format("0x{:04x}", id);
+    }
+}
+
+// Features of the node that need no config, named as Kubernetes' Node
+// Feature Discovery labels them (doc/spec/resources.md section 2).
+std::vector<std::string> discovered_properties(hwloc_topology_t topo, const NodeDescription& node,
+                                               const std::vector<hwloc_obj_t>& gpus) {
+    std::set<std::string> out;
+    auto add = [&](const std::string& key, std::string_view value) {
+        if (std::string part = name_part(value); !part.empty())
+            out.insert(key + "=" + part);
+    };
+    hwloc_obj_t root = hwloc_get_root_obj(topo);
+    if (const char* arch = info(root, "Architecture")) {
+        add("arch", arch);
+    } else {
+        struct utsname u {};
+        if (uname(&u) == 0)
+            add("arch", u.machine);
+    }
+    for (hwloc_obj_t p = nullptr; (p = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PACKAGE, p));) {
+        if (const char* vendor = info(p, "CPUVendor"))
+            add("cpu-vendor", vendor);
+        if (const char* model = info(p, "CPUModel"))
+            add("cpu-model", model);
+    }
+    for (hwloc_obj_t pci : gpus) {
+        add("gpu-vendor", gpu_vendor(pci->attr->pcidev.vendor_id));
+        const char* model = info(pci, "PCIDevice");
+        for (hwloc_obj_t os = pci->io_first_child; !model && os; os = os->next_sibling)
+            model = info(os, "GPUModel");
+        add("gpu-model", model ? std::string(model) : fmt::format("0x{:04x}", pci->attr->pcidev.device_id));
+    }
+    if (uint64_t gib = node.memory() >> 30; gib > 0)
+        out.insert(fmt::format("memory-gib={}", gib));
+    return {out.begin(), out.end()};
+}
+
 bool describes_this_machine(const DiscoveryOptions& options) {
     auto set = [](const char* name) { return std::getenv(name) && *std::getenv(name); };
     return options.xml_path.empty() && options.synthetic.empty() && !set("HWLOC_XMLFILE") && !set("HWLOC_SYNTHETIC");
@@ -121,12 +197,16 @@ Result<NodeDescription> discover_node(uint32_t rank, const std::string& hostname
     for (hwloc_obj_t numa = nullptr; (numa = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, numa));)
         node.sockets[socket_of(topo, numa, packages)].memory += numa->attr->numanode.local_memory;
     uint32_t next_gpu = 0;
+    std::vector<hwloc_obj_t> gpus;
     for (hwloc_obj_t pci = nullptr; (pci = hwloc_get_next_pcidev(topo, pci));) {
-        if (has_gpu_osdev(pci) || gpu_by_class(pci))
+        if (has_gpu_osdev(pci) || gpu_by_class(pci)) {
             node.sockets[socket_of(topo, pci, packages)].gpus.insert(next_gpu++);
+            gpus.push_back(pci);
+        }
     }
     if (this_machine && options.limits)
         apply_limits(node, *options.limits);
+    node.properties = discovered_properties(topo, node, gpus);
     if (node.cores().empty())
         return make_error(ENODEV, fmt::format("{}: hwloc found no core this broker may use", hostname));
     return node;

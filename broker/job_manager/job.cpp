@@ -97,8 +97,11 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec) {
     nlohmann::json for_sched{{"version", spec.value("version", 1)},
                              {"resources", spec.value("resources", nlohmann::json::array())},
                              {"tasks", spec.value("tasks", nlohmann::json::array())}};
-    if (system.contains("duration"))
-        for_sched["attributes"] = {{"system", {{"duration", system["duration"]}}}};
+    // What the scheduler needs of attributes.system: the duration and the
+    // constraints (validated at submit).
+    for (const char* key : {"duration", "constraints"})
+        if (system.contains(key))
+            for_sched["attributes"]["system"][key] = system[key];
     sched_jobspec = for_sched.dump();
     ntasks = count_tasks(spec);
     nnodes = count_nodes(spec);

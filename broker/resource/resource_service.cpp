@@ -1,10 +1,12 @@
 #include "broker/resource/resource_service.hpp"
 
 #include <chrono>
+#include <tuple>
 
 #include <fmt/format.h>
 
 #include "core/client.hpp"
+#include "core/constraint.hpp"
 #include "core/duration.hpp"
 #include "core/json_field.hpp"
 #include "core/log.hpp"
@@ -29,7 +31,10 @@ Result<std::vector<NodeDescription>> nodes_from_r(const std::string& path) {
     size_t i = 0;
     for (const auto& [rank, children] : r->ranks) {
         std::string host = i < r->nodelist.size() ? r->nodelist[i] : fmt::format("rank{}", rank);
-        nodes.push_back({rank, host, {{children.cores, children.gpus, 0}}});
+        nodes.push_back({rank, host, {{children.cores, children.gpus, 0}}, {}});
+        for (const auto& [name, ranks] : r->properties)
+            if (ranks.contains(rank))
+                nodes.back().properties.push_back(name);
         i++;
     }
     return nodes;
@@ -66,6 +71,8 @@ Result<std::unique_ptr<ResourceService>> ResourceService::start(Broker& broker) 
                                   fmt::format("{}: resource.exclude: {}", config.source(), ranks.error().message));
             svc->excluded_ = *ranks;
         }
+        if (auto r = svc->read_config_properties(); !r)
+            return r.error();
     }
     if (!svc->declared_) {
         auto xml = config.get_string("resource.hwloc_xml", "");
@@ -192,6 +199,32 @@ Result<void> ResourceService::load_declared_nodes() {
     return {};
 }
 
+Result<void> ResourceService::read_config_properties() {
+    const Config& config = broker_.bootstrap().config;
+    auto table = config.get_string_table("resource.properties");
+    if (!table)
+        return table.error();
+    for (const auto& [name, targets] : *table) {
+        std::string key = fmt::format("{}: resource.properties.{}", config.source(), name);
+        if (auto ok = check_property_name(name); !ok)
+            return make_error(EINVAL, fmt::format("{}: {}", key, ok.error().message));
+        auto ranks = resolve_targets(targets);
+        if (!ranks)
+            return make_error(EINVAL, fmt::format("{}: {}", key, ranks.error().message));
+        config_properties_.emplace_back(name, *ranks);
+    }
+    label_nodes();
+    return {};
+}
+
+void ResourceService::label_nodes() {
+    for (const auto& [name, ranks] : config_properties_)
+        ranks.for_each([&](uint32_t rank) {
+            if (auto v = graph_.node_of_rank(static_cast<int32_t>(rank)))
+                graph_.add_property(*v, name);
+        });
+}
+
 // Elastic size: ranks that have not joined yet (pods still to come) are
 // presumed to be like rank 0's node, as the pods of one Job template are.
 // They are in the graph, down, so that a job that needs them waits for
@@ -205,6 +238,7 @@ Result<void> ResourceService::presume_unjoined() {
             return v.error();
         presumed_.insert(r);
     }
+    label_nodes();
     return {};
 }
 
@@ -224,6 +258,7 @@ Result<void> ResourceService::rebuild_graph() {
     if (!rebuilt)
         return rebuilt.error();
     graph_ = std::move(*rebuilt);
+    label_nodes();
     for (const auto& [rank, d] : drained_)
         if (auto v = graph_.node_of_rank(static_cast<int32_t>(rank)))
             graph_[*v].status = VertexStatus::drained;
@@ -253,6 +288,7 @@ Result<void> ResourceService::add_node(NodeDescription node) {
     if (auto r = graph_.add_node(node); !r)
         return r.error();
     nodes_.emplace(rank, std::move(node));
+    label_nodes();
     publish_states(true);
     return {};
 }
@@ -385,16 +421,44 @@ void ResourceService::on_list(const Message& request) {
             }
         }
         auto summary_of = [](const Sum& s) { return summary(s.nnodes, s.ncores, s.ngpus, s.hosts, s.ranks); };
-        broker_.respond(Message::response_to(
-            req, {{"free", summary_of(free)}, {"allocated", summary_of(used)}, {"down", summary_of(down)}}));
+        // Each property: the nodes that have it, and how many of them are free.
+        std::map<std::string, std::pair<IdSet, uint64_t>> props;
+        for (const auto& [rank, v] : graph_.nodes()) {
+            auto r = static_cast<uint32_t>(rank);
+            if (excluded_.contains(r))
+                continue;
+            for (const auto& name : graph_.properties(v)) {
+                auto& p = props[name];
+                p.first.insert(r);
+                p.second += free.ranks.contains(r);
+            }
+        }
+        nlohmann::json properties = nlohmann::json::object();
+        for (const auto& [name, p] : props) {
+            HostList hosts;
+            p.first.for_each([&](uint32_t r) { hosts.append(hostname_of(r)); });
+            properties[name] = {{"nnodes", p.first.count()},
+                                {"nfree", p.second},
+                                {"nodelist", hosts.format()},
+                                {"ranks", p.first.format()}};
+        }
+        broker_.respond(Message::response_to(req, {{"free", summary_of(free)},
+                                                   {"allocated", summary_of(used)},
+                                                   {"down", summary_of(down)},
+                                                   {"properties", std::move(properties)}}));
     });
 }
 
 void ResourceService::on_status(const Message& request) {
-    with_allocated(request, [this](const Message& req, const Rv1& allocated) {
+    auto body = request.json();
+    auto by_properties = body ? json_field(*body, "properties", false, "resource.status") : Result<bool>(body.error());
+    if (!by_properties)
+        return broker_.respond_error(request, EPROTO, by_properties.error().message);
+    with_allocated(request, [this, split = *by_properties](const Message& req, const Rv1& allocated) {
         SubtreeStates overlay = broker_.overlay().subtree();
-        // Group ranks by state and, for drained ones, by reason.
-        std::map<std::pair<std::string, std::string>, std::pair<IdSet, double>> groups;
+        // Group ranks by state, for drained ones by reason, and when asked
+        // by their properties.
+        std::map<std::tuple<std::string, std::string, std::string>, std::pair<IdSet, double>> groups;
         uint32_t top = std::max<uint32_t>(broker_.bootstrap().size, nodes_.empty() ? 0 : nodes_.rbegin()->first + 1);
         for (uint32_t r = 0; r < top; r++) {
             if (declared_ && !nodes_.count(r))
@@ -409,22 +473,28 @@ void ResourceService::on_status(const Message& request) {
                 if (state == "drained" && allocated.ranks.count(r))
                     state = "draining";
             }
-            auto& g = groups[{state, reason}];
+            std::string properties;
+            if (auto v = graph_.node_of_rank(static_cast<int32_t>(r)); v && split)
+                properties = fmt::format("{}", fmt::join(graph_.properties(*v), ","));
+            auto& g = groups[{state, reason, properties}];
             g.first.insert(r);
             g.second = std::max(g.second, when);
         }
         nlohmann::json states = nlohmann::json::array();
         for (const auto& [key, group] : groups) {
+            const auto& [state, reason, properties] = key;
             HostList hosts;
             group.first.for_each([&](uint32_t r) { hosts.append(hostname_of(r)); });
-            nlohmann::json s = {{"state", key.first},
+            nlohmann::json s = {{"state", state},
                                 {"ranks", group.first.format()},
                                 {"nnodes", group.first.count()},
                                 {"nodelist", hosts.format()}};
-            if (key.first == "drained" || key.first == "draining") {
-                s["reason"] = key.second;
+            if (state == "drained" || state == "draining") {
+                s["reason"] = reason;
                 s["timestamp"] = group.second;
             }
+            if (split)
+                s["properties"] = properties;
             states.push_back(s);
         }
         broker_.respond(Message::response_to(req, {{"states", states}}));

@@ -83,6 +83,11 @@ class ResourceService {
     std::pair<IdSet, IdSet> sent_states_;        // drained, down: as the acquirer last got them
     ResourceGraph graph_;
     IdSet excluded_;
+    // [resource] properties: name -> the ranks that have it.
+    std::vector<std::pair<std::string, IdSet>> config_properties_;
+    Result<void> read_config_properties();
+    // Adds the config's properties to the graph's nodes (after any change).
+    void label_nodes();
     std::map<uint32_t, Drain> drained_;
     std::unique_ptr<DbWorker> db_;  // rank 0: drains are written on its thread
     NodeDescription mine_;  // this node, as discovered

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include "core/constraint.hpp"
 #include "resource/cgroup.hpp"
 #include "resource/discovery.hpp"
 #include "resource/machine_topology.hpp"
@@ -95,6 +96,28 @@ TEST_CASE("discovery finds GPUs by CUDA device or 3D class, not a plain VGA chip
     CHECK(n->sockets[0].gpus.format() == "0");
     CHECK(n->sockets[1].gpus.format() == "1");
     CHECK(n->cores().count() == 4);
+}
+
+TEST_CASE("discovery names the node's features as properties", "[discovery]") {
+    auto n = discover_node(
+        0, "gpu0", {.xml_path = (std::filesystem::path(BANYAN_TEST_DATA_DIR) / "hwloc" / "two-gpu-node.xml").string()});
+    REQUIRE(n.ok());
+    auto has = [&](const std::string& p) {
+        return std::find(n->properties.begin(), n->properties.end(), p) != n->properties.end();
+    };
+    INFO(fmt::format("{}", fmt::join(n->properties, " ")));
+    // Both GPUs are NVIDIA's; the XML names no model, so the PCI device id.
+    CHECK(has("gpu-vendor=nvidia"));
+    CHECK(has("gpu-model=0x20b0"));
+    CHECK(has("memory-gib=8"));
+    // The XML names no architecture: this machine's, whatever it is.
+    CHECK(std::any_of(n->properties.begin(), n->properties.end(),
+                      [](const std::string& p) { return p.rfind("arch=", 0) == 0; }));
+    // A CPU model with blanks and parentheses becomes one name.
+    auto synthetic = discover_node(0, "sim", {.synthetic = "pack:1 core:2 pu:1"});
+    REQUIRE(synthetic.ok());
+    for (const auto& p : synthetic->properties)
+        CHECK(check_property_name(p).ok());
 }
 
 TEST_CASE("discovery of this machine applies its limits", "[discovery]") {
