@@ -78,3 +78,12 @@ check_fails "a property naming an unknown rank" "resource.properties.x: no rank 
 printf '[bootstrap]\nsize = 1\n[resource]\nproperties = { "a b" = "0" }\n' >"$T_DIR/bad.toml"
 check_fails "a property name with a blank" "resource.properties.a b: property 'a b': ' ' is not allowed" \
     timeout 20 banyan start --config "$T_DIR/bad.toml" -- true
+
+# An R file's properties (resource.path) are the nodes' too.
+cat >"$T_DIR/R.json" <<'JSON'
+{"version": 1, "execution": {"R_lite": [{"rank": "0", "children": {"core": "0-1"}}],
+ "nodelist": ["fake0"], "starttime": 0, "expiration": 0, "properties": {"ssd": "0"}}}
+JSON
+check_output "R's properties are listed and required" "^0$" \
+    banyan start --test-size=1 -S resource.path="$T_DIR/R.json" sh -c \
+    'banyan resource list --properties | grep -q "^ssd  *1  *1 " && banyan run -n1 --requires=ssd sh -c "echo \${BANYAN_URI##*/rank-}" | sed "s,/.*,,"'
