@@ -8,6 +8,10 @@
 //                                                1,000 1-node jobs
 //   bench-sched reserve NODES SHAPE COUNT        COUNT allocate_orelse_reserve
 //                                                of 4-node jobs on a full graph
+//   bench-sched constrained NODES SHAPE POLICY   1-node jobs that require the
+//                                                property half the nodes have
+//                                                (even ranks), until none fits,
+//                                                beside as many unconstrained
 // SHAPE is a synthetic node shape, e.g. "socket:2,core:18,gpu:1".
 #include <algorithm>
 #include <chrono>
@@ -33,7 +37,7 @@ struct Loaded {
     double ms = 0;
 };
 
-Loaded load(int nodes, const std::string& shape, const std::string& policy) {
+Loaded load(int nodes, const std::string& shape, const std::string& policy, bool even_property = false) {
     auto t0 = Clock::now();
     auto descriptions = parse_synthetic_cluster(fmt::format("node[0-{}]: {}", nodes - 1, shape));
     if (!descriptions) {
@@ -42,6 +46,10 @@ Loaded load(int nodes, const std::string& shape, const std::string& policy) {
     }
     Loaded out;
     {
+        if (even_property)
+            for (auto& d : *descriptions)
+                if (d.rank % 2 == 0)
+                    d.properties.push_back("even");
         auto graph = ResourceGraph::from_nodes(*descriptions);
         descriptions->clear();
         out.matcher = std::make_unique<Matcher>(*graph, *MatchPolicy::from_name(policy));
@@ -108,6 +116,20 @@ int main(int argc, char** argv) {
         std::string js = a[4] == "core" ? kCoreJob : "{type: slot, count: 1, label: s, with: [{type: node, count: 1}]}";
         auto us = fill(*l.matcher, jobspec(js), jobid);
         report(fmt::format("fill {} x {} with {}-jobs, {}", a[1], a[2], a[4], a[3]), us, l.ms);
+        return 0;
+    }
+    if (a.size() == 4 && a[0] == "constrained") {
+        const char* node_job = "{type: slot, count: 1, label: s, with: [{type: node, count: 1}]}";
+        Jobspec constrained = jobspec(node_job);
+        constrained.constraint = *Constraint::from_json({{"properties", {"even"}}});
+        Loaded l = load(std::stoi(a[1]), a[2], a[3], true);
+        auto us = fill(*l.matcher, constrained, jobid);
+        size_t matched = us.size();
+        report(fmt::format("{} x {}, {}: 1-node jobs requiring a property half the nodes have", a[1], a[2], a[3]), us,
+               l.ms);
+        Loaded plain = load(std::stoi(a[1]), a[2], a[3], true);
+        auto base = fill(*plain.matcher, jobspec(node_job), jobid, matched);
+        report(fmt::format("{} x {}, {}: as many 1-node jobs, no constraint", a[1], a[2], a[3]), base, plain.ms);
         return 0;
     }
     if (a.size() == 4 && a[0] == "nodes16") {

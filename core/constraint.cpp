@@ -316,6 +316,11 @@ std::string Constraint::describe() const {
     return {};
 }
 
+bool Constraint::uses(Op op) const {
+    return op_ == op ||
+           std::any_of(children_.begin(), children_.end(), [op](const Constraint& c) { return c.uses(op); });
+}
+
 std::vector<std::string> Constraint::property_names() const {
     std::vector<std::string> out;
     if (op_ == Op::properties)

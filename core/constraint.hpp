@@ -43,6 +43,10 @@ class Constraint {
     bool match(std::string_view host, int64_t rank, const PropertyTest& has) const;
     // The term in the query syntax: `gpu`, `^gpu`, `host:node[0-3]`, ...
     std::string describe() const;
+    // Whether a `hostlist` (`ranks`) term is anywhere: else match() needs
+    // no host (rank).
+    bool uses_hosts() const { return uses(Op::hostlist); }
+    bool uses_ranks() const { return uses(Op::ranks); }
     // Property names mentioned anywhere (without `^`).
     std::vector<std::string> property_names() const;
     // When no node satisfies the whole (`satisfiable(c)` says whether
@@ -51,6 +55,8 @@ class Constraint {
     std::optional<std::string> unmet_term(const std::function<bool(const Constraint&)>& satisfiable) const;
 
   private:
+    bool uses(Op op) const;
+
     Op op_ = Op::all_of;
     std::vector<std::string> names_;         // properties: with '^' kept; hostlist: as written
     std::unordered_set<std::string> hosts_;  // hostlist, expanded

@@ -254,6 +254,64 @@ Result<void> Matcher::could_ever_fit(const Jobspec& jobspec) {
     return {};
 }
 
+const std::vector<uint64_t>* Matcher::eligible_children(uint32_t v) {
+    if (!constraint_)
+        return nullptr;
+    if (!eligible_now_)
+        eligible_now_ = &eligible_for(*constraint_);
+    auto mask = eligible_now_->find(v);
+    return mask == eligible_now_->end() ? nullptr : &mask->second;
+}
+
+const Matcher::Eligible& Matcher::eligible_for(const Constraint& constraint) {
+    std::string key = constraint.to_json().dump();
+    auto it = eligible_.find(key);
+    if (it == eligible_.end()) {
+        // Per constraint, once per graph: which vertices above the nodes
+        // have a node below them that meets it, as a bitmap of children for
+        // each such vertex that keeps free-children bitmaps. Below a node
+        // nothing is filtered: the node was checked on the way in. Only the
+        // nodes and their ancestors are read, not the whole graph.
+        if (eligible_.size() >= 256)
+            eligible_.clear();  // eligible_now_ is set from the result, after this
+        constexpr uint8_t kSeen = 1, kMeets = 2;
+        std::vector<uint8_t> flags(pool_.size(), 0);
+        std::vector<uint32_t> above;
+        for (const auto& [rank, node] : pool_.nodes_by_rank()) {
+            bool meets = node_satisfies(node, *constraint_);
+            flags[node] = meets ? kMeets : 0;
+            for (uint32_t a = pool_.parent(node); a != kNoVertex; a = pool_.parent(a)) {
+                bool seen = flags[a] & kSeen;
+                if (seen && (!meets || (flags[a] & kMeets)))
+                    break;  // its ancestors are seen (and marked) already
+                if (!seen)
+                    above.push_back(a);
+                flags[a] |= kSeen | (meets ? kMeets : 0);
+            }
+        }
+        Eligible masks;
+        // A node without a rank is not in nodes_by_rank: no masks then.
+        auto roots = pool_.roots();
+        int64_t all_nodes = 0;
+        for (uint32_t r : roots)
+            all_nodes += node_type_ ? pool_.total(r, *node_type_) : 0;
+        if (all_nodes != static_cast<int64_t>(pool_.nodes_by_rank().size()))
+            above.clear();
+        for (uint32_t u : above) {
+            auto kids = pool_.children(u);
+            if (kids.size() < ResourcePool::kBitmapFanout)
+                continue;
+            std::vector<uint64_t> bits((kids.size() + 63) / 64, 0);
+            for (size_t i = 0; i < kids.size(); ++i)
+                if (flags[kids[i]] & kMeets)
+                    bits[i / 64] |= uint64_t{1} << (i % 64);
+            masks.emplace(u, std::move(bits));
+        }
+        it = eligible_.emplace(std::move(key), std::move(masks)).first;
+    }
+    return it->second;
+}
+
 bool Matcher::usable(uint32_t u) const {
     if (!ignore_status_ && !pool_.up(u))
         return false;
@@ -264,7 +322,9 @@ bool Matcher::usable(uint32_t u) const {
 }
 
 bool Matcher::node_satisfies(uint32_t node, const Constraint& c) const {
-    return c.match(pool_.name(node), pool_.rank(node),
+    // Name and rank are read only for terms that need them: this runs per
+    // node, and on a large graph each read of a vertex is a cache miss.
+    return c.match(c.uses_hosts() ? pool_.name(node) : std::string(), c.uses_ranks() ? pool_.rank(node) : -1,
                    [&](std::string_view name) { return pool_.has_property(node, name); });
 }
 
@@ -335,6 +395,8 @@ std::vector<uint64_t> Matcher::reload(const ResourceGraph& graph) {
     core_type_ = pool_.find_type("core");
     first_weight_.assign(pool_.size(), kUntouched);
     in_id_order_.clear();
+    eligible_.clear();
+    eligible_now_ = nullptr;
     marked_.assign(pool_.size(), 0);
     taken_.assign(pool_.size(), 0);
     claim_of_.assign(pool_.size(), 0);
@@ -882,10 +944,12 @@ void Matcher::for_each_child(uint32_t v, TypeId t, int64_t want, Visit&& visit) 
     if (!ignore_use_ && start_ == now_ && v != kNoVertex)
         bits = pool_.free_children(v, t);
     if (!bits.empty()) {
-        // Only the children with something of type t free now.
+        // Only the children with something of type t free now (and, with
+        // a constraint, a node below them that meets it).
+        const std::vector<uint64_t>* eligible = eligible_children(v);
         for (size_t i = 0; i < bits.size(); ++i) {
             size_t w = high ? bits.size() - 1 - i : i;
-            for (uint64_t m = bits[w]; m;) {
+            for (uint64_t m = bits[w] & (eligible ? (*eligible)[w] : ~uint64_t{0}); m;) {
                 int b = high ? 63 - std::countl_zero(m) : std::countr_zero(m);
                 m &= ~(uint64_t{1} << b);
                 if (!visit(kids[w * 64 + static_cast<size_t>(b)]))

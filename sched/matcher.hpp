@@ -154,14 +154,26 @@ class Matcher {
     struct ConstraintScope {
         ConstraintScope(Matcher& m, const Jobspec& js) : matcher(m) {
             matcher.constraint_ = js.constraint ? &*js.constraint : nullptr;
+            matcher.eligible_now_ = nullptr;
         }
-        ~ConstraintScope() { matcher.constraint_ = nullptr; }
+        ~ConstraintScope() {
+            matcher.constraint_ = nullptr;
+            matcher.eligible_now_ = nullptr;
+        }
         ConstraintScope(const ConstraintScope&) = delete;
         ConstraintScope& operator=(const ConstraintScope&) = delete;
         Matcher& matcher;
     };
     // Up (unless status is ignored), and a node that meets the constraint.
     bool usable(uint32_t u) const;
+    // With a constraint: v's children with a node that meets it at or
+    // below them, as a bitmap by position (cached per constraint until
+    // the graph changes); nullptr without one, or where v keeps none.
+    using Eligible = std::unordered_map<uint32_t, std::vector<uint64_t>>;
+    const std::vector<uint64_t>* eligible_children(uint32_t v);
+    const Eligible& eligible_for(const Constraint& constraint);
+    std::unordered_map<std::string, Eligible> eligible_;
+    const Eligible* eligible_now_ = nullptr;  // this match's, once looked up
     bool node_satisfies(uint32_t node, const Constraint& c) const;
     // Why a request can never fit: the constraint's term no node meets.
     std::string unsatisfiable_reason() const;

@@ -7,13 +7,6 @@
 
 namespace banyan {
 
-namespace {
-
-// Below this many children a plain scan is as fast as a bitmap.
-constexpr size_t kBitmapFanout = 32;
-
-}  // namespace
-
 ResourcePool::ResourcePool(const ResourceGraph& graph) {
     const auto& g = graph.graph();
     vertices_.reserve(graph.size());
@@ -144,7 +137,7 @@ TypeId ResourcePool::intern_type(std::string_view name) {
 }
 
 uint32_t ResourcePool::intern_string(std::string_view s) {
-    auto it = string_ids_.find(std::string(s));
+    auto it = string_ids_.find(s);
     if (it != string_ids_.end())
         return it->second;
     strings_.emplace_back(s);
@@ -223,7 +216,7 @@ bool ResourcePool::has_property(uint32_t v, std::string_view name) const {
     auto props = properties_.find(v);
     if (props == properties_.end())
         return false;
-    auto id = string_ids_.find(std::string(name));
+    auto id = string_ids_.find(name);
     return id != string_ids_.end() &&
            std::find(props->second.begin(), props->second.end(), id->second) != props->second.end();
 }

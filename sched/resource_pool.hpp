@@ -35,6 +35,10 @@ struct Claim {
 
 class ResourcePool {
   public:
+    // Vertices with this many children or more keep free-children bitmaps
+    // (below it a plain scan is as fast).
+    static constexpr size_t kBitmapFanout = 32;
+
     // Copies `graph` (containment only). Vertices whose status is not up
     // are kept but never matched.
     explicit ResourcePool(const ResourceGraph& graph);
@@ -132,7 +136,11 @@ class ResourcePool {
     std::vector<uint32_t> roots_;
     std::vector<std::string> type_names_;
     std::vector<std::string> strings_{""};
-    std::unordered_map<std::string, uint32_t> string_ids_{{"", 0}};
+    struct StringHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> string_ids_{{"", 0}};
     std::unordered_map<uint32_t, ChildBitmaps> bitmaps_;
     std::unordered_map<int32_t, uint32_t> nodes_by_rank_;
     std::unordered_map<uint32_t, std::vector<uint32_t>> properties_;  // vertex -> interned names
