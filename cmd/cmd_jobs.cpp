@@ -107,10 +107,9 @@ struct Segment {
 // Parses "{name[:[<>^]W[.P]]}" fields once; an unknown field or a bad
 // spec fails before anything is printed.
 std::vector<Segment> parse_format(const std::string& format) {
-    static const std::set<std::string> known = {"id",       "id.dec",   "user",   "name",     "st",        "state",
-                                                "result",   "ntasks",   "nnodes", "time",     "info",      "urgency",
-                                                "priority", "nodelist", "status", "t_submit", "t_run",     "t_inactive",
-                                                "userid"};
+    static const std::set<std::string> known = {
+        "id",   "id.dec",  "user",     "name",     "st",     "state",    "result", "ntasks",     "nnodes", "time",
+        "info", "urgency", "priority", "nodelist", "status", "t_submit", "t_run",  "t_inactive", "userid", "queue"};
     std::vector<Segment> out;
     Segment cur;
     for (size_t i = 0; i < format.size();) {
@@ -125,9 +124,10 @@ std::vector<Segment> parse_format(const std::string& format) {
         auto colon = spec.find(':');
         cur.field = spec.substr(0, colon);
         if (!known.count(cur.field))
-            fail(fmt::format("-o: unknown field {{{}}} (known: id, user, name, st, state, result, ntasks, nnodes, "
-                             "time, info, urgency, priority, nodelist, status, t_submit, t_run, t_inactive)",
-                             cur.field));
+            fail(
+                fmt::format("-o: unknown field {{{}}} (known: id, user, name, st, state, result, ntasks, nnodes, "
+                            "time, info, urgency, priority, nodelist, status, t_submit, t_run, t_inactive, queue)",
+                            cur.field));
         if (colon != std::string::npos) {
             std::string w = spec.substr(colon + 1);
             if (!w.empty() && (w[0] == '<' || w[0] == '>' || w[0] == '^')) {

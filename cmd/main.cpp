@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
     cli::add_dmesg(app, exit_code);
     cli::add_keygen(app, exit_code);
     cli::add_resource(app, exit_code);
+    cli::add_queue(app, exit_code);
     cli::add_submit(app, exit_code);
     cli::add_run(app, exit_code);
     cli::add_jobs(app, exit_code);

@@ -200,6 +200,7 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
     cmd->add_option("-S,--setattr", o.setattr, "jobspec attribute KEY=VALUE (system. implied)")->allow_extra_args(false);
     cmd->add_option("-o,--setopt", o.setopt, "shell option KEY[=VALUE]")->allow_extra_args(false);
     cmd->add_option("--input", o.input, "every task reads this file as stdin");
+    cmd->add_option("-q,--queue", o.queue, "the queue (banyan queue list); default: the default queue");
     cmd->add_option("--requires", o.requirements,
                     "only nodes that meet EXPR: properties (gpu,^bigmem), host:HOSTLIST, rank:IDSET, "
                     "joined by and, or, not, parentheses")
@@ -280,6 +281,8 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
     }
     if (!deps.empty())
         system["dependencies"] = deps;
+    if (!o.queue.empty())
+        system["queue"] = o.queue;
     if (!o.requirements.empty()) {
         nlohmann::json all = nlohmann::json::array();
         for (const auto& text : o.requirements) {

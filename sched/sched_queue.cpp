@@ -54,6 +54,13 @@ Result<void> SchedQueue::free(uint64_t id) {
     return {};
 }
 
+void SchedQueue::annotate_pending(const std::string& reason) {
+    for (auto& [id, job] : pending_) {
+        job.reason = reason;
+        job.t_estimate.reset();
+    }
+}
+
 std::vector<uint64_t> SchedQueue::reload(const ResourceGraph& graph) {
     drop_reservations();
     return matcher_.reload(graph);

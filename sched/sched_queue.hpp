@@ -63,6 +63,10 @@ class SchedQueue {
     // Running jobs the new graph cannot hold are logged by the caller from
     // the returned ids and stay running here until freed.
     std::vector<uint64_t> reload(const ResourceGraph& graph);
+    // Drops this queue's reservations (before another queue's reload).
+    void drop_reservations();
+    // Sets the reason every pending job shows (a stopped queue).
+    void annotate_pending(const std::string& reason);
 
     struct Started {
         uint64_t id;
@@ -91,7 +95,6 @@ class SchedQueue {
             return id < o.id;
         }
     };
-    void drop_reservations();
 
     Matcher& matcher_;
     QueueConfig config_;

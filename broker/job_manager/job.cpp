@@ -92,21 +92,35 @@ Result<JobEvent> JobEvent::from_json(const nlohmann::json& j) {
     return JobEvent{*timestamp, *name, *context};
 }
 
-Result<void> Job::read_jobspec(const nlohmann::json& spec) {
+Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& queues) {
     const auto& system = json_object_at(spec, {"attributes", "system"});
     nlohmann::json for_sched{{"version", spec.value("version", 1)},
                              {"resources", spec.value("resources", nlohmann::json::array())},
                              {"tasks", spec.value("tasks", nlohmann::json::array())}};
-    // What the scheduler needs of attributes.system: the duration and the
-    // constraints (validated at submit).
+    // What the scheduler needs of attributes.system: the duration, the
+    // constraints (validated at submit) and the queue.
     for (const char* key : {"duration", "constraints"})
         if (system.contains(key))
             for_sched["attributes"]["system"][key] = system[key];
-    sched_jobspec = for_sched.dump();
     ntasks = count_tasks(spec);
     nnodes = count_nodes(spec);
     if (system.contains("duration") && system["duration"].is_number())
         duration = system["duration"].get<double>();
+    auto asked = json_field<std::string>(system, "queue", "", "attributes.system");
+    if (!asked)
+        return asked.error();
+    auto q = queues.resolve(*asked);
+    if (!q)
+        return q.error();
+    if (*q) {
+        queue = (*q)->name;
+        for_sched["attributes"]["system"]["queue"] = queue;
+        if (duration <= 0 && (*q)->max_duration > 0) {
+            duration = (*q)->max_duration;
+            for_sched["attributes"]["system"]["duration"] = duration;
+        }
+    }
+    sched_jobspec = for_sched.dump();
     const auto& job_attrs = json_object_at(system, {"job"});
     if (job_attrs.contains("name") && job_attrs["name"].is_string())
         name = job_attrs["name"].get<std::string>();
@@ -169,6 +183,8 @@ nlohmann::json Job::summary() const {
     nlohmann::json s{{"id", id},         {"userid", userid},     {"name", name},         {"state", state_name(state)},
                      {"urgency", urgency}, {"priority", priority}, {"ntasks", ntasks},     {"nnodes", nnodes},
                      {"nodelist", nodelist}, {"t_submit", t_submit}};
+    if (!queue.empty())
+        s["queue"] = queue;
     if (t_run > 0)
         s["t_run"] = t_run;
     if (t_cleanup > 0)
@@ -194,9 +210,8 @@ nlohmann::json Job::summary() const {
 
 const std::vector<std::string>& Job::summary_columns() {
     static const std::vector<std::string> columns = {
-        "id",      "userid",   "name",       "state",  "urgency", "priority",  "ntasks",      "nnodes",
-        "nodelist", "t_submit", "t_run",     "t_cleanup", "t_inactive", "result", "status", "exception",
-        "dependencies"};
+        "id",       "userid", "name",      "state",      "urgency", "priority", "ntasks",    "nnodes",       "nodelist",
+        "t_submit", "t_run",  "t_cleanup", "t_inactive", "result",  "status",   "exception", "dependencies", "queue"};
     return columns;
 }
 

@@ -16,6 +16,7 @@
 #include "core/duration.hpp"
 #include "core/jobid.hpp"
 #include "core/result.hpp"
+#include "sched/named_queues.hpp"
 
 namespace banyan {
 
@@ -51,6 +52,7 @@ struct Job {
 
     // From the jobspec.
     std::string name;
+    std::string queue;  // "" without queues
     uint32_t ntasks = 1;
     uint32_t nnodes = 0;  // 0: not asked for; the R decides
     double duration = 0;  // time limit in seconds; 0: none
@@ -88,7 +90,10 @@ struct Job {
 
     // Reads name, task and node counts, duration and dependencies from the
     // jobspec (already valid). Error names a bad dependency.
-    Result<void> read_jobspec(const nlohmann::json& jobspec);
+    // `queues`: the job goes to the queue it asks for or the default, and
+    // takes the queue's max-duration when it gives no duration of its own.
+    // Error: an unknown queue, or none asked and no default (with queues).
+    Result<void> read_jobspec(const nlohmann::json& jobspec, const NamedQueues& queues = {});
     // completed, failed, canceled or timeout (inactive jobs); "" otherwise.
     std::string_view result() const;
     // The summary of doc/spec/jobs.md §7.

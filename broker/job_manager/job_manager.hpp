@@ -99,6 +99,15 @@ class JobManager {
     Broker& broker_;
     std::unique_ptr<JobDb> db_;
     JobManagerLimits limits_;
+    // [queues.NAME] (sched/named_queues.hpp); each may be disabled, with a
+    // reason (job-manager.queue-enable / queue-disable; not kept over a
+    // restart of rank 0).
+    NamedQueues queues_;
+    std::map<std::string, std::string> disabled_;  // queue -> reason
+    // Why a job may not go to `queue`: disabled, or over one of its limits.
+    std::string over_queue_limits(const NamedQueue& queue, const Job& job, uint32_t userid) const;
+    void on_queue_list(const Message& req);
+    void on_queue_enable(const Message& req);
     JobIdGenerator ids_;
     std::map<JobId, Job> jobs_;
     std::unordered_map<JobId, Message> unstored_;  // submitted, not yet on disk: the submit to answer

@@ -8,9 +8,11 @@
 #include <fmt/format.h>
 
 #include "broker/job_manager/job_manager.hpp"
+#include "core/duration.hpp"
 #include "core/io_data.hpp"
 #include "core/json_field.hpp"
 #include "core/json_parse.hpp"
+#include "core/log.hpp"
 #include "core/text.hpp"
 #include "sched/jobspec.hpp"
 #include "sched/shell_options.hpp"
@@ -59,6 +61,8 @@ void JobManager::register_methods() {
     method("job-manager.raise", true, &JobManager::on_raise);
     method("job-manager.started", true, &JobManager::on_started);
     method("job-manager.input", false, &JobManager::on_input);
+    method("job-manager.queue-list", false, &JobManager::on_queue_list);
+    method("job-manager.queue-enable", true, &JobManager::on_queue_enable);
 }
 
 Job* JobManager::visible_job(const Message& req, nlohmann::json& body) {
@@ -112,6 +116,82 @@ std::string JobManager::over_user_limits(const Message& req) const {
     return "";
 }
 
+std::string JobManager::over_queue_limits(const NamedQueue& q, const Job& job, uint32_t userid) const {
+    if (auto d = disabled_.find(q.name); d != disabled_.end())
+        return fmt::format("queue '{}' is disabled{}{}", q.name, d->second.empty() ? "" : ": ", d->second);
+    if (q.max_duration > 0 && job.duration > q.max_duration)
+        return fmt::format("queue '{}': a time limit of {} is over its max-duration of {}", q.name,
+                           format_duration(job.duration), format_duration(q.max_duration));
+    if (q.max_nodes > 0 && job.nnodes > q.max_nodes)
+        return fmt::format("queue '{}': {} nodes is over its max-nodes of {}", q.name, job.nnodes, q.max_nodes);
+    if (q.max_active_per_user > 0) {
+        int64_t active = 0;
+        for (const auto& [id, j] : jobs_)
+            active += j.userid == userid && j.queue == q.name && j.state != JobState::inactive;
+        if (active >= q.max_active_per_user)
+            return fmt::format("queue '{}': uid {} has {} active jobs there, its max-active-per-user", q.name, userid,
+                               active);
+    }
+    return "";
+}
+
+void JobManager::on_queue_list(const Message& req) {
+    // Each queue: its config, whether it takes submissions, and its jobs.
+    std::map<std::string, std::pair<int64_t, int64_t>> counts;  // pending, running
+    for (const auto& [id, j] : jobs_)
+        if (!j.queue.empty() && j.state != JobState::inactive)
+            (j.state < JobState::run ? counts[j.queue].first : counts[j.queue].second)++;
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& q : queues_.queues) {
+        nlohmann::json one = {{"name", q.name},
+                              {"default", q.is_default},
+                              {"requires", q.requires_text},
+                              {"max-duration", q.max_duration},
+                              {"max-nodes", q.max_nodes},
+                              {"max-active-per-user", q.max_active_per_user},
+                              {"enabled", !disabled_.count(q.name)},
+                              {"pending", counts[q.name].first},
+                              {"running", counts[q.name].second}};
+        if (auto d = disabled_.find(q.name); d != disabled_.end())
+            one["disabled-reason"] = d->second;
+        all.push_back(std::move(one));
+    }
+    broker_.respond(Message::response_to(req, {{"queues", std::move(all)}}));
+}
+
+void JobManager::on_queue_enable(const Message& req) {
+    auto body = req.json();
+    auto name = body ? json_field<std::string>(*body, "queue", "", "job-manager.queue-enable")
+                     : Result<std::string>(body.error());
+    auto enable = body ? json_field(*body, "enable", true, "job-manager.queue-enable") : Result<bool>(body.error());
+    auto reason = body ? json_field<std::string>(*body, "reason", "", "job-manager.queue-enable")
+                       : Result<std::string>(body.error());
+    if (auto e = first_error(name, enable, reason))
+        return broker_.respond_error(req, EPROTO, e->message);
+    // "" or "all": every queue.
+    std::vector<std::string> targets;
+    if (name->empty() || *name == "all") {
+        for (const auto& q : queues_.queues)
+            targets.push_back(q.name);
+    } else if (queues_.find(*name)) {
+        targets.push_back(*name);
+    } else {
+        return broker_.respond_error(req, ENOENT,
+                                     queues_.empty()
+                                         ? "this instance has no queues"
+                                         : fmt::format("unknown queue '{}' (queues: {})", *name, queues_.names()));
+    }
+    for (const auto& t : targets) {
+        if (*enable)
+            disabled_.erase(t);
+        else
+            disabled_[t] = *reason;
+        log::info("job-manager", "queue {} {}{}{}", t, *enable ? "enabled" : "disabled", reason->empty() ? "" : ": ",
+                  *reason);
+    }
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+}
+
 void JobManager::on_submit(const Message& req) {
     auto body = req.json();
     if (!body)
@@ -150,9 +230,20 @@ void JobManager::on_submit(const Message& req) {
                                      "(banyan submit signs it when munged runs)");
     if (auto refused = over_user_limits(req); !refused.empty())
         return broker_.respond_error(req, EDQUOT, refused);
+    // The queue: named plainly when unknown, disabled or over a limit.
+    auto asked = json_field<std::string>(json_object_at(spec, {"attributes", "system"}), "queue", "",
+                                         "jobspec: attributes.system");
+    if (!asked)
+        return broker_.respond_error(req, EINVAL, asked.error().message);
+    auto queue = queues_.resolve(*asked);
+    if (!queue)
+        return broker_.respond_error(req, EINVAL, queue.error().message);
     Job job;
-    if (auto r = job.read_jobspec(spec); !r)
+    if (auto r = job.read_jobspec(spec, queues_); !r)
         return broker_.respond_error(req, EINVAL, "jobspec: " + r.error().message);
+    if (*queue)
+        if (auto refused = over_queue_limits(**queue, job, req.userid); !refused.empty())
+            return broker_.respond_error(req, EINVAL, refused);
     for (const auto& d : job.dependencies) {
         auto t = jobs_.find(d.target);
         if (t == jobs_.end())

@@ -22,8 +22,10 @@ Result<void> Recovery::restore() {
         job.t_submit = s.t_submit;
         job.next_output_seq = s.next_output_seq;
         job.output_bytes = s.output_bytes;
-        if (auto spec = parse_json(s.jobspec))
-            (void)job.read_jobspec(*spec);
+        // A job whose queue is gone from the config is kept, in no queue:
+        // it was accepted, and losing it would lose a job.
+        if (auto spec = parse_json(s.jobspec); spec && !job.read_jobspec(*spec, jm_.queues_))
+            (void)job.read_jobspec(*spec, NamedQueues{});
         for (const auto& ev : s.events) {
             apply_event(job, ev);
             if (ev.name == "alloc" && ev.context.contains("R"))
@@ -52,8 +54,11 @@ void Recovery::resume() {
     nlohmann::json holding = nlohmann::json::array();
     for (auto& [id, r_text] : held_R_)
         if (const Job* job = jm_.find(id); job && !job->freed)
-            if (auto R = parse_json(r_text))
+            if (auto R = parse_json(r_text)) {
                 holding.push_back({{"id", id}, {"R", std::move(*R)}});
+                if (!job->queue.empty())
+                    holding.back()["queue"] = job->queue;
+            }
     held_R_.clear();
     if (!holding.empty())
         jm_.sched_.restore(std::move(holding));

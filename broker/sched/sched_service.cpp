@@ -50,8 +50,12 @@ Result<std::unique_ptr<SchedService>> SchedService::start(Broker& broker) {
     auto rdepth = config.get_int("sched.reservation-depth", 1, 100'000, 64);
     if (!rdepth)
         return rdepth.error();
+    auto queues = NamedQueues::read(config, *qp);
+    if (!queues)
+        return queues.error();
     svc->match_policy_ = *mp;
     svc->queue_config_ = {*qp, static_cast<size_t>(*depth), static_cast<size_t>(*rdepth), 60};
+    svc->named_ = std::move(*queues);
     if (broker.bootstrap().rank == 0) {
         svc->register_methods();
         broker.when_running([s = svc.get()] { s->acquire_resources(); });
@@ -71,6 +75,9 @@ void SchedService::register_methods() {
     method("sched.hello", &SchedService::on_hello);
     broker_.register_method("sched.queue", false,
                             broker_.at_rank0(with_graph([this](const Message& r) { on_queue(r); })));
+    broker_.register_method("sched.queue-list", false,
+                            broker_.at_rank0(with_graph([this](const Message& r) { on_queue_list(r); })));
+    method("sched.queue-start", &SchedService::on_queue_start);
     // Not held back until the graph is there: nothing is allocated before.
     broker_.register_method("sched.resource-status", false,
                             broker_.at_rank0([this](const Message& r) { on_resource_status(r); }));
@@ -78,7 +85,7 @@ void SchedService::register_methods() {
 
 Broker::Handler SchedService::with_graph(Broker::Handler handle) {
     return [this, handle](const Message& req) {
-        if (queue_)
+        if (!lanes_.empty())
             handle(req);
         else
             early_.emplace_back(handle, req);
@@ -114,14 +121,30 @@ void SchedService::on_resources(const Message& resp) {
         }
         if (!matcher_) {
             matcher_ = std::make_unique<Matcher>(*graph, match_policy_);
-            queue_ = std::make_unique<SchedQueue>(*matcher_, queue_config_);
-            log::info("sched", "{} vertices; queue policy {}, match policy {}", matcher_->pool().size(),
+            // One lane per named queue, or one unnamed lane.
+            std::vector<NamedQueue> configs = named_.queues;
+            if (configs.empty())
+                configs.push_back(NamedQueue{.policy = queue_config_.policy});
+            for (auto& c : configs) {
+                Lane lane;
+                QueueConfig qc = queue_config_;
+                qc.policy = c.policy;
+                lane.queue = std::make_unique<SchedQueue>(*matcher_, qc);
+                if (c.constraint)
+                    lane.nodes = *Constraint::from_json(*c.constraint);  // checked when the config was read
+                lane.config = std::move(c);
+                lanes_.push_back(std::move(lane));
+            }
+            log::info("sched", "{} vertices; {} queue{}, queue policy {}, match policy {}", matcher_->pool().size(),
+                      lanes_.size(), lanes_.size() == 1 ? "" : "s",
                       queue_config_.policy == QueuePolicy::fcfs   ? "fcfs"
                       : queue_config_.policy == QueuePolicy::easy ? "easy"
                                                                   : "conservative",
                       match_policy_.name);
         } else {
-            for (uint64_t id : queue_->reload(*graph))
+            for (auto& lane : lanes_)
+                lane.queue->drop_reservations();
+            for (uint64_t id : lanes_.front().queue->reload(*graph))
                 log::warning("sched", "job {}: its resources are no longer in the graph", id);
             log::info("sched", "the graph changed: {} vertices", matcher_->pool().size());
         }
@@ -162,12 +185,29 @@ void SchedService::on_alloc(const Message& req) {
     auto jobspec = Jobspec::from_json(p["jobspec"]);
     if (!jobspec)
         return broker_.respond_error(req, EINVAL, "jobspec: " + jobspec.error().message);
+    auto asked = json_field<std::string>(json_object_at(jobspec->attributes, {"system"}), "queue", "",
+                                         "jobspec: attributes.system");
+    if (!asked)
+        return broker_.respond_error(req, EINVAL, asked.error().message);
+    auto lane = lane_named(*asked);
+    if (!lane)
+        return broker_.respond_error(req, lane.error().code, lane.error().message);
+    // The queue's nodes and the job's own constraint, both.
+    if ((*lane)->nodes) {
+        nlohmann::json both = {{"and", nlohmann::json::array({(*lane)->nodes->to_json()})}};
+        if (jobspec->constraint)
+            both["and"].push_back(jobspec->constraint->to_json());
+        jobspec->constraint = *Constraint::from_json(both);
+    }
     // The queue needs resources and duration only; a job's environment can
     // be kilobytes, and many thousands of jobs may wait.
     jobspec->attributes = nullptr;
     jobspec->tasks.clear();
-    if (auto r = queue_->submit(*id, std::move(*jobspec), *priority, *t_submit); !r)
+    if (auto r = (*lane)->queue->submit(*id, std::move(*jobspec), *priority, *t_submit); !r)
         return broker_.respond_error(req, r.error().code, r.error().message);
+    lane_index_[*id] = static_cast<size_t>(*lane - lanes_.data());
+    if (!(*lane)->started)
+        (*lane)->queue->annotate_pending(stopped_reason(**lane));
     // Kept to answer it: without its payload (the jobspec), which at
     // 100,000 pending jobs would be hundreds of MB.
     Message& kept = waiting_.emplace(*id, req).first->second;
@@ -180,8 +220,12 @@ void SchedService::on_free(const Message& req) {
     auto id = body ? job_id(*body, req.topic) : Result<uint64_t>(body.error());
     if (!id)
         return broker_.respond_error(req, id.error().code, id.error().message);
-    if (auto r = queue_->free(*id); !r)
+    auto lane = lane_of(*id);
+    if (!lane)
+        return broker_.respond_error(req, lane.error().code, lane.error().message);
+    if (auto r = (*lane)->queue->free(*id); !r)
         return broker_.respond_error(req, r.error().code, r.error().message);
+    lane_index_.erase(*id);
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     schedule_soon();
 }
@@ -191,8 +235,12 @@ void SchedService::on_cancel(const Message& req) {
     auto id = body ? job_id(*body, req.topic) : Result<uint64_t>(body.error());
     if (!id)
         return broker_.respond_error(req, id.error().code, id.error().message);
-    if (auto r = queue_->cancel(*id); !r)
+    auto lane = lane_of(*id);
+    if (!lane)
+        return broker_.respond_error(req, ENOENT, fmt::format("job {} is not pending", *id));
+    if (auto r = (*lane)->queue->cancel(*id); !r)
         return broker_.respond_error(req, r.error().code, r.error().message);
+    lane_index_.erase(*id);
     if (auto it = waiting_.find(*id); it != waiting_.end()) {
         broker_.respond_error(it->second, ECANCELED, fmt::format("job {} was canceled while pending", *id));
         waiting_.erase(it);
@@ -209,7 +257,10 @@ void SchedService::on_prioritize(const Message& req) {
     auto priority = json_field<int64_t>(*body, "priority", 16, req.topic);
     if (auto e = first_error(id, priority))
         return broker_.respond_error(req, EPROTO, e->message);
-    if (auto r = queue_->prioritize(*id, *priority); !r)
+    auto lane = lane_of(*id);
+    if (!lane)
+        return broker_.respond_error(req, ENOENT, fmt::format("job {} is not pending", *id));
+    if (auto r = (*lane)->queue->prioritize(*id, *priority); !r)
         return broker_.respond_error(req, r.error().code, r.error().message);
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     schedule_soon();
@@ -233,8 +284,14 @@ void SchedService::on_hello(const Message& req) {
         }
         int64_t start = static_cast<int64_t>(r->starttime);
         int64_t end = r->expiration > 0 ? static_cast<int64_t>(r->expiration) : kForever;
-        if (auto done = queue_->restore(*id, *r, start, end); !done)
+        // Its queue, if it still is one; else the first.
+        auto queue = json_field<std::string>(j, "queue", "", "jobs[]");
+        auto lane = queue ? lane_named(*queue) : Result<Lane*>(queue.error());
+        Lane* home = lane ? *lane : &lanes_.front();
+        if (auto done = home->queue->restore(*id, *r, start, end); !done)
             refused.push_back(fmt::format("job {}: {}", *id, done.error().message));
+        else
+            lane_index_[*id] = static_cast<size_t>(home - lanes_.data());
     }
     broker_.respond(Message::response_to(req, {{"refused", refused}}));
     schedule_soon();
@@ -242,13 +299,88 @@ void SchedService::on_hello(const Message& req) {
 
 void SchedService::on_queue(const Message& req) {
     nlohmann::json jobs = nlohmann::json::array();
-    for (const PendingJob* j : queue_->pending()) {
-        nlohmann::json entry{{"id", j->id}, {"priority", j->priority}, {"reason", j->reason}};
-        if (j->t_estimate)
-            entry["t_estimate"] = *j->t_estimate;
-        jobs.push_back(std::move(entry));
+    size_t running = 0;
+    for (const auto& lane : lanes_) {
+        for (const PendingJob* j : lane.queue->pending()) {
+            nlohmann::json entry{{"id", j->id}, {"priority", j->priority}, {"reason", j->reason}};
+            if (j->t_estimate)
+                entry["t_estimate"] = *j->t_estimate;
+            if (!lane.config.name.empty())
+                entry["queue"] = lane.config.name;
+            jobs.push_back(std::move(entry));
+        }
+        running += lane.queue->running();
     }
-    broker_.respond(Message::response_to(req, {{"jobs", jobs}, {"running", queue_->running()}}));
+    broker_.respond(Message::response_to(req, {{"jobs", jobs}, {"running", running}}));
+}
+
+void SchedService::on_queue_list(const Message& req) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& lane : lanes_) {
+        if (lane.config.name.empty())
+            continue;
+        nlohmann::json one = {{"name", lane.config.name},
+                              {"started", lane.started},
+                              {"pending", lane.queue->pending_count()},
+                              {"running", lane.queue->running()}};
+        if (!lane.started)
+            one["stop-reason"] = lane.stop_reason;
+        all.push_back(std::move(one));
+    }
+    broker_.respond(Message::response_to(req, {{"queues", std::move(all)}}));
+}
+
+void SchedService::on_queue_start(const Message& req) {
+    auto body = req.json();
+    auto name = body ? json_field<std::string>(*body, "queue", "", req.topic) : Result<std::string>(body.error());
+    auto start = body ? json_field(*body, "start", true, req.topic) : Result<bool>(body.error());
+    auto reason = body ? json_field<std::string>(*body, "reason", "", req.topic) : Result<std::string>(body.error());
+    if (auto e = first_error(name, start, reason))
+        return broker_.respond_error(req, EPROTO, e->message);
+    if (named_.empty())
+        return broker_.respond_error(req, ENOENT, "this instance has no queues");
+    std::vector<Lane*> targets;
+    for (auto& lane : lanes_)
+        if (name->empty() || *name == "all" || lane.config.name == *name)
+            targets.push_back(&lane);
+    if (targets.empty())
+        return broker_.respond_error(req, ENOENT,
+                                     fmt::format("unknown queue '{}' (queues: {})", *name, named_.names()));
+    for (Lane* lane : targets) {
+        lane->started = *start;
+        lane->stop_reason = *start ? "" : *reason;
+        // A stopped queue's jobs stay pending, and say why.
+        if (!*start)
+            lane->queue->annotate_pending(stopped_reason(*lane));
+        log::info("sched", "queue {} {}{}{}", lane->config.name, *start ? "started" : "stopped",
+                  reason->empty() ? "" : ": ", *reason);
+    }
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    schedule_soon();
+}
+
+std::string SchedService::stopped_reason(const Lane& lane) {
+    return fmt::format("queue {} is stopped{}{}", lane.config.name, lane.stop_reason.empty() ? "" : ": ",
+                       lane.stop_reason);
+}
+
+Result<SchedService::Lane*> SchedService::lane_named(const std::string& queue) {
+    if (named_.empty()) {
+        if (!queue.empty())
+            return make_error(EINVAL, fmt::format("queue '{}': this instance has no queues", queue));
+        return &lanes_.front();
+    }
+    for (auto& lane : lanes_)
+        if (lane.config.name == queue)
+            return &lane;
+    return make_error(EINVAL, fmt::format("unknown queue '{}' (queues: {})", queue, named_.names()));
+}
+
+Result<SchedService::Lane*> SchedService::lane_of(uint64_t id) {
+    auto it = lane_index_.find(id);
+    if (it == lane_index_.end())
+        return make_error(ENOENT, fmt::format("job {} holds no resources", id));
+    return &lanes_[it->second];
 }
 
 // A change (submit, free, cancel) is worth a pass now, even when the
@@ -262,19 +394,26 @@ void SchedService::schedule_soon() {
 
 void SchedService::run_pass() {
     pass_soon_ = false;
-    for (auto& started : queue_->schedule(wall_now())) {
-        auto it = waiting_.find(started.id);
-        if (it == waiting_.end())
+    // Each started queue in turn: a full queue blocks only its own jobs.
+    size_t pending = 0;
+    for (auto& lane : lanes_) {
+        pending += lane.queue->pending_count();
+        if (!lane.started)
             continue;
-        broker_.respond(Message::response_to(it->second, {{"id", started.id}, {"R", started.R.to_json()}}));
-        waiting_.erase(it);
+        for (auto& started : lane.queue->schedule(wall_now())) {
+            auto it = waiting_.find(started.id);
+            if (it == waiting_.end())
+                continue;
+            broker_.respond(Message::response_to(it->second, {{"id", started.id}, {"R", started.R.to_json()}}));
+            waiting_.erase(it);
+        }
     }
     // Reservations come due and jobs overrun with time alone: look again
     // while anything waits.
     // Unless a change during this pass (an answer above can bring a new
     // request at once) already asked for the next pass: re-arming would
     // drop it.
-    if (queue_->pending_count() > 0 && !pass_soon_)
+    if (pending > 0 && !pass_soon_)
         pass_timer_.start(std::chrono::seconds(1), [this] { run_pass(); });
 }
 

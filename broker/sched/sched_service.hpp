@@ -17,6 +17,7 @@
 
 #include "broker/broker.hpp"
 #include "core/reactor.hpp"
+#include "sched/named_queues.hpp"
 #include "sched/sched_queue.hpp"
 
 namespace banyan {
@@ -43,15 +44,37 @@ class SchedService {
     void on_prioritize(const Message& req);
     void on_hello(const Message& req);
     void on_queue(const Message& req);
+    void on_queue_list(const Message& req);
+    void on_queue_start(const Message& req);
+    struct Lane;
+    // The lane of a job asking for `queue` ("" without queues). Error
+    // EINVAL: an unknown queue.
+    Result<Lane*> lane_named(const std::string& queue);
+    // The lane of a job the scheduler knows. Error ENOENT.
+    Result<Lane*> lane_of(uint64_t id);
+    static std::string stopped_reason(const Lane& lane);
     // Coalesces the requests of one reactor turn into one pass.
     void schedule_soon();
     void run_pass();
 
+    // One queue of jobs ([queues.NAME], or the one unnamed queue): its own
+    // order and policy, its nodes by constraint, started or stopped
+    // (sched.queue-start; not kept over a restart).
+    struct Lane {
+        NamedQueue config;
+        std::unique_ptr<SchedQueue> queue;
+        std::optional<Constraint> nodes;
+        bool started = true;
+        std::string stop_reason;
+    };
+
     Broker& broker_;
     MatchPolicy match_policy_;
     QueueConfig queue_config_;
+    NamedQueues named_;
     std::unique_ptr<Matcher> matcher_;
-    std::unique_ptr<SchedQueue> queue_;
+    std::vector<Lane> lanes_;                // empty until the graph is there
+    std::map<uint64_t, size_t> lane_index_;  // job -> lanes_ index, pending and running
     std::map<uint64_t, Message> waiting_;  // alloc requests, answered when the job starts
     std::vector<std::pair<Broker::Handler, Message>> early_;  // requests before the graph
     Timer pass_timer_;

@@ -1,0 +1,115 @@
+#!/bin/bash
+# Named queues ([queues.NAME]): each its own nodes by property, a default,
+# limits refused at submit with the limit named, disable (no submissions,
+# with the reason) and stop (jobs stay pending, with the reason), a full
+# queue not blocking another, and {queue} in banyan jobs.
+. "$(dirname "$0")/lib.sh"
+
+for r in 0 1 2 3; do lstopo-no-graphics -i "pack:1 core:2 pu:1" --of xml "$T_DIR/rank$r.xml" 2>/dev/null; done
+banyan keygen "$T_DIR/cert" >/dev/null
+cat >"$T_DIR/q.toml" <<TOML
+[bootstrap]
+size = 4
+port = $(($(free_port) / 10))
+bind = "tcp://127.0.0.1:%p%r"
+connect = "tcp://127.0.0.1:%p%r"
+curve_cert = "$T_DIR/cert"
+[tbon]
+fanout = 2
+[resource]
+hwloc_xml = "$T_DIR/rank%r.xml"
+properties = { batch = "0-1", debug = "2-3" }
+[queues.batch]
+requires = "batch"
+default = true
+max-nodes = 2
+[queues.debug]
+requires = "debug"
+max-duration = "10m"
+max-active-per-user = 2
+policy = "fcfs"
+TOML
+for r in 0 1 2 3; do start_broker "$T_DIR/q.toml" "$r"; done
+BANYAN_URI=$(uri_of 0)
+export BANYAN_URI
+CLEANUP+=("banyan shutdown")
+wait_for "4 brokers up" 20 all_up 4
+wait_for "the instance runs" 20 banyan ready
+
+ranks_of_run() { "$@" sh -c 'echo "${BANYAN_URI##*/rank-}"' | sed 's,/.*,,' | sort -un | paste -sd, -; }
+state_of() { banyan jobs -a -n 100 --no-header -o '{id} {st} {queue} {info}' | grep "^ *$1 "; }
+export -f state_of
+
+check_output "queue list: batch is the default, with its limits and nodes" \
+    "^batch +\* +- +2 +- +en/start +batch$" banyan queue list
+check_output "queue list: debug" "^debug +10m00s +- +2 +en/start +debug$" banyan queue list
+check_output "without --queue: the default queue's nodes" "^0,1$" ranks_of_run banyan run -N2 -n2
+check_output "--queue debug: its nodes" "^2,3$" ranks_of_run banyan run -N2 -n2 --queue=debug
+one=$(banyan submit -q debug true)
+banyan job wait "$one" >/dev/null
+check_output "banyan jobs shows the queue" "^ *$one +CD +debug" state_of "$one"
+
+# Limits, refused at submit, the limit named.
+check_fails "max-nodes" "queue 'batch': 3 nodes is over its max-nodes of 2" banyan submit -N3 -n3 true
+check_fails "max-duration" "queue 'debug': a time limit of 1h00m is over its max-duration of 10m00s" \
+    banyan submit -q debug -t 1h true
+check_fails "an unknown queue" "unknown queue 'gpu' \(queues: batch, debug\)" banyan submit -q gpu true
+a=$(banyan submit -q debug sleep 300)
+b=$(banyan submit -q debug sleep 300)
+check_fails "max-active-per-user" "queue 'debug': uid [0-9]+ has 2 active jobs there, its max-active-per-user" \
+    banyan submit -q debug true
+banyan cancel "$a" "$b"
+wait_for "the sleepers end" 20 sh -c "banyan jobs -a -o '{id} {st}' | grep -q '$b  *CA'"
+# R's window is the time limit: the queue's 600 s.
+nolimit=$(banyan submit -q debug true)
+banyan job wait "$nolimit" >/dev/null
+check_output "a job with no time limit in debug gets its max-duration" "^600$" \
+    sh -c "banyan job info $nolimit | python3 -c 'import json,sys; R=json.load(sys.stdin)[\"R\"][\"execution\"]; print(round(R[\"expiration\"] - R[\"starttime\"]))'"
+
+# A full queue does not block the other: batch is busy, debug runs.
+f1=$(banyan submit -N2 -n4 sleep 300)
+wait_for "batch is full" 10 sh -c "banyan jobs -o '{id} {st}' | grep -q '$f1  *R'"
+waiting=$(banyan submit -N1 -n1 true)
+wait_for "a batch job waits" 10 bash -c "state_of $waiting | grep -q ' S batch'"
+check_output "debug still runs jobs" "^2$|^3$" ranks_of_run banyan run -n1 -q debug
+
+# Stop: jobs stay pending, with the reason; start: they run.
+check "stop debug" banyan queue stop debug --reason "firmware update"
+held=$(banyan submit -q debug true)
+wait_for "a debug job stays pending, saying why" 10 \
+    bash -c "state_of $held | grep -q 'S debug .*queue debug is stopped: firmware update'"
+check_output "queue status says so" "^debug: enabled, stopped: firmware update; 1 pending, 0 running$" \
+    banyan queue status debug
+check "start debug" banyan queue start debug
+check "the held job runs" timeout 20 banyan job wait "$held"
+
+# Disable: submissions refused with the reason; queued jobs stay.
+check "disable batch" banyan queue disable batch --reason "draining for maintenance"
+check_fails "a disabled queue refuses, with the reason" "queue 'batch' is disabled: draining for maintenance" \
+    banyan submit true
+check_output "the waiting batch job is still there" "S batch" state_of "$waiting"
+check "enable batch" banyan queue enable batch
+check "cancel the sleeper" banyan cancel "$f1"
+check "the waiting job runs once batch has room" timeout 20 banyan job wait "$waiting"
+
+# Bad input: one line each.
+check_fails "queue stop of an unknown queue" "unknown queue 'nope'" banyan queue stop nope
+check_fails "queue status of an unknown queue" "unknown queue 'nope'" banyan queue status nope
+check "shut down" banyan shutdown
+CLEANUP=()
+
+# Bad config: one line naming the key, no instance.
+bad() { printf '[bootstrap]\nsize = 1\n%s\n' "$1" >"$T_DIR/bad.toml"; timeout 20 banyan start --config "$T_DIR/bad.toml" -- true; }
+export -f bad
+check_fails "a limit of the wrong type" "queues.q.max-nodes: expected an integer" bad '[queues.q]
+max-nodes = "two"'
+check_fails "an unknown key" "queues.q.maxnodes: unknown key" bad '[queues.q]
+maxnodes = 2'
+check_fails "a bad requires" "queues.q.requires: .*a '\(' is not closed" bad '[queues.q]
+requires = "(gpu"'
+check_fails "an unknown policy" "queues.q.policy: unknown queue policy 'lifo'" bad '[queues.q]
+policy = "lifo"'
+check_fails "two defaults" "queues.r.default: queue 'q' is the default already" bad '[queues.q]
+default = true
+[queues.r]
+default = true'
