@@ -304,6 +304,13 @@ Result<void> check_attributes(const json& doc, Jobspec& spec) {
             spec.constraint = std::move(*c);
         }
     }
+    if (const json& options = json_object_at(sys, {"shell", "options"}); options.contains("profile")) {
+        const json& p = options["profile"];
+        std::string v = p.is_string() ? p.get<std::string>() : "";
+        if (v != "network" && v != "cpu" && v != "memory")
+            return bad("attributes.system.shell.options.profile", "expected network, cpu or memory");
+        spec.profile = v == "network" ? Profile::network : v == "cpu" ? Profile::cpu : Profile::memory;
+    }
     if (sys.contains("dependencies")) {
         const json& deps = sys["dependencies"];
         if (!deps.is_array())

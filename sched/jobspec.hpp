@@ -48,6 +48,10 @@ struct JobspecTask {
     std::string per_resource_type;
 };
 
+// -o profile= (attributes.system.shell.options.profile): how the scheduler
+// places a job's slots when the jobspec names no nodes (sched.md section 4).
+enum class Profile { none, network, cpu, memory };
+
 struct Jobspec {
     int64_t version = 1;
     std::vector<JobspecResource> resources;
@@ -55,6 +59,7 @@ struct Jobspec {
     nlohmann::json attributes;  // {"system": {...}, "user": {...}}
     double duration = 0;        // seconds; 0: unlimited
     std::optional<Constraint> constraint;  // attributes.system.constraints (RFC 31)
+    Profile profile = Profile::none;
 
     // Parses YAML (JSON is YAML too) and validates under `rules`.
     static Result<Jobspec> parse(std::string_view text, JobspecRules rules = JobspecRules::canonical);

@@ -605,6 +605,9 @@ bool Matcher::holds_slot_members(uint32_t v, const Request& slot) const {
 }
 
 void Matcher::collect_slots(uint32_t v, const Request& r, uint64_t want, std::vector<Checkpoint>& after) {
+    // A profile hint places slots the jobspec does not tie to nodes.
+    if (profile_ != Profile::none && node_type_ && (v == kNoVertex || pool_.rank(v) < 0))
+        return collect_slots_by_profile(v, r, want, after);
     if (!policy_.slot_at_holder) {
         // Each slot's members anywhere below v.
         while (after.size() < want) {
@@ -806,6 +809,9 @@ void Matcher::collect_slots_by_score(uint32_t v, const Request& r, uint64_t want
     // Every holder's slots are scored (the sum of their members' ids, as
     // Fluxion scores them) without keeping them; the best `want` of all are
     // then taken, which is a first part of each holder's, in holder order.
+    if (after.size() >= want)
+        return;
+    uint64_t more = want - after.size();  // `want` counts the slots held already
     std::vector<uint32_t> holders;
     gather(v, r, true, holders);
     struct Scored {
@@ -820,7 +826,7 @@ void Matcher::collect_slots_by_score(uint32_t v, const Request& r, uint64_t want
     for (size_t h = 0; h < holders.size(); ++h) {
         uint32_t u = holders[h];
         Checkpoint start = checkpoint();
-        for (uint64_t n = 0; n < want; ++n) {
+        for (uint64_t n = 0; n < more; ++n) {
             Checkpoint cp = checkpoint();
             if (!form(u)) {
                 rollback(cp);
@@ -837,7 +843,7 @@ void Matcher::collect_slots_by_score(uint32_t v, const Request& r, uint64_t want
     std::stable_sort(all.begin(), all.end(),
                      [&](const Scored& a, const Scored& b) { return better_id(a.score, b.score); });
     std::vector<uint64_t> take(holders.size(), 0);
-    for (size_t i = 0; i < all.size() && i < want; ++i)
+    for (size_t i = 0; i < all.size() && i < more; ++i)
         ++take[all[i].holder];
     for (size_t h = 0; h < holders.size(); ++h) {
         if (take[h] == 0)
@@ -848,6 +854,79 @@ void Matcher::collect_slots_by_score(uint32_t v, const Request& r, uint64_t want
         claim_path(holders[h], v);
         for (uint64_t n = 0; n < take[h] && form(holders[h]); ++n)
             after.push_back(checkpoint());
+    }
+}
+
+void Matcher::collect_slots_by_profile(uint32_t v, const Request& r, uint64_t want, std::vector<Checkpoint>& after) {
+    // The nodes below v that could hold a slot, in graph order.
+    std::vector<uint32_t> nodes;
+    std::vector<uint32_t> todo;
+    if (v == kNoVertex)
+        todo.assign(pool_.roots().rbegin(), pool_.roots().rend());
+    else
+        for (size_t i = pool_.children(v).size(); i-- > 0;)
+            todo.push_back(pool_.children(v)[i]);
+    while (!todo.empty()) {
+        uint32_t u = todo.back();
+        todo.pop_back();
+        ++visits_;
+        if (!usable(u) || taken_[u] == epoch_ || pool_.is_leaf(u) || !may_hold(u, r.unit_needs))
+            continue;
+        if (pool_.type(u) == *node_type_) {
+            nodes.push_back(u);
+            continue;
+        }
+        auto kids = pool_.children(u);
+        for (size_t i = kids.size(); i-- > 0;)
+            todo.push_back(kids[i]);
+    }
+    // Tries to add slots below `node` until `until` slots are held.
+    auto add_below = [&](uint32_t node, uint64_t until) {
+        Checkpoint cp = checkpoint();
+        if (marked_[node] != epoch_)
+            push_claim({node, 1, false, false, true});
+        claim_path(node, v);
+        size_t had = after.size();
+        collect_slots(node, r, until, after);
+        if (after.size() == had) {
+            rollback(cp);
+            return false;
+        }
+        return true;
+    };
+    if (profile_ == Profile::network) {
+        // Network-bound: the fewest nodes. A node that holds all that is
+        // left, the tightest such first; else the roomiest first.
+        int64_t per_slot = 1;
+        for (auto [t, n] : r.unit_needs)
+            if (t == r.scan_type)
+                per_slot = std::max<int64_t>(1, n);
+        int64_t need = static_cast<int64_t>(want - after.size()) * per_slot;
+        auto room = [&](uint32_t n) { return pool_.avail(n, r.scan_type, start_, end_, ignore_use_); };
+        std::stable_sort(nodes.begin(), nodes.end(), [&](uint32_t a, uint32_t b) {
+            bool fa = room(a) >= need, fb = room(b) >= need;
+            if (fa != fb)
+                return fa;
+            return fa ? room(a) < room(b) : room(a) > room(b);
+        });
+        for (uint32_t n : nodes) {
+            if (after.size() >= want)
+                break;
+            add_below(n, want);
+        }
+        return;
+    }
+    // CPU- and memory-bound: one slot per node in turn, so the slots are
+    // spread evenly over as many nodes as can take them.
+    while (after.size() < want && !nodes.empty()) {
+        std::vector<uint32_t> still;
+        for (uint32_t n : nodes) {
+            if (after.size() >= want)
+                break;
+            if (add_below(n, after.size() + 1))
+                still.push_back(n);
+        }
+        nodes = std::move(still);
     }
 }
 

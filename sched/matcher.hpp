@@ -137,6 +137,9 @@ class Matcher {
     bool children_in_id_order(uint32_t v, TypeId t);
     std::unordered_map<uint64_t, bool> in_id_order_;
     void collect_slots_by_score(uint32_t v, const Request& r, uint64_t want, std::vector<Checkpoint>& after);
+    // -o profile=: network packs slots onto the fewest nodes; cpu and
+    // memory spread them one per node in turn.
+    void collect_slots_by_profile(uint32_t v, const Request& r, uint64_t want, std::vector<Checkpoint>& after);
     // Slots below v (or at it), each a checkpoint after it, until `want`.
     void collect_slots(uint32_t v, const Request& r, uint64_t want, std::vector<Checkpoint>& after);
     bool claim_unit(uint32_t u, const Request& r, bool exclusive);
@@ -150,15 +153,17 @@ class Matcher {
     Checkpoint checkpoint() const { return {claims_.size(), exclusives_.size()}; }
     void rollback(Checkpoint cp);
 
-    // The job's constraint (RFC 31) for the duration of one match.
+    // The job's constraint (RFC 31) and profile hint for one match.
     struct ConstraintScope {
         ConstraintScope(Matcher& m, const Jobspec& js) : matcher(m) {
             matcher.constraint_ = js.constraint ? &*js.constraint : nullptr;
             matcher.eligible_now_ = nullptr;
+            matcher.profile_ = js.profile;
         }
         ~ConstraintScope() {
             matcher.constraint_ = nullptr;
             matcher.eligible_now_ = nullptr;
+            matcher.profile_ = Profile::none;
         }
         ConstraintScope(const ConstraintScope&) = delete;
         ConstraintScope& operator=(const ConstraintScope&) = delete;
@@ -181,6 +186,7 @@ class Matcher {
     ResourcePool pool_;
     MatchPolicy policy_;
     const Constraint* constraint_ = nullptr;
+    Profile profile_ = Profile::none;  // the job's -o profile= hint
     std::optional<TypeId> node_type_;
     std::optional<TypeId> core_type_;
     // `first` only: the order weight of each vertex among its siblings.

@@ -14,8 +14,8 @@ namespace {
 
 // What `-o NAME=...` may name (the CLI sets output, input and stdin from
 // its own options).
-constexpr std::string_view kKnownOptions[] = {"cpu-affinity", "gpu-affinity", "exit-timeout", "rlimit",
-                                              "output",       "input",        "stdin",        "signal"};
+constexpr std::string_view kKnownOptions[] = {"cpu-affinity", "gpu-affinity", "exit-timeout", "rlimit", "output",
+                                              "input",        "stdin",        "signal",       "profile"};
 
 Result<Affinity> affinity(const nlohmann::json& options, const char* key) {
     auto it = options.find(key);
@@ -92,9 +92,22 @@ Result<ShellOptions> read_shell_options(const nlohmann::json& system) {
     for (const auto& [name, value] : o.items())
         if (std::find(std::begin(kKnownOptions), std::end(kKnownOptions), name) == std::end(kKnownOptions))
             return make_error(EINVAL, fmt::format("-o {}: unknown shell option (known: cpu-affinity, gpu-affinity, "
-                                                  "exit-timeout, rlimit.NAME, output, input, stdin, signal)",
+                                                  "exit-timeout, rlimit.NAME, output, input, stdin, signal, "
+                                                  "profile)",
                                                   name));
     ShellOptions opts;
+    if (o.contains("profile")) {
+        const auto& p = o["profile"];
+        std::string v = p.is_string() ? p.get<std::string>() : p.dump();
+        if (v == "network")
+            opts.profile = Profile::network;
+        else if (v == "cpu")
+            opts.profile = Profile::cpu;
+        else if (v == "memory")
+            opts.profile = Profile::memory;
+        else
+            return make_error(EINVAL, fmt::format("-o profile={}: expected network, cpu or memory", v));
+    }
     auto cpu = affinity(o, "cpu-affinity");
     auto gpu = affinity(o, "gpu-affinity");
     auto timeout = exit_timeout(o);

@@ -14,12 +14,14 @@
 #include <nlohmann/json.hpp>
 
 #include "core/result.hpp"
+#include "sched/jobspec.hpp"
 
 namespace banyan {
 
 enum class Affinity { on, per_task, off };
 
 struct ShellOptions {
+    Profile profile = Profile::none;
     Affinity cpu_affinity = Affinity::on;
     Affinity gpu_affinity = Affinity::on;
     std::optional<double> exit_timeout = 30.0;  // seconds; nullopt: none

@@ -98,10 +98,12 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
                              {"resources", spec.value("resources", nlohmann::json::array())},
                              {"tasks", spec.value("tasks", nlohmann::json::array())}};
     // What the scheduler needs of attributes.system: the duration, the
-    // constraints (validated at submit) and the queue.
+    // constraints (validated at submit), the queue and the profile hint.
     for (const char* key : {"duration", "constraints"})
         if (system.contains(key))
             for_sched["attributes"]["system"][key] = system[key];
+    if (const auto& options = json_object_at(system, {"shell", "options"}); options.contains("profile"))
+        for_sched["attributes"]["system"]["shell"]["options"]["profile"] = options["profile"];
     ntasks = count_tasks(spec);
     nnodes = count_nodes(spec);
     if (system.contains("duration") && system["duration"].is_number())

@@ -41,6 +41,13 @@ inside() {
     check_output "RFC 31 JSON in the jobspec works too" "^3$" \
         ranks_of_run banyan run -N1 -n1 -S 'constraints={"properties":["bigmem"]}'
 
+    # The profile hint: cpu spreads four 1-core tasks over the four nodes;
+    # network packs two onto one node (so does the default, pack).
+    check_output "-o profile=cpu: one task per node" "^0,1,2,3$" ranks_of_run banyan run -n4 -o profile=cpu
+    check_output "-o profile=network: one node" "^[0-3]$" ranks_of_run banyan run -n2 -o profile=network
+    check_fails "an unknown profile is one line" "profile.*expected network, cpu or memory" \
+        banyan submit -n1 -o profile=io true
+
     # Never satisfiable: refused at once, the term named.
     check_fails "an unknown property is named" "no node has the property 'gpu-h100'" \
         timeout 10 banyan run -N1 -n1 --requires=gpu-h100 true

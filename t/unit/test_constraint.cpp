@@ -217,3 +217,47 @@ TEST_CASE("constraint: properties travel in JGF and R", "[constraint]") {
     CHECK(NodeDescription::from_json(bad).error().message ==
           "node description: properties[0]: property 'a b': ' ' is not allowed in a name");
 }
+
+TEST_CASE("profile: network packs slots onto the fewest nodes, cpu and memory spread them", "[matcher]") {
+    std::vector<NodeDescription> nodes;
+    for (uint32_t r = 0; r < 4; ++r)
+        nodes.push_back({r, fmt::format("node{}", r), {{IdSet::range(0, 3), {}, 0}}, {}});
+    auto graph = ResourceGraph::from_nodes(nodes);
+    REQUIRE(graph.ok());
+    auto job = [](const char* profile, int slots) {
+        json doc = {
+            {"version", 1},
+            {"resources",
+             {{{"type", "slot"}, {"count", slots}, {"label", "task"}, {"with", {{{"type", "core"}, {"count", 1}}}}}}},
+            {"tasks", {{{"command", {"app"}}, {"slot", "task"}, {"count", {{"per_slot", 1}}}}}},
+            {"attributes", {{"system", {{"duration", 60}}}}}};
+        if (*profile)
+            doc["attributes"]["system"]["shell"] = {{"options", {{"profile", profile}}}};
+        auto js = Jobspec::from_json(doc);
+        REQUIRE(js.ok());
+        return *js;
+    };
+    auto ranks = [](Matcher& m, const Jobspec& js, uint64_t id) {
+        auto r = m.match(js, MatchOp::allocate, 0, id);
+        REQUIRE(r.ok());
+        REQUIRE(r->matched);
+        return m.to_rv1(r->claims, 0, 0).rank_set().format();
+    };
+    for (const auto& policy : MatchPolicy::names()) {
+        INFO(policy);
+        Matcher m(*graph, *MatchPolicy::from_name(policy));
+        CHECK(ranks(m, job("cpu", 4), 1) == "0-3");
+        CHECK(ranks(m, job("memory", 2), 2).size() == 3);  // two nodes, e.g. "0-1" or "0,2"
+        // Each node has 3 or 2 cores free now: 3 slots fit on one node.
+        auto packed = ranks(m, job("network", 3), 3);
+        CHECK(packed.find_first_of(",-") == std::string::npos);
+    }
+    json doc = {{"version", 1},
+                {"resources",
+                 {{{"type", "slot"}, {"count", 1}, {"label", "task"}, {"with", {{{"type", "core"}, {"count", 1}}}}}}},
+                {"tasks", {{{"command", {"app"}}, {"slot", "task"}, {"count", {{"per_slot", 1}}}}}},
+                {"attributes", {{"system", {{"duration", 60}, {"shell", {{"options", {{"profile", "io"}}}}}}}}}};
+    auto refused = Jobspec::from_json(doc);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().message == "attributes.system.shell.options.profile: expected network, cpu or memory");
+}
