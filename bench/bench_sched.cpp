@@ -12,6 +12,10 @@
 //                                                property half the nodes have
 //                                                (even ranks), until none fits,
 //                                                beside as many unconstrained
+//   bench-sched queues NODES SHAPE PENDING       one scheduling pass of 4 queues
+//                                                (each a quarter of the nodes,
+//                                                by property) holding PENDING
+//                                                jobs in all, the nodes full
 // SHAPE is a synthetic node shape, e.g. "socket:2,core:18,gpu:1".
 #include <algorithm>
 #include <chrono>
@@ -24,6 +28,7 @@
 #include "bench/bench_util.hpp"
 #include "resource/synthetic.hpp"
 #include "sched/matcher.hpp"
+#include "sched/sched_queue.hpp"
 
 using namespace banyan;
 using Clock = std::chrono::steady_clock;
@@ -130,6 +135,46 @@ int main(int argc, char** argv) {
         Loaded plain = load(std::stoi(a[1]), a[2], a[3], true);
         auto base = fill(*plain.matcher, jobspec(node_job), jobid, matched);
         report(fmt::format("{} x {}, {}: as many 1-node jobs, no constraint", a[1], a[2], a[3]), base, plain.ms);
+        return 0;
+    }
+    if (a.size() == 4 && a[0] == "queues") {
+        int nodes = std::stoi(a[1]);
+        auto descriptions = parse_synthetic_cluster(fmt::format("node[0-{}]: {}", nodes - 1, a[2]));
+        if (!descriptions)
+            return 2;
+        for (auto& d : *descriptions)
+            d.properties.push_back(fmt::format("q{}", d.rank % 4));
+        auto graph = ResourceGraph::from_nodes(*descriptions);
+        Matcher matcher(*graph, *MatchPolicy::from_name("pack"));
+        std::vector<std::unique_ptr<SchedQueue>> queues;
+        for (int q = 0; q < 4; ++q)
+            queues.push_back(std::make_unique<SchedQueue>(matcher, QueueConfig{QueuePolicy::fcfs, 1000, 64, 60}));
+        auto queue_job = [&](int q) {
+            Jobspec js = jobspec("{type: slot, count: 1, label: s, with: [{type: core, count: 1}]}");
+            js.constraint = *Constraint::from_json({{"properties", {fmt::format("q{}", q)}}});
+            return js;
+        };
+        // Fill every node with running 1-core jobs, then queue the rest.
+        for (int q = 0; q < 4; ++q) {
+            for (;;) {
+                if (!queues[q]->submit(jobid, queue_job(q), 16, static_cast<double>(jobid)).ok())
+                    return 2;
+                ++jobid;
+                if (queues[q]->schedule(0).empty())
+                    break;
+            }
+        }
+        size_t pending = std::stoul(a[3]);
+        for (size_t i = 0; i < pending; ++i, ++jobid)
+            (void)queues[i % 4]->submit(jobid, queue_job(static_cast<int>(i % 4)), 16, static_cast<double>(jobid));
+        std::vector<double> us;
+        for (int pass = 0; pass < 20; ++pass) {
+            auto t = Clock::now();
+            for (auto& q : queues)
+                q->schedule(1 + pass);
+            us.push_back(since_us(t));
+        }
+        report(fmt::format("one pass of 4 queues, {} jobs pending, {} x {} full", pending, a[1], a[2]), us, 0);
         return 0;
     }
     if (a.size() == 4 && a[0] == "nodes16") {

@@ -205,6 +205,7 @@ Result<MatchResult> Matcher::match(const Jobspec& jobspec, MatchOp op, int64_t n
             res.claims = claims_;
             pool_.apply(claims_, res.start, res.end, !res.reserved, 1);
             jobs_[jobid] = Job{claims_, res.start, res.end, res.reserved};
+            ends_.insert(res.end);
             if (policy_.order == MatchPolicy::Order::most_free)
                 update_first_weights(claims_);
         }
@@ -236,11 +237,8 @@ std::vector<int64_t> Matcher::release_times(int64_t after) const {
     // A request that does not fit now can only start to fit when a job
     // ends, even where another starts at once and the totals stay level.
     std::vector<int64_t> out;
-    for (const auto& [id, job] : jobs_)
-        if (job.end > after && job.end < kForever)
-            out.push_back(job.end);
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
+    for (auto it = ends_.upper_bound(after); it != ends_.end() && *it < kForever; it = ends_.upper_bound(*it))
+        out.push_back(*it);
     return out;
 }
 
@@ -402,6 +400,9 @@ std::vector<uint64_t> Matcher::reload(const ResourceGraph& graph) {
     claim_of_.assign(pool_.size(), 0);
     epoch_ = 0;
     jobs_ = std::move(moved);
+    ends_.clear();
+    for (const auto& [id, job] : jobs_)
+        ends_.insert(job.end);
     for (const auto& [id, job] : jobs_)
         pool_.apply(job.claims, job.start, job.end, true, 1);
     return lost;
@@ -430,6 +431,7 @@ Result<void> Matcher::cancel(uint64_t jobid) {
         return make_error(ENOENT, fmt::format("job {} holds no resources", jobid));
     const Job& j = it->second;
     pool_.apply(j.claims, j.start, j.end, !j.reserved, -1);
+    ends_.erase(ends_.find(j.end));
     jobs_.erase(it);
     return {};
 }
@@ -479,7 +481,9 @@ Result<void> Matcher::start_reserved(uint64_t jobid, int64_t now) {
         return make_error(ENOENT, fmt::format("job {} has no reservation", jobid));
     Job& j = it->second;
     pool_.apply(j.claims, j.start, j.end, false, -1);
+    ends_.erase(ends_.find(j.end));
     j.end = j.end == kForever ? kForever : now + (j.end - j.start);
+    ends_.insert(j.end);
     j.start = now;
     j.reserved = false;
     pool_.apply(j.claims, j.start, j.end, true, 1);
@@ -516,6 +520,7 @@ Result<void> Matcher::allocate_exact(uint64_t jobid, const Rv1& r, int64_t start
     }
     pool_.apply(claims_, start, end, true, 1);
     jobs_[jobid] = Job{claims_, start, end, false};
+    ends_.insert(end);
     return {};
 }
 
@@ -525,7 +530,9 @@ Result<void> Matcher::extend(uint64_t jobid, int64_t end) {
         return make_error(ENOENT, fmt::format("job {} holds no allocation", jobid));
     Job& j = it->second;
     pool_.apply(j.claims, j.start, j.end, true, -1);
+    ends_.erase(ends_.find(j.end));
     j.end = end;
+    ends_.insert(end);
     pool_.apply(j.claims, j.start, j.end, true, 1);
     return {};
 }

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -194,6 +195,7 @@ class Matcher {
     std::vector<uint64_t> first_weight_;
     void update_first_weights(std::span<const Claim> claims);
     std::map<uint64_t, Job> jobs_;
+    std::multiset<int64_t> ends_;  // every job's end, for release_times()
 
     // State of the match in progress.
     int64_t start_ = 0, end_ = 0, now_ = 0;
