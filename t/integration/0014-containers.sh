@@ -100,7 +100,9 @@ check_output "rank 3 rejoined through the new rank 1" "joined parent rank 1" \
 done_job=$(at0 banyan submit true) && at0 banyan job wait "$done_job"
 held=$(at0 banyan submit --urgency=0 true)
 gone bnyt-0 && node 0
-wait_for "a new rank 0 on the same volume: the tree forms again" 20 full
+# The children re-resolve rank 0's name: podman's DNS can be late for a
+# replaced container (as for rank 1 above), so as long as there.
+wait_for "a new rank 0 on the same volume: the tree forms again" 90 full || show_logs bnyt-0 bnyt-1
 check_output "the finished job is still listed" "$done_job +CD" at0 banyan jobs -a -o '{id} {st}'
 check_output "so is the held one" "$held +S" at0 banyan jobs -a -o '{id} {st}'
 at0 banyan job urgency "$held" 16
