@@ -12,6 +12,7 @@ namespace banyan {
 namespace {
 
 constexpr std::string_view kOperators = "properties, hostlist, ranks, and, or, not";
+constexpr size_t kMaxConstraintHosts = 65536;
 
 bool is_space(char c) {
     return std::isspace(static_cast<unsigned char>(c)) != 0;
@@ -31,6 +32,11 @@ Result<void> check_property_name(std::string_view name) {
 }
 
 Result<Constraint> Constraint::from_json(const nlohmann::json& j, const std::string& path) {
+    size_t hosts_left = kMaxConstraintHosts;
+    return parse(j, path, hosts_left);
+}
+
+Result<Constraint> Constraint::parse(const nlohmann::json& j, const std::string& path, size_t& hosts_left) {
     if (!j.is_object() || j.size() != 1)
         return make_error(EINVAL, fmt::format("{}: expected an object with one operator ({})", path, kOperators));
     const auto& [key, value] = *j.items().begin();
@@ -52,9 +58,15 @@ Result<Constraint> Constraint::from_json(const nlohmann::json& j, const std::str
                 if (auto ok = check_property_name(name); !ok)
                     return make_error(EINVAL, fmt::format("{}: {}", item_at, ok.error().message));
             } else if (c.op_ == Op::hostlist) {
-                auto hosts = HostList::parse(text);
-                if (!hosts)
-                    return make_error(EINVAL, fmt::format("{}: {}", item_at, hosts.error().message));
+                // Expanded for matching: a bound on what one constraint may
+                // make rank 0 hold, far above any cluster's host count.
+                auto hosts = HostList::parse(text, kMaxConstraintHosts);
+                if (!hosts || hosts->size() > hosts_left)
+                    return make_error(EINVAL, fmt::format("{}: {}", item_at,
+                                                          hosts ? fmt::format("a constraint may name at most {} hosts",
+                                                                              kMaxConstraintHosts)
+                                                                : hosts.error().message));
+                hosts_left -= hosts->size();
                 c.hosts_.insert(hosts->begin(), hosts->end());
             } else {
                 auto ranks = IdSet::parse(text);
@@ -69,7 +81,7 @@ Result<Constraint> Constraint::from_json(const nlohmann::json& j, const std::str
     if (key == "and" || key == "or" || key == "not") {
         c.op_ = key == "and" ? Op::all_of : key == "or" ? Op::any_of : Op::none_of;
         for (size_t i = 0; i < value.size(); ++i) {
-            auto child = from_json(value[i], fmt::format("{}[{}]", at, i));
+            auto child = parse(value[i], fmt::format("{}[{}]", at, i), hosts_left);
             if (!child)
                 return child.error();
             c.children_.push_back(std::move(*child));

@@ -56,6 +56,8 @@ class Constraint {
 
   private:
     bool uses(Op op) const;
+    // `hosts_left`: how many more hosts the whole tree may expand to.
+    static Result<Constraint> parse(const nlohmann::json& j, const std::string& path, size_t& hosts_left);
 
     Op op_ = Op::all_of;
     std::vector<std::string> names_;         // properties: with '^' kept; hostlist: as written

@@ -300,9 +300,13 @@ const Matcher::Eligible& Matcher::eligible_for(const Constraint& constraint) {
             if (kids.size() < ResourcePool::kBitmapFanout)
                 continue;
             std::vector<uint64_t> bits((kids.size() + 63) / 64, 0);
-            for (size_t i = 0; i < kids.size(); ++i)
-                if (flags[kids[i]] & kMeets)
+            // A child with no node below it is not the constraint's to judge.
+            for (size_t i = 0; i < kids.size(); ++i) {
+                uint32_t k = kids[i];
+                bool is_node = pool_.type(k) == *node_type_;
+                if ((flags[k] & kMeets) || (!is_node && !(flags[k] & kSeen)))
                     bits[i / 64] |= uint64_t{1} << (i % 64);
+            }
             masks.emplace(u, std::move(bits));
         }
         it = eligible_.emplace(std::move(key), std::move(masks)).first;
@@ -856,11 +860,19 @@ void Matcher::collect_slots_by_score(uint32_t v, const Request& r, uint64_t want
         if (take[h] == 0)
             continue;
         // The holder is a shared parent of its slots, as are those above it.
-        if (holders[h] != v && marked_[holders[h]] != epoch_)
-            push_claim({holders[h], 1, false, false, true});
-        claim_path(holders[h], v);
-        for (uint64_t n = 0; n < take[h] && form(holders[h]); ++n)
+        if (holders[h] != v) {
+            if (marked_[holders[h]] != epoch_)
+                push_claim({holders[h], 1, false, false, true});
+            claim_path(holders[h], v);
+        }
+        for (uint64_t n = 0; n < take[h]; ++n) {
+            Checkpoint cp = checkpoint();
+            if (!form(holders[h])) {
+                rollback(cp);
+                break;
+            }
             after.push_back(checkpoint());
+        }
     }
 }
 
@@ -890,8 +902,14 @@ void Matcher::collect_slots_by_profile(uint32_t v, const Request& r, uint64_t wa
     // Tries to add slots below `node` until `until` slots are held.
     auto add_below = [&](uint32_t node, uint64_t until) {
         Checkpoint cp = checkpoint();
-        if (marked_[node] != epoch_)
-            push_claim({node, 1, false, false, true});
+        if (marked_[node] != epoch_) {
+            if (policy_.node_exclusive) {
+                if (!enter_node_exclusively(node))
+                    return false;
+            } else {
+                push_claim({node, 1, false, false, true});
+            }
+        }
         claim_path(node, v);
         size_t had = after.size();
         collect_slots(node, r, until, after);

@@ -91,7 +91,7 @@ void SchedQueue::drop_reservations() {
     reserved_.clear();
 }
 
-std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
+void SchedQueue::prepare(int64_t now) {
     drop_reservations();
     // A job still running at its expected end keeps its resources: no
     // reservation may be planned on them as if they were free.
@@ -100,6 +100,10 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
         if (j && j->end <= now)
             (void)matcher_.extend(id, now + config_.overrun_grace);
     }
+}
+
+std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
+    prepare(now);
     std::vector<Started> started;
     size_t reservations = config_.policy == QueuePolicy::fcfs   ? 0
                           : config_.policy == QueuePolicy::easy ? 1

@@ -65,6 +65,10 @@ class SchedQueue {
     std::vector<uint64_t> reload(const ResourceGraph& graph);
     // Drops this queue's reservations (before another queue's reload).
     void drop_reservations();
+    // Before any queue's pass at `now`: this queue's reservations dropped
+    // and its running jobs past their end extended, so that another queue
+    // sharing the matcher plans with neither stale.
+    void prepare(int64_t now);
     // Sets the reason every pending job shows (a stopped queue).
     void annotate_pending(const std::string& reason);
 

@@ -22,10 +22,17 @@ Result<void> Recovery::restore() {
         job.t_submit = s.t_submit;
         job.next_output_seq = s.next_output_seq;
         job.output_bytes = s.output_bytes;
-        // A job whose queue is gone from the config is kept, in no queue:
-        // it was accepted, and losing it would lose a job.
-        if (auto spec = parse_json(s.jobspec); spec && !job.read_jobspec(*spec, jm_.queues_))
-            (void)job.read_jobspec(*spec, NamedQueues{});
+        // A job whose queue is gone from the config is kept: in the default
+        // queue, else in none (the scheduler takes it in its first). It was
+        // accepted, and losing it would lose a job.
+        if (auto spec = parse_json(s.jobspec); spec && !job.read_jobspec(*spec, jm_.queues_)) {
+            nlohmann::json without = *spec;
+            if (without.contains("attributes") && without["attributes"].contains("system") &&
+                without["attributes"]["system"].is_object())
+                without["attributes"]["system"].erase("queue");
+            if (!job.read_jobspec(without, jm_.queues_))
+                (void)job.read_jobspec(without, NamedQueues{});
+        }
         for (const auto& ev : s.events) {
             apply_event(job, ev);
             if (ev.name == "alloc" && ev.context.contains("R"))

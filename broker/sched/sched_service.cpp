@@ -189,6 +189,8 @@ void SchedService::on_alloc(const Message& req) {
                                          "jobspec: attributes.system");
     if (!asked)
         return broker_.respond_error(req, EINVAL, asked.error().message);
+    if (lane_index_.count(*id))
+        return broker_.respond_error(req, EEXIST, fmt::format("job {} is already known to the scheduler", *id));
     auto lane = lane_named(*asked);
     if (!lane)
         return broker_.respond_error(req, lane.error().code, lane.error().message);
@@ -275,6 +277,8 @@ void SchedService::on_hello(const Message& req) {
     if (!p.contains("jobs") || !p["jobs"].is_array())
         return broker_.respond_error(req, EPROTO, fmt::format("{}: expected {{\"jobs\": [...]}}", req.topic));
     std::vector<std::string> refused;
+    for (auto& lane : lanes_)
+        lane.queue->drop_reservations();
     for (const auto& j : p["jobs"]) {
         auto id = job_id(j, "jobs[]");
         auto r = id && j.contains("R") ? Rv1::from_json(j["R"]) : Result<Rv1>(make_error(EPROTO, "jobs[]: no R"));
@@ -349,9 +353,11 @@ void SchedService::on_queue_start(const Message& req) {
     for (Lane* lane : targets) {
         lane->started = *start;
         lane->stop_reason = *start ? "" : *reason;
-        // A stopped queue's jobs stay pending, and say why.
-        if (!*start)
+        // A stopped queue's jobs stay pending, say why, and plan nothing.
+        if (!*start) {
+            lane->queue->drop_reservations();
             lane->queue->annotate_pending(stopped_reason(*lane));
+        }
         log::info("sched", "queue {} {}{}{}", lane->config.name, *start ? "started" : "stopped",
                   reason->empty() ? "" : ": ", *reason);
     }
@@ -373,7 +379,15 @@ Result<SchedService::Lane*> SchedService::lane_named(const std::string& queue) {
     for (auto& lane : lanes_)
         if (lane.config.name == queue)
             return &lane;
-    return make_error(EINVAL, fmt::format("unknown queue '{}' (queues: {})", queue, named_.names()));
+    // The job manager refuses unknown queues at submit: this is a job it
+    // recovered after its queue left the config. It goes to the default
+    // queue, else the first, rather than fail.
+    for (auto& lane : lanes_)
+        if (lane.config.is_default)
+            return &lane;
+    log::warning("sched", "queue '{}' is not configured (queues: {}): job placed in {}", queue, named_.names(),
+                 lanes_.front().config.name);
+    return &lanes_.front();
 }
 
 Result<SchedService::Lane*> SchedService::lane_of(uint64_t id) {
@@ -395,12 +409,16 @@ void SchedService::schedule_soon() {
 void SchedService::run_pass() {
     pass_soon_ = false;
     // Each started queue in turn: a full queue blocks only its own jobs.
+    // Every queue's stale plans go first, a stopped queue's too.
+    int64_t now = wall_now();
+    for (auto& lane : lanes_)
+        lane.queue->prepare(now);
     size_t pending = 0;
     for (auto& lane : lanes_) {
         pending += lane.queue->pending_count();
         if (!lane.started)
             continue;
-        for (auto& started : lane.queue->schedule(wall_now())) {
+        for (auto& started : lane.queue->schedule(now)) {
             auto it = waiting_.find(started.id);
             if (it == waiting_.end())
                 continue;

@@ -85,6 +85,9 @@ TEST_CASE("constraint: bad JSON is named by its path", "[constraint]") {
     CHECK(error({{"properties", {"^"}}}) == "constraints.properties[0]: a property name is empty");
     CHECK(error(json::array()).rfind("constraints: expected an object with one operator", 0) == 0);
     CHECK(error({{"properties", {"a"}}, {"ranks", {"0"}}}).rfind("constraints: expected an object", 0) == 0);
+    // What one constraint may make rank 0 hold is bounded, over the whole tree.
+    CHECK(error({{"and", {{{"hostlist", {"a[0-40000]"}}}, {{"hostlist", {"b[0-40000]"}}}}}}) ==
+          "constraints.and[1].hostlist[0]: a constraint may name at most 65536 hosts");
 }
 
 TEST_CASE("constraint: query text", "[constraint]") {
@@ -247,9 +250,10 @@ TEST_CASE("profile: network packs slots onto the fewest nodes, cpu and memory sp
         INFO(policy);
         Matcher m(*graph, *MatchPolicy::from_name(policy));
         CHECK(ranks(m, job("cpu", 4), 1) == "0-3");
+        REQUIRE(m.cancel(1).ok());                         // node-exclusive policies hold the nodes whole
         CHECK(ranks(m, job("memory", 2), 2).size() == 3);  // two nodes, e.g. "0-1" or "0,2"
-        // Each node has 3 or 2 cores free now: 3 slots fit on one node.
-        auto packed = ranks(m, job("network", 3), 3);
+        REQUIRE(m.cancel(2).ok());
+        auto packed = ranks(m, job("network", 3), 3);  // 3 slots fit on one node
         CHECK(packed.find_first_of(",-") == std::string::npos);
     }
     json doc = {{"version", 1},
