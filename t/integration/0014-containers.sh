@@ -114,19 +114,26 @@ check "released, it runs" at0 banyan job wait "$held"
 # of 10 or none), while the other brokers of the same try resolved the
 # same name at once; not understood yet. The broker keeps asking, so every
 # try must join, and most within the 5 s.
-slowest=0 fast=0
+# Timed from when podman has started all four (its own start, 1.7 s here
+# unloaded, grows with the load of the tests beside this one), and, for
+# the record, from the first podman run.
+slowest=0 slowest_total=0 fast=0
 for try in $(seq 10); do
     all_gone
     t0=$(date +%s%N)
     for i in 0 1 2 3; do node "$i" & done
     wait
+    t1=$(date +%s%N)
     wait_for "try $try: full" 60 full || show_logs bnyt-0 bnyt-1 bnyt-2 bnyt-3
-    ms=$(ms_since "$t0")
+    ms=$(ms_since "$t1")
+    total=$(ms_since "$t0")
     [ "$ms" -gt "$slowest" ] && slowest=$ms
+    [ "$total" -gt "$slowest_total" ] && slowest_total=$total
     [ "$ms" -lt 5000 ] && fast=$((fast + 1))
 done
-echo "# 4 containers started at once, 10 times: $fast joined in under 5 s; the slowest after $slowest ms"
-check "at least 8 of 10 simultaneous starts joined in under 5 s ($fast did)" test "$fast" -ge 8
+echo "# 4 containers started at once, 10 times: $fast joined within 5 s of podman starting them;" \
+    "the slowest after $slowest ms ($slowest_total ms from the first podman run)"
+check "at least 8 of 10 simultaneous starts joined within 5 s of podman starting them ($fast did)" test "$fast" -ge 8
 
 all_gone
 for i in 1 2 3; do node "$i"; done
