@@ -716,14 +716,24 @@ int64_t Matcher::collect_in_order(uint32_t v, const Request& r, int64_t want, bo
     return found;
 }
 
-void Matcher::gather(uint32_t v, const Request& r, bool slots, std::vector<uint32_t>& out) {
+void Matcher::gather(uint32_t v, const Request& r, Candidates kind, std::vector<uint32_t>& out) {
     // Preorder (graph order) below v, through vertices that could hold a
     // unit and are not themselves candidates.
-    auto candidate = [&](uint32_t u) { return slots ? holds_slot_members(u, r) : pool_.type(u) == r.type; };
+    auto candidate = [&](uint32_t u) {
+        switch (kind) {
+            case Candidates::of_type:
+                return pool_.type(u) == r.type;
+            case Candidates::slot_holders:
+                return holds_slot_members(u, r);
+            case Candidates::nodes:
+                return node_type_ && pool_.type(u) == *node_type_;
+        }
+        return false;
+    };
     std::vector<uint32_t> todo;
     if (v == kNoVertex)
         todo.assign(pool_.roots().rbegin(), pool_.roots().rend());
-    else if (slots && candidate(v))
+    else if (kind == Candidates::slot_holders && candidate(v))
         out.push_back(v);
     else
         for (size_t i = pool_.children(v).size(); i-- > 0;)
@@ -734,11 +744,13 @@ void Matcher::gather(uint32_t v, const Request& r, bool slots, std::vector<uint3
         ++visits_;
         if (!usable(u) || taken_[u] == epoch_)
             continue;
-        if (candidate(u)) {
+        // Nodes for a profile must hold a slot's worth; other candidates
+        // are checked when they are claimed.
+        if (candidate(u) && (kind != Candidates::nodes || may_hold(u, r.unit_needs))) {
             out.push_back(u);
             continue;
         }
-        if (pool_.is_leaf(u) || !may_hold(u, r.unit_needs))
+        if (pool_.is_leaf(u) || !may_hold(u, r.unit_needs) || candidate(u))
             continue;
         auto kids = pool_.children(u);
         for (size_t i = kids.size(); i-- > 0;)
@@ -792,7 +804,7 @@ int64_t Matcher::collect_by_id(uint32_t v, const Request& r, int64_t want, bool 
         return got;
     }
     std::vector<uint32_t> candidates;
-    gather(v, r, false, candidates);
+    gather(v, r, Candidates::of_type, candidates);
     std::stable_sort(candidates.begin(), candidates.end(),
                      [&](uint32_t a, uint32_t b) { return better_id(pool_.id(a), pool_.id(b)); });
     int64_t found = 0;
@@ -824,7 +836,7 @@ void Matcher::collect_slots_by_score(uint32_t v, const Request& r, uint64_t want
         return;
     uint64_t more = want - after.size();  // `want` counts the slots held already
     std::vector<uint32_t> holders;
-    gather(v, r, true, holders);
+    gather(v, r, Candidates::slot_holders, holders);
     struct Scored {
         int64_t score;
         size_t holder;
@@ -879,26 +891,7 @@ void Matcher::collect_slots_by_score(uint32_t v, const Request& r, uint64_t want
 void Matcher::collect_slots_by_profile(uint32_t v, const Request& r, uint64_t want, std::vector<Checkpoint>& after) {
     // The nodes below v that could hold a slot, in graph order.
     std::vector<uint32_t> nodes;
-    std::vector<uint32_t> todo;
-    if (v == kNoVertex)
-        todo.assign(pool_.roots().rbegin(), pool_.roots().rend());
-    else
-        for (size_t i = pool_.children(v).size(); i-- > 0;)
-            todo.push_back(pool_.children(v)[i]);
-    while (!todo.empty()) {
-        uint32_t u = todo.back();
-        todo.pop_back();
-        ++visits_;
-        if (!usable(u) || taken_[u] == epoch_ || pool_.is_leaf(u) || !may_hold(u, r.unit_needs))
-            continue;
-        if (pool_.type(u) == *node_type_) {
-            nodes.push_back(u);
-            continue;
-        }
-        auto kids = pool_.children(u);
-        for (size_t i = kids.size(); i-- > 0;)
-            todo.push_back(kids[i]);
-    }
+    gather(v, r, Candidates::nodes, nodes);
     // Tries to add slots below `node` until `until` slots are held.
     auto add_below = [&](uint32_t node, uint64_t until) {
         Checkpoint cp = checkpoint();

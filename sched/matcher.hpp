@@ -125,9 +125,11 @@ class Matcher {
     bool match_request(uint32_t v, const Request& r, bool exclusive, bool direct = false);
     int64_t collect(uint32_t v, const Request& r, int64_t want, bool exclusive, bool direct = false);
     bool holds_slot_members(uint32_t v, const Request& slot) const;
-    // `flatten` policies (low, high): candidates below v in preorder:
-    // vertices of r's type, or (`slots`) the vertices that hold a slot.
-    void gather(uint32_t v, const Request& r, bool slots, std::vector<uint32_t>& out);
+    // Candidates below v in preorder, for the `flatten` policies (low,
+    // high: vertices of r's type, or the vertices that hold a slot) and
+    // the profile hint (the nodes that could hold a slot).
+    enum class Candidates { of_type, slot_holders, nodes };
+    void gather(uint32_t v, const Request& r, Candidates kind, std::vector<uint32_t>& out);
     // Claims the unclaimed vertices between u and v as shared parents.
     void claim_path(uint32_t u, uint32_t v);
     bool better_id(int64_t a, int64_t b) const;
