@@ -14,8 +14,8 @@ namespace {
 
 // What `-o NAME=...` may name (the CLI sets output, input and stdin from
 // its own options).
-constexpr std::string_view kKnownOptions[] = {"cpu-affinity", "gpu-affinity", "exit-timeout", "rlimit", "output",
-                                              "input",        "stdin",        "signal",       "profile"};
+constexpr std::string_view kKnownOptions[] = {"cpu-affinity", "gpu-affinity", "exit-timeout", "rlimit",  "output",
+                                              "input",        "stdin",        "signal",       "profile", "pmi"};
 
 Result<Affinity> affinity(const nlohmann::json& options, const char* key) {
     auto it = options.find(key);
@@ -93,7 +93,7 @@ Result<ShellOptions> read_shell_options(const nlohmann::json& system) {
         if (std::find(std::begin(kKnownOptions), std::end(kKnownOptions), name) == std::end(kKnownOptions))
             return make_error(EINVAL, fmt::format("-o {}: unknown shell option (known: cpu-affinity, gpu-affinity, "
                                                   "exit-timeout, rlimit.NAME, output, input, stdin, signal, "
-                                                  "profile)",
+                                                  "profile, pmi)",
                                                   name));
     ShellOptions opts;
     if (o.contains("profile")) {
@@ -107,6 +107,26 @@ Result<ShellOptions> read_shell_options(const nlohmann::json& system) {
             opts.profile = Profile::memory;
         else
             return make_error(EINVAL, fmt::format("-o profile={}: expected network, cpu or memory", v));
+    }
+    if (o.contains("pmi")) {
+        const auto& p = o["pmi"];
+        std::string v = p.is_string() ? p.get<std::string>() : p.dump();
+        opts.pmix = opts.pmi_simple = false;
+        if (v != "off") {
+            for (size_t start = 0; start <= v.size();) {
+                size_t comma = std::min(v.find(',', start), v.size());
+                std::string name = v.substr(start, comma - start);
+                start = comma + 1;
+                if (name == "pmix")
+                    opts.pmix = true;
+                else if (name == "simple")
+                    opts.pmi_simple = true;
+                else
+                    return make_error(EINVAL, fmt::format("-o pmi={}: unknown PMI '{}' (expected pmix, simple, "
+                                                          "both as pmix,simple, or off)",
+                                                          v, name));
+            }
+        }
     }
     auto cpu = affinity(o, "cpu-affinity");
     auto gpu = affinity(o, "gpu-affinity");

@@ -37,6 +37,10 @@ struct ShellOptions {
         double timeleft = 0;
     };
     std::optional<Warning> signal;
+    // -o pmi=pmix,simple|off: the PMI servers each task gets (both by
+    // default: a task uses whichever its MPI speaks).
+    bool pmix = true;
+    bool pmi_simple = true;
 };
 
 // The options under `system` (a jobspec's attributes.system). Error

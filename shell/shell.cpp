@@ -345,26 +345,30 @@ Result<void> Shell::prepare() {
         return {};
     mkdir(job_->tmpdir.c_str(), 0700);
     topology_ = machine_topology(job_->topology);
-    auto pmix = PmixServer::start(
-        reactor_, *job_, topology_ ? topology_->hwloc() : nullptr,
-        {.fence =
-             [this](uint64_t seq, std::string data) {
-                 auto nshells = std::count_if(job_->map.blocks.begin(), job_->map.blocks.end(),
-                                              [](const auto& b) { return b.ntasks > 0; });
-                 if (nshells == 1)
-                     return pmix_->fence_done(seq, std::move(data));
-                 send({{"type", "fence"}, {"seq", seq}, {"nshells", nshells}, {"data", base64_encode(data)}});
-             },
-         .abort =
-             [this](uint32_t task, int status, std::string msg) {
-                 raise("abort", fmt::format("task {} called MPI_Abort (status {}){}{}", task, status,
-                                            msg.empty() ? "" : ": ", msg),
-                       0);
-             }});
-    if (pmix)
-        pmix_ = std::move(*pmix);
-    else  // programs that do not use PMIx still run
-        log::warning("shell", "{}: {}; tasks run without PMIx", format_jobid(job_->id), pmix.error().message);
+    if (job_->options.pmix) {
+        auto pmix = PmixServer::start(
+            reactor_, *job_, topology_ ? topology_->hwloc() : nullptr,
+            {.fence =
+                 [this](uint64_t seq, std::string data) {
+                     fence(std::move(data), [this, seq](std::string all) { pmix_->fence_done(seq, std::move(all)); });
+                 },
+             .abort = [this](uint32_t task, int status, std::string msg) { on_abort(task, status, msg); }});
+        if (pmix)
+            pmix_ = std::move(*pmix);
+        else  // programs that do not use PMIx still run
+            log::warning("shell", "{}: {}; tasks run without PMIx", format_jobid(job_->id), pmix.error().message);
+    }
+    if (job_->options.pmi_simple)
+        pmi_simple_ = std::make_unique<PmiSimpleServer>(
+            reactor_, *job_,
+            PmiSimpleServer::Handlers{
+                .barrier =
+                    [this](std::string data) {
+                        fence(std::move(data), [this](std::string all) { pmi_simple_->barrier_done(all); });
+                    },
+                .abort = [this](uint32_t task, int status, std::string msg) { on_abort(task, status, msg); },
+                .failed = [this](uint32_t task,
+                                 std::string why) { raise("pmi", fmt::format("task {}: {}", task, why), 0); }});
     return {};
 }
 
@@ -420,6 +424,16 @@ Result<void> Shell::launch_tasks() {
             if (!pmix_env)
                 return pmix_env.error();
             env.insert(env.end(), pmix_env->begin(), pmix_env->end());
+        }
+        UniqueFd pmi_fd;  // the task's end, closed here once it runs
+        if (pmi_simple_) {
+            auto fd = pmi_simple_->connect_task(rank);
+            if (!fd)
+                return fd.error();
+            pmi_fd = std::move(*fd);
+            setup.spawn.fd3 = pmi_fd.get();
+            auto pmi_env = pmi_simple_->task_environment(rank);
+            env.insert(env.end(), pmi_env.begin(), pmi_env.end());
         }
         setup.spawn.env = std::move(env);
         // Opened now, so a file that cannot be opened fails the launch.
@@ -497,6 +511,10 @@ void Shell::emit_output(uint32_t task, bool is_stderr, std::string data) {
 void Shell::on_task_change() {
     if (finishing_)
         return;
+    if (pmi_simple_)
+        for (const auto& t : tasks_)
+            if (!t->running())
+                pmi_simple_->task_exited(t->rank());
     bool any_running = false;
     for (const auto& t : tasks_)
         any_running = any_running || t->running();
@@ -541,9 +559,24 @@ void Shell::finish() {
     reactor_.stop();
 }
 
+void Shell::on_abort(uint32_t task, int status, const std::string& message) {
+    raise("abort",
+          fmt::format("task {} called MPI_Abort (status {}){}{}", task, status, message.empty() ? "" : ": ", message),
+          0);
+}
+
+void Shell::fence(std::string data, std::function<void(std::string all)> done) {
+    uint64_t seq = next_fence_++;
+    auto nshells =
+        std::count_if(job_->map.blocks.begin(), job_->map.blocks.end(), [](const auto& b) { return b.ntasks > 0; });
+    if (nshells == 1)
+        return done(std::move(data));
+    fences_[seq] = std::move(done);
+    send({{"type", "fence"}, {"seq", seq}, {"nshells", nshells}, {"data", base64_encode(data)}});
+}
+
 void Shell::on_fence_result(const nlohmann::json& m) {
-    if (!pmix_ || !m.contains("seq") || !m["seq"].is_number_unsigned() || !m.contains("data") ||
-        !m["data"].is_object())
+    if (!m.contains("seq") || !m["seq"].is_number_unsigned() || !m.contains("data") || !m["data"].is_object())
         return log::error("shell", "a fence result without seq or data");
     std::map<uint32_t, std::string> parts;  // in rank order
     for (const auto& [rank, data] : m["data"].items()) {
@@ -555,7 +588,12 @@ void Shell::on_fence_result(const nlohmann::json& m) {
     std::string all;
     for (auto& [rank, bytes] : parts)
         all += bytes;
-    pmix_->fence_done(m["seq"].get<uint64_t>(), std::move(all));
+    auto it = fences_.find(m["seq"].get<uint64_t>());
+    if (it == fences_.end())
+        return log::error("shell", "the result of fence {}, which this shell did not start", m["seq"].dump());
+    auto done = std::move(it->second);
+    fences_.erase(it);
+    done(std::move(all));
 }
 
 void Shell::raise(const std::string& type, const std::string& note, int severity) {

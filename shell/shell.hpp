@@ -8,6 +8,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "core/unique_fd.hpp"
 #include "resource/machine_topology.hpp"
 #include "shell/binding.hpp"
+#include "shell/pmi_simple.hpp"
 #include "shell/pmix_server.hpp"
 #include "shell/shell_job.hpp"
 #include "shell/task.hpp"
@@ -58,8 +60,14 @@ class Shell {
     // The fd of the file task `task`'s stdout (or stderr) goes to, opened
     // once per path; -1 when it goes to rank 0.
     Result<int> output_file(bool is_stderr, uint32_t task);
+    // A fence across every shell of the job (doc/spec/shell.md §4): `data`
+    // is this shell's part; `done` gets every shell's, in rank order.
+    // PMIx fences and PMI-1 barriers share the one sequence.
+    void fence(std::string data, std::function<void(std::string all)> done);
     void on_fence_result(const nlohmann::json& message);
     void raise(const std::string& type, const std::string& note, int severity);
+    // MPI_Abort through PMIx or PMI-1: an `abort` exception ends the job.
+    void on_abort(uint32_t task, int status, const std::string& message);
     void signal_tasks(int signo);
     void kill_everything();
     void finish();
@@ -82,6 +90,9 @@ class Shell {
     std::optional<ShellJob> job_;
     std::unique_ptr<MachineTopology> topology_;
     std::unique_ptr<PmixServer> pmix_;
+    std::unique_ptr<PmiSimpleServer> pmi_simple_;
+    uint64_t next_fence_ = 0;
+    std::map<uint64_t, std::function<void(std::string)>> fences_;  // waiting for their result
     std::vector<std::unique_ptr<Task>> tasks_;
     std::map<std::string, int> output_files_;  // path -> fd, shared by tasks writing one file
     int failed_status_ = 0;                    // a task that could not start: 126 / 127

@@ -24,6 +24,16 @@ std::string ShellJob::host_of(uint32_t broker_rank) const {
     return fmt::format("rank{}", broker_rank);
 }
 
+namespace {
+
+// Set by the shell for each task: a submitter's own (from inside another
+// job, or a nested instance's broker) would shadow them.
+bool is_launcher_variable(std::string_view name) {
+    return name.starts_with("BANYAN_") || name.starts_with("PMIX_") || name.starts_with("PMI_");
+}
+
+}  // namespace
+
 Result<ShellJob> ShellJob::parse(const nlohmann::json& m) {
     ShellJob job;
     auto id = json_field<uint64_t>(m, "id", 0, "shell");
@@ -62,11 +72,11 @@ Result<ShellJob> ShellJob::parse(const nlohmann::json& m) {
     const auto& system = json_object_at(m["jobspec"], {"attributes", "system"});
     if (system.contains("environment") && system["environment"].is_object()) {
         for (const auto& [k, v] : system["environment"].items())
-            if (v.is_string() && !k.starts_with("BANYAN_") && !k.starts_with("PMIX_"))
+            if (v.is_string() && !is_launcher_variable(k))
                 job.environment.push_back(k + "=" + v.get<std::string>());
     } else {
         for (char** e = environ; *e; e++)
-            if (!std::string_view(*e).starts_with("BANYAN_") && !std::string_view(*e).starts_with("PMIX_"))
+            if (!is_launcher_variable(*e))
                 job.environment.emplace_back(*e);
     }
     if (system.contains("cwd") && system["cwd"].is_string())

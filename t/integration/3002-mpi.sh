@@ -1,7 +1,8 @@
 #!/bin/bash
-# Open MPI programs started by `banyan run` with no mpirun: the shells'
-# PMIx servers bootstrap them and exchange fence data through the brokers.
-# hello, ring, allreduce and MPI_Abort at 1, 2 and 4 brokers, 1 to 16 ranks.
+# MPI programs started by `banyan run` with no mpirun or mpiexec: Open MPI
+# through the shells' PMIx servers, MPICH through their PMI-1 servers; both
+# exchange fence data through the brokers. hello, ring, allreduce and
+# MPI_Abort at 1, 2 and 4 brokers, 1 to 16 ranks, with each MPI.
 . "$(dirname "$0")/lib.sh"
 
 MPI_DIR=${BANYAN_MPI_DIR:-}
@@ -16,24 +17,26 @@ export OMPI_MCA_mpi_yield_when_idle=1
 cat >"$T_DIR/mpi.sh" <<'SCRIPT'
 set -u
 nbrokers=$1
+mpi=$2  # mpi (Open MPI) or mpich: the programs' prefix
 hello() {  # N n: every rank says hello, with the right size
-    out=$(banyan run -N"$1" -n"$2" "$MPI_DIR/mpi-hello") || return 1
+    out=$(banyan run -N"$1" -n"$2" "$MPI_DIR/$mpi-hello") || return 1
     [ "$(echo "$out" | grep -c "of $2 on")" = "$2" ] &&
         [ "$(echo "$out" | sed 's/hello from rank \([0-9]*\) .*/\1/' | sort -n | tr '\n' ' ')" = "$(seq 0 $(($2 - 1)) | tr '\n' ' ')" ]
 }
 export -f hello
+export mpi
 for n in $(echo 1 $nbrokers $((nbrokers * 4)) | tr ' ' '\n' | sort -un); do
     nodes=$((n < nbrokers ? n : nbrokers))
-    check "$nodes of $nbrokers broker(s): hello, $n ranks, each rank once with size $n" hello "$nodes" "$n"
+    check "$mpi, $nodes of $nbrokers broker(s): hello, $n ranks, each rank once with size $n" hello "$nodes" "$n"
 done
 n=$((nbrokers * 4))
-check_output "$nbrokers broker(s): ring of $n ranks" "ring: size $n token $((n * (n - 1))) expected $((n * (n - 1)))" \
-    banyan run -N"$nbrokers" -n"$n" "$MPI_DIR/mpi-ring"
-check_output "$nbrokers broker(s): allreduce of $n ranks, no errors" "allreduce: size $n checksum [0-9]+ errors 0" \
-    banyan run -N"$nbrokers" -n"$n" "$MPI_DIR/mpi-allreduce"
+check_output "$mpi, $nbrokers broker(s): ring of $n ranks" "ring: size $n token $((n * (n - 1))) expected $((n * (n - 1)))" \
+    banyan run -N"$nbrokers" -n"$n" "$MPI_DIR/$mpi-ring"
+check_output "$mpi, $nbrokers broker(s): allreduce of $n ranks, no errors" "allreduce: size $n checksum [0-9]+ errors 0" \
+    banyan run -N"$nbrokers" -n"$n" "$MPI_DIR/$mpi-allreduce"
 start=$SECONDS
-check_fails "$nbrokers broker(s): MPI_Abort ends the job with an abort exception" \
-    'abort: task [0-9]+ called MPI_Abort \(status 7\)' banyan run -N"$nbrokers" -n"$n" "$MPI_DIR/mpi-abort"
+check_fails "$mpi, $nbrokers broker(s): MPI_Abort ends the job with an abort exception" \
+    'abort: task [0-9]+ called MPI_Abort \(status 7\)' banyan run -N"$nbrokers" -n"$n" "$MPI_DIR/$mpi-abort"
 check "... at once, not after the exit timeout ($((SECONDS - start)) s)" test $((SECONDS - start)) -lt 20
 check_output "... and the job failed" '^F$' sh -c "banyan jobs -a --no-header -n1 -o '{st}'"
 SCRIPT
@@ -42,8 +45,10 @@ SCRIPT
 # HWLOC_SYNTHETIC; a synthetic topology loads no PCI plugin anyway.
 sanitizer_components=${HWLOC_COMPONENTS-}
 unset HWLOC_COMPONENTS
-for nbrokers in 1 2 4; do
-    HWLOC_SYNTHETIC="core:4 pu:1" banyan start --test-size=$nbrokers bash "$T_DIR/mpi.sh" $nbrokers
+for mpi in mpi mpich; do
+    for nbrokers in 1 2 4; do
+        HWLOC_SYNTHETIC="core:4 pu:1" banyan start --test-size=$nbrokers bash "$T_DIR/mpi.sh" $nbrokers $mpi
+    done
 done
 
 # On this machine's own topology (no synthetic one): the ranks load the
