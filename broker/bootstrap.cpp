@@ -159,12 +159,18 @@ Result<Bootstrap> make_bootstrap(const BrokerOptions& options) {
         *value = *d;
     }
 
-    if (!b.children().empty())
-        b.bind_uri = fill_template(*bind, b.host_of(b.rank), b.rank, *port);
-    if (auto parent = b.parent())
-        b.parent_uri = fill_template(*connect, b.host_of(*parent), *parent, *port);
+    if (options.endpoints) {
+        b.bind_uri = options.endpoints->bind;
+        b.parent_uri = options.endpoints->parent;
+        b.cert = options.endpoints->cert;
+    } else {
+        if (!b.children().empty())
+            b.bind_uri = fill_template(*bind, b.host_of(b.rank), b.rank, *port);
+        if (auto parent = b.parent())
+            b.parent_uri = fill_template(*connect, b.host_of(*parent), *parent, *port);
+    }
 
-    if (config.has("bootstrap.curve_cert")) {
+    if (!options.endpoints && config.has("bootstrap.curve_cert")) {
         auto path = config.get_string("bootstrap.curve_cert");
         if (!path)
             return path.error();

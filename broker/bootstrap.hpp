@@ -23,6 +23,15 @@ struct BrokerOptions {
     std::string rundir;                 // where the local socket lives
     std::string statedir;               // rank 0's database (empty: RUNDIR/state)
     std::string hostname;               // this machine's name
+    // A nested instance's endpoints and certificate, learned through PMI
+    // (broker/nested.hpp): used instead of bootstrap.bind, .connect and
+    // .curve_cert.
+    struct Endpoints {
+        std::string bind;    // empty: no children
+        std::string parent;  // empty at rank 0
+        CurveCert cert;
+    };
+    std::optional<Endpoints> endpoints;
 };
 
 struct Bootstrap {
@@ -45,6 +54,9 @@ struct Bootstrap {
     double connect_max_backoff = 2;
     double tcp_timeout = 5;
     double shutdown_timeout = 30;
+    // A nested instance's end: the enclosing job's expiration (seconds
+    // since the epoch; 0: none), which bounds every job inside.
+    double expiration = 0;
 
     TreeShape tree() const { return TreeShape(size, fanout); }
     std::optional<uint32_t> parent() const { return tree().parent(rank); }

@@ -20,6 +20,7 @@
 #include "broker/init_process.hpp"
 #include "broker/initial_program.hpp"
 #include "broker/job_manager/job_manager.hpp"
+#include "broker/nested.hpp"
 #include "broker/resource/resource_service.hpp"
 #include "broker/sched/sched_service.hpp"
 #include "core/log.hpp"
@@ -80,6 +81,11 @@ int main(int argc, char** argv) {
         ->allow_extra_args(false);
     app.add_option("--log-level", level_text, "error, warning, info or debug");
     app.add_option("--hostname", options.hostname, "this node's name (default: gethostname)");
+    bool nested = false, batch = false;
+    app.add_flag("--nested", nested,
+                 "a nested instance: run as a job's tasks, bootstrap through its PMI-1, its R as resources "
+                 "(no config file)");
+    app.add_flag("--batch", batch, "with --nested: rank 0 runs the job's batch script, COMMAND its arguments");
     std::string marker_dir;
     app.add_option("--marker-dir", marker_dir,
                    "rank 0: write banyan.start here once the instance runs, banyan.stop when it ends");
@@ -111,7 +117,11 @@ int main(int argc, char** argv) {
     if (!level)
         return fail(level.error().message);
 
-    auto boot = make_bootstrap(options);
+    if (batch && !nested)
+        return fail("--batch needs --nested");
+    if (nested && !options.config_path.empty())
+        return fail("--nested takes no --config: it learns its instance through PMI");
+    auto boot = nested ? nested_bootstrap(options, batch, command) : make_bootstrap(options);
     if (!boot)
         return fail(boot.error().message);
     if (boot->rundir.empty())

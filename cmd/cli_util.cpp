@@ -1,15 +1,20 @@
 #include "cmd/cli_util.hpp"
 
 #include <pwd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 
 #include <fmt/format.h>
+
+#include "core/json_field.hpp"
+#include "core/text.hpp"
 
 namespace banyan::cli {
 
@@ -43,6 +48,59 @@ std::vector<std::string> command_of(const CLI::App* cmd) {
 
 Client connect_to_instance() {
     return must(Client::connect());
+}
+
+std::string nested_instance_uri(const std::string& path) {
+    std::string uri;  // empty: $BANYAN_URI
+    for (const auto& part : split_commas(replace_all(path, "/", ","))) {
+        JobId id = job_id_argument(part);
+        Client client = must(Client::connect(uri));
+        auto info = client.rpc("job-manager.info", {{"id", id}});
+        if (!info)
+            fail(fmt::format("--job {}: {}", part, info.error().message));
+        const auto& job = json_object_at(*info, {"job"});
+        auto state = json_field<std::string>(job, "state", "", "job");
+        auto instance = json_field<std::string>(job, "instance", "", "job");
+        if (!state || !instance)
+            fail(fmt::format("--job {}: unexpected reply from the instance", part));
+        if (instance->empty())
+            fail(fmt::format("--job {}: job {} is not an instance (run by banyan batch or banyan alloc)", part,
+                             format_jobid(id)));
+        if (*state != "run")
+            fail(fmt::format("--job {}: job {} is {}: its instance has ended", part, format_jobid(id), *state));
+        uri = *instance;
+        // Told by the instance as it starts: its socket follows at once.
+        for (int tries = 0; tries < 200; tries++) {
+            if (Client::connect(uri))
+                break;
+            usleep(50'000);
+        }
+    }
+    return uri;
+}
+
+void add_proxy(CLI::App& app, int& exit_code) {
+    static std::string path;
+    auto* cmd = app.add_subcommand("proxy", "Run COMMAND (default: a shell) against job ID's nested instance");
+    cmd->add_option("ID", path, "the job (ID1/ID2 through nested instances)")->required();
+    cmd->prefix_command();
+    cmd->footer("COMMAND...: run with BANYAN_URI set to the job's instance (default: $SHELL)");
+    cmd->callback([cmd, &exit_code] {
+        std::vector<std::string> command = command_of(cmd);
+        if (command.empty()) {
+            const char* shell = std::getenv("SHELL");
+            command = {shell && *shell ? shell : "/bin/sh"};
+        }
+        std::string uri = nested_instance_uri(path);
+        setenv("BANYAN_URI", uri.c_str(), 1);
+        std::vector<char*> argv;
+        for (auto& word : command)
+            argv.push_back(word.data());
+        argv.push_back(nullptr);
+        execvp(argv[0], argv.data());
+        exit_code = errno == ENOENT ? 127 : 126;
+        fail(fmt::format("{}: {}", command.front(), std::strerror(errno)), exit_code);
+    });
 }
 
 JobList::JobList(nlohmann::json reply) : rows_(std::move(reply["jobs"])) {

@@ -36,6 +36,12 @@ inline void must(Result<void> r) {
 // Connects to the instance named by $BANYAN_URI, or fails with a clear line.
 Client connect_to_instance();
 
+// The URI of the nested instance job `path` runs ("ID", or "ID1/ID2" through
+// nested instances), asked of $BANYAN_URI's instance with the caller's
+// rights (doc/spec/instances.md §5). Waits up to 10 s for its socket to
+// appear (a batch job that has just started). Fails with one line.
+std::string nested_instance_uri(const std::string& path);
+
 // COMMAND: what follows the options, or what followed "--" (CLI11 refuses
 // words after "--" in a prefix_command, so main() takes them out first and
 // hands them here). Fails naming an unknown option where COMMAND should start.
@@ -92,6 +98,9 @@ void add_resource(CLI::App& app, int& exit_code);
 void add_queue(CLI::App& app, int& exit_code);
 void add_submit(CLI::App& app, int& exit_code);
 void add_run(CLI::App& app, int& exit_code);
+void add_batch(CLI::App& app, int& exit_code);
+void add_alloc(CLI::App& app, int& exit_code);
+void add_proxy(CLI::App& app, int& exit_code);
 void add_jobs(CLI::App& app, int& exit_code);
 void add_cancel(CLI::App& app, int& exit_code);
 void add_job(CLI::App& app, int& exit_code);

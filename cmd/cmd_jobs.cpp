@@ -70,7 +70,10 @@ std::string info(const JobView& j, const std::map<JobId, std::string>& reasons) 
     }
     if (state == "inactive" && j.contains("exception"))
         return j["exception"].value("type", "") + ": " + j["exception"].value("note", "");
-    return j.value("t_run", 0.0) > 0 ? j.value("nodelist", "") : "";
+    if (j.value("t_run", 0.0) <= 0)
+        return "";
+    // A running nested instance (banyan batch, banyan alloc) says so.
+    return (state == "run" && j.contains("instance") ? "instance on " : "") + j.value("nodelist", "");
 }
 
 // The value of `field` for one job, as text.
@@ -107,9 +110,10 @@ struct Segment {
 // Parses "{name[:[<>^]W[.P]]}" fields once; an unknown field or a bad
 // spec fails before anything is printed.
 std::vector<Segment> parse_format(const std::string& format) {
-    static const std::set<std::string> known = {
-        "id",   "id.dec",  "user",     "name",     "st",     "state",    "result", "ntasks",     "nnodes", "time",
-        "info", "urgency", "priority", "nodelist", "status", "t_submit", "t_run",  "t_inactive", "userid", "queue"};
+    static const std::set<std::string> known = {"id",       "id.dec",   "user",    "name",     "st",    "state",
+                                                "result",   "ntasks",   "nnodes",  "time",     "info",  "urgency",
+                                                "priority", "nodelist", "status",  "t_submit", "t_run", "t_inactive",
+                                                "userid",   "queue",    "instance"};
     std::vector<Segment> out;
     Segment cur;
     for (size_t i = 0; i < format.size();) {
@@ -126,7 +130,8 @@ std::vector<Segment> parse_format(const std::string& format) {
         if (!known.count(cur.field))
             fail(
                 fmt::format("-o: unknown field {{{}}} (known: id, user, name, st, state, result, ntasks, nnodes, "
-                            "time, info, urgency, priority, nodelist, status, t_submit, t_run, t_inactive, queue)",
+                            "time, info, urgency, priority, nodelist, status, t_submit, t_run, t_inactive, queue, "
+                            "instance)",
                             cur.field));
         if (colon != std::string::npos) {
             std::string w = spec.substr(colon + 1);

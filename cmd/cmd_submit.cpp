@@ -1,6 +1,11 @@
 // banyan submit / banyan run: make a jobspec from options and COMMAND and
 // submit it (doc/spec/jobs.md §7). submit prints the id; run streams the
-// job's output and exits with its exit code.
+// job's output and exits with its exit code. banyan batch / banyan alloc:
+// the same for a nested instance (doc/spec/instances.md §6).
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "cmd/cli_util.hpp"
@@ -8,7 +13,9 @@
 #include "cmd/submit_options.hpp"
 #include "core/idset.hpp"
 #include "core/json_field.hpp"
+#include "core/programs.hpp"
 #include "core/text.hpp"
+#include "core/text_file.hpp"
 
 namespace banyan::cli {
 namespace {
@@ -75,7 +82,171 @@ std::vector<JobId> submit_all(Client& client, const std::vector<nlohmann::json>&
     return ids;
 }
 
+// The words of a directive, as sh splits them: quotes ('...', "...") and
+// backslashes; nullopt when a quote is not closed.
+std::optional<std::vector<std::string>> shell_words(std::string_view text) {
+    std::vector<std::string> words;
+    std::string word;
+    bool in_word = false;
+    for (size_t i = 0; i < text.size(); i++) {
+        char c = text[i];
+        if (c == ' ' || c == '\t') {
+            if (in_word)
+                words.push_back(std::move(word));
+            word.clear();
+            in_word = false;
+            continue;
+        }
+        in_word = true;
+        if (c == '\\' && i + 1 < text.size()) {
+            word += text[++i];
+        } else if (c == '\'' || c == '"') {
+            size_t close = text.find(c, i + 1);
+            if (close == std::string_view::npos)
+                return std::nullopt;
+            word += text.substr(i + 1, close - i - 1);
+            i = close;
+        } else {
+            word += c;
+        }
+    }
+    if (in_word)
+        words.push_back(std::move(word));
+    return words;
+}
+
+// The #BANYAN directives of `script`'s comment header (after #!, up to the
+// first line that is neither a comment nor blank), applied to `cmd`'s
+// options that the command line did not give: the command line wins.
+// Fails naming SCRIPT:LINE and what is wrong.
+void apply_directives(CLI::App* cmd, const std::string& path, const std::string& script) {
+    SubmitOptions from_script;
+    CLI::App directives("#BANYAN", "#BANYAN");
+    add_submit_options(&directives, from_script);
+    std::vector<std::string> all;
+    size_t line_no = 1;
+    for (size_t start = script.find('\n'); start != std::string::npos && start + 1 < script.size();) {
+        line_no++;
+        size_t end = script.find('\n', start + 1);
+        std::string_view line(script.data() + start + 1, (end == std::string::npos ? script.size() : end) - start - 1);
+        start = end;
+        size_t first = line.find_first_not_of(" \t\r");
+        if (first == std::string_view::npos)
+            continue;
+        if (line[first] != '#')
+            break;
+        if (!line.starts_with("#BANYAN"))
+            continue;
+        std::string_view rest = line.substr(7);
+        if (!rest.empty() && rest[0] != ' ' && rest[0] != '\t')
+            continue;  // #BANYANISH: another comment
+        auto words = shell_words(rest);
+        if (!words)
+            fail(fmt::format("{}:{}: #BANYAN{}: a quote is not closed", path, line_no, rest));
+        // Each line alone first, so an error names its line.
+        SubmitOptions scratch;
+        CLI::App check("#BANYAN", "#BANYAN");
+        add_submit_options(&check, scratch);
+        try {
+            std::vector<std::string> reversed(words->rbegin(), words->rend());
+            check.parse(reversed);
+        } catch (const CLI::ParseError& e) {
+            fail(fmt::format("{}:{}: #BANYAN{}: {}", path, line_no, rest, e.what()));
+        }
+        all.insert(all.end(), words->begin(), words->end());
+    }
+    try {
+        std::vector<std::string> reversed(all.rbegin(), all.rend());
+        directives.parse(reversed);
+    } catch (const CLI::ParseError& e) {
+        fail(fmt::format("{}: #BANYAN directives: {}", path, e.what()));
+    }
+    for (CLI::Option* given : directives.get_options()) {
+        if (given->count() == 0)
+            continue;
+        CLI::Option* target = cmd->get_option_no_throw(given->get_name());
+        if (!target || target->count() > 0)
+            continue;  // given on the command line too: it wins
+        target->add_result(given->results());
+        target->run_callback();
+    }
+}
+
+// A nested instance's jobspec: one broker per node of the allocation.
+// -N alone asks for whole nodes, as `flux batch -N` does.
+nlohmann::json instance_jobspec(SubmitOptions& o, std::vector<std::string> broker_args) {
+    if (o.nodes && !o.ntasks)
+        o.exclusive = true;
+    std::vector<std::string> command = {program_path("banyan-broker"), "--nested", "--log-level=warning"};
+    command.insert(command.end(), broker_args.begin(), broker_args.end());
+    nlohmann::json jobspec = build_jobspec(o, command);
+    jobspec["tasks"][0]["count"] = {{"per_resource", {{"type", "node"}, {"count", 1}}}};
+    return jobspec;
+}
+
 }  // namespace
+
+void add_batch(CLI::App& app, int& exit_code) {
+    static SubmitOptions o;
+    auto* cmd =
+        app.add_subcommand("batch", "Submit a batch script, run by a nested instance on its nodes; print the id");
+    add_submit_options(cmd, o);
+    cmd->prefix_command();
+    cmd->footer(
+        "SCRIPT [ARGS...]: the script (starting with #!, with #BANYAN OPTIONS lines in its header) and its "
+        "arguments");
+    cmd->callback([cmd, &exit_code] {
+        std::vector<std::string> words = command_of(cmd);
+        if (words.empty())
+            fail("no SCRIPT given");
+        const std::string path = words.front();
+        auto script = read_text_file(path);
+        if (!script)
+            fail(script.error().message);
+        if (!script->starts_with("#!"))
+            fail(fmt::format("{}:1: the first line must be #! and an interpreter (as #!/bin/sh)", path));
+        apply_directives(cmd, path, *script);
+        if (o.job_name.empty())
+            o.job_name = std::filesystem::path(path).filename().string();
+        if (o.output.empty())
+            o.output = "banyan-{{id}}.out";
+        std::vector<std::string> args = {"--batch", "--"};
+        args.insert(args.end(), words.begin() + 1, words.end());
+        nlohmann::json jobspec = instance_jobspec(o, args);
+        jobspec["attributes"]["system"]["batch"] = {{"script", *script}};
+        check_size(jobspec);
+        Client client = connect_to_instance();
+        submit_all(client, {jobspec}, o.urgency, true);
+        exit_code = 0;
+    });
+}
+
+void add_alloc(CLI::App& app, int& exit_code) {
+    static SubmitOptions o;
+    auto* cmd = app.add_subcommand("alloc", "Run COMMAND (default: a shell) in a nested instance of its own");
+    add_submit_options(cmd, o);
+    cmd->prefix_command();
+    cmd->footer("COMMAND...: what rank 0 of the instance runs, with BANYAN_URI set to it (default: $SHELL)");
+    cmd->callback([cmd, &exit_code] {
+        std::vector<std::string> command = command_of(cmd);
+        if (command.empty()) {
+            const char* shell = std::getenv("SHELL");
+            command = {shell && *shell ? shell : "/bin/sh"};
+        }
+        if (o.job_name.empty())
+            o.job_name = std::filesystem::path(command.front()).filename().string();
+        std::vector<std::string> args = {"--"};
+        args.insert(args.end(), command.begin(), command.end());
+        nlohmann::json jobspec = instance_jobspec(o, args);
+        bool with_stdin = o.input.empty();
+        if (with_stdin)
+            jobspec["attributes"]["system"]["shell"]["options"]["stdin"] = "forward";
+        check_size(jobspec);
+        Client client = connect_to_instance();
+        JobId id = submit_all(client, {jobspec}, o.urgency, false).front();
+        exit_code = attach_job(client, id, true, with_stdin);
+    });
+}
 
 void add_submit(CLI::App& app, int& exit_code) {
     static SubmitOptions o;

@@ -39,9 +39,43 @@ int main(int argc, char** argv) {
     cli::add_queue(app, exit_code);
     cli::add_submit(app, exit_code);
     cli::add_run(app, exit_code);
+    cli::add_batch(app, exit_code);
+    cli::add_alloc(app, exit_code);
+    cli::add_proxy(app, exit_code);
     cli::add_jobs(app, exit_code);
     cli::add_cancel(app, exit_code);
     cli::add_job(app, exit_code);
+    app.footer("banyan --job ID COMMAND...: COMMAND against job ID's nested instance (ID1/ID2 through nested ones)");
+    // banyan --job ID COMMAND...: COMMAND with BANYAN_URI set to the job's
+    // nested instance (doc/spec/instances.md §5).
+    if (argc > 1 && std::strncmp(argv[1], "--job", 5) == 0) {
+        std::string path;
+        int skip = 0;
+        if (std::strcmp(argv[1], "--job") == 0 && argc > 2) {
+            path = argv[2];
+            skip = 2;
+        } else if (std::strncmp(argv[1], "--job=", 6) == 0) {
+            path = argv[1] + 6;
+            skip = 1;
+        } else {
+            std::fprintf(stderr, "banyan: --job needs a job id (banyan --job ID COMMAND...)\n");
+            return 2;
+        }
+        try {
+            std::string uri = cli::nested_instance_uri(path);
+            setenv("BANYAN_URI", uri.c_str(), 1);
+        } catch (const cli::Failure& f) {
+            std::fprintf(stderr, "banyan: %s\n", f.message.c_str());
+            return f.exit_code;
+        }
+        argv[skip] = argv[0];
+        argv += skip;
+        argc -= skip;
+        if (argc < 2) {
+            std::fprintf(stderr, "banyan: --job %s: no command given\n", path.c_str());
+            return 2;
+        }
+    }
     if (argc > 1 && argv[1][0] != '-') {
         bool known = false;
         for (const auto* sub : app.get_subcommands({}))
@@ -53,7 +87,8 @@ int main(int argc, char** argv) {
     }
     // `banyan submit|run|start [OPTIONS] -- COMMAND...`: COMMAND may start with "-".
     if (argc > 2 && (std::strcmp(argv[1], "submit") == 0 || std::strcmp(argv[1], "run") == 0 ||
-                     std::strcmp(argv[1], "start") == 0)) {
+                     std::strcmp(argv[1], "start") == 0 || std::strcmp(argv[1], "batch") == 0 ||
+                     std::strcmp(argv[1], "alloc") == 0 || std::strcmp(argv[1], "proxy") == 0)) {
         for (int i = 2; i < argc; i++)
             if (std::strcmp(argv[i], "--") == 0) {
                 cli::set_command_after_dashes({argv + i + 1, argv + argc});

@@ -1,7 +1,9 @@
 #include "core/unix_socket.hpp"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -11,14 +13,31 @@
 namespace banyan {
 namespace {
 
-Result<sockaddr_un> address_of(const std::string& path) {
+// A socket's address. A path longer than sun_path (nested instances' run
+// directories lie deep in their jobs' directories) is reached through its
+// directory, held open: /proc/self/fd/N/NAME.
+struct Address {
     sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof addr.sun_path)
-        return make_error(ENAMETOOLONG, fmt::format("{}: socket path too long ({} bytes, at most {})", path,
-                                                    path.size(), sizeof addr.sun_path - 1));
-    std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-    return addr;
+    UniqueFd dir;
+};
+
+Result<Address> address_of(const std::string& path) {
+    Address a;
+    a.addr.sun_family = AF_UNIX;
+    std::string usable = path;
+    if (path.size() >= sizeof a.addr.sun_path) {
+        size_t slash = path.rfind('/');
+        std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+        a.dir = UniqueFd(open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+        if (!a.dir)
+            return make_error(errno, fmt::format("{}: {}", dir, std::strerror(errno)));
+        usable = fmt::format("/proc/self/fd/{}/{}", a.dir.get(), path.substr(slash + 1));
+    }
+    if (usable.size() >= sizeof a.addr.sun_path)
+        return make_error(ENAMETOOLONG, fmt::format("{}: socket name too long ({} bytes, at most {})", path,
+                                                    usable.size(), sizeof a.addr.sun_path - 1));
+    std::memcpy(a.addr.sun_path, usable.c_str(), usable.size() + 1);
+    return a;
 }
 
 }  // namespace
@@ -30,7 +49,7 @@ Result<UniqueFd> connect_unix(const std::string& path, Wait wait) {
     UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (wait == Wait::no ? SOCK_NONBLOCK : 0), 0));
     if (!fd)
         return make_error(errno, fmt::format("socket: {}", std::strerror(errno)));
-    if (connect(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) < 0)
+    if (connect(fd.get(), reinterpret_cast<sockaddr*>(&addr->addr), sizeof addr->addr) < 0)
         return make_error(errno, fmt::format("cannot connect to {}: {}", path, std::strerror(errno)));
     return fd;
 }
@@ -43,7 +62,8 @@ Result<UniqueFd> listen_unix(const std::string& path, int backlog) {
     if (!fd)
         return make_error(errno, fmt::format("socket: {}", std::strerror(errno)));
     unlink(path.c_str());
-    if (bind(fd.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) < 0 || listen(fd.get(), backlog) < 0)
+    if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr->addr), sizeof addr->addr) < 0 ||
+        listen(fd.get(), backlog) < 0)
         return make_error(errno, fmt::format("{}: {}", path, std::strerror(errno)));
     return fd;
 }

@@ -452,8 +452,10 @@ Result<Jobspec> version1(const json& doc) {
     auto task = canonical_task(doc["tasks"][0], "tasks[0]");
     if (!task)
         return task.error();
-    if (task->count_kind == "per_resource")
-        return bad("tasks[0].count.per_resource", "not allowed in a version 1 jobspec (use per_slot or total)");
+    // As Flux's V1 allows it for its batch jobs: one task per node (a
+    // nested instance's brokers, doc/spec/instances.md) or per core.
+    if (task->count_kind == "per_resource" && task->per_resource_type != "node" && task->per_resource_type != "core")
+        return bad("tasks[0].count.per_resource.type", "expected node or core");
     spec.tasks.push_back(std::move(*task));
     if (auto r = check_attributes(doc, spec); !r)
         return r.error();

@@ -417,6 +417,7 @@ Result<void> Shell::launch_tasks() {
         env.push_back(fmt::format("BANYAN_JOB_SIZE={}", job.map.ntasks));
         env.push_back(fmt::format("BANYAN_JOB_NNODES={}", job.nnodes));
         env.push_back("BANYAN_URI=" + job.uri);
+        env.push_back("BANYAN_JOB_TMPDIR=" + job.tmpdir);
         if (!bindings[i].gpus.empty())
             env.push_back("CUDA_VISIBLE_DEVICES=" + bindings[i].gpus);
         if (pmix_) {

@@ -12,12 +12,22 @@
 
 namespace banyan {
 
+ExecClient::ExecClient(JobManager& jm) : jm_(jm) {
+    double expiration = jm_.broker_.bootstrap().expiration;
+    if (expiration > 0) {
+        double left = std::max(0.0, expiration - wall_now());
+        instance_end_ = expiration - std::min(5.0, left / 10);
+    }
+}
+
 // Counted and timed before anything is sent: the exec service of this rank
 // answers (and reports started) within broker_.rpc, and the last answer
 // ends the execution.
 ExecClient::Execution& ExecClient::begin(Job& job, size_t nranks, double end) {
     Execution& ex = executing_[job.id];
     ex.ranks_left = ex.ranks_starting = nranks;
+    if (instance_end_ > 0)  // the enclosing job's limit bounds every job
+        end = end > 0 ? std::min(end, instance_end_) : instance_end_;
     if (end > 0) {
         ex.time_limit = std::make_unique<Timer>(jm_.broker_.reactor());
         ex.time_limit->start(delay_until(end), [this, id = job.id] {

@@ -26,7 +26,7 @@ struct Job;
 
 class ExecClient {
   public:
-    explicit ExecClient(JobManager& jm) : jm_(jm) {}
+    explicit ExecClient(JobManager& jm);
     // RUN, once the alloc event is on disk.
     void launch(Job& job, const nlohmann::json& R);
     // RUN or CLEANUP after a restart of rank 0: its tasks are looked for on
@@ -69,6 +69,9 @@ class ExecClient {
     void signal_ranks(const Job& job, int signo);
 
     JobManager& jm_;
+    // A nested instance's end for its jobs, a little before the enclosing
+    // job's (doc/spec/instances.md §3); 0: none.
+    double instance_end_ = 0;
     std::unordered_map<JobId, Execution> executing_;
     std::unordered_map<JobId, std::vector<int>> pending_signals_;  // kill before exec.run went out
 };

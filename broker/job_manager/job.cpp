@@ -187,6 +187,8 @@ nlohmann::json Job::summary() const {
                      {"nodelist", nodelist}, {"t_submit", t_submit}};
     if (!queue.empty())
         s["queue"] = queue;
+    if (!instance_uri.empty())
+        s["instance"] = instance_uri;
     if (t_run > 0)
         s["t_run"] = t_run;
     if (t_cleanup > 0)
@@ -211,9 +213,10 @@ nlohmann::json Job::summary() const {
 }
 
 const std::vector<std::string>& Job::summary_columns() {
-    static const std::vector<std::string> columns = {
-        "id",       "userid", "name",      "state",      "urgency", "priority", "ntasks",    "nnodes",       "nodelist",
-        "t_submit", "t_run",  "t_cleanup", "t_inactive", "result",  "status",   "exception", "dependencies", "queue"};
+    static const std::vector<std::string> columns = {"id",        "userid",       "name",       "state",    "urgency",
+                                                     "priority",  "ntasks",       "nnodes",     "nodelist", "t_submit",
+                                                     "t_run",     "t_cleanup",    "t_inactive", "result",   "status",
+                                                     "exception", "dependencies", "queue",      "instance"};
     return columns;
 }
 
@@ -277,6 +280,9 @@ void apply_event(Job& job, const JobEvent& ev) {
                 job.t_cleanup = ev.timestamp;
             }
         }
+    } else if (name == "instance") {
+        auto uri = json_field<std::string>(c, "uri", "", "instance");
+        job.instance_uri = uri ? *uri : "";
     } else if (name == "free") {
         job.freed = true;
     } else if (name == "clean" && job.state == JobState::cleanup) {

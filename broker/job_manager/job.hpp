@@ -53,6 +53,7 @@ struct Job {
     // From the jobspec.
     std::string name;
     std::string queue;  // "" without queues
+    std::string instance_uri;  // a nested instance's socket (event `instance`); "" when not one
     uint32_t ntasks = 1;
     uint32_t nnodes = 0;  // 0: not asked for; the R decides
     double duration = 0;  // time limit in seconds; 0: none

@@ -62,6 +62,7 @@ class JobManager {
     void drop_unstored(const std::vector<JobId>& ids, const Error& error);
     void on_list(const Message& req);
     void on_info(const Message& req);
+    void on_instance(const Message& req);
     void on_eventlog(const Message& req);
     void on_attach(const Message& req);
     void on_wait(const Message& req);

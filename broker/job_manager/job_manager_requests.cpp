@@ -51,6 +51,7 @@ void JobManager::register_methods() {
     method("job-manager.submit", false, &JobManager::on_submit);
     method("job-manager.list", false, &JobManager::on_list);
     method("job-manager.info", false, &JobManager::on_info);
+    method("job-manager.instance", false, &JobManager::on_instance);
     method("job-manager.eventlog", false, &JobManager::on_eventlog);
     method("job-manager.attach", false, &JobManager::on_attach);
     method("job-manager.wait", false, &JobManager::on_wait);
@@ -378,6 +379,26 @@ void JobManager::on_info(const Message& req) {
                     out["R"] = ev.context["R"];
             broker_.respond(Message::response_to(req, out));
         });
+}
+
+// A running job's rank 0 is a nested instance's (doc/spec/instances.md
+// §4): recorded as an event, so it outlives a restart of this rank 0.
+void JobManager::on_instance(const Message& req) {
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
+    if (!job)
+        return;
+    auto uri = json_field<std::string>(body, "uri", "", "instance");
+    if (!uri)
+        return broker_.respond_error(req, EPROTO, uri.error().message);
+    if (!uri->starts_with("local:///") || uri->size() > 4096)
+        return broker_.respond_error(req, EINVAL, "instance.uri: expected local:///PATH");
+    if (job->state != JobState::run)
+        return broker_.respond_error(req, EINVAL,
+                                     fmt::format("{}: job is {}; only a running job is an instance",
+                                                 format_jobid(job->id), state_name(job->state)));
+    post(*job, "instance", {{"uri", *uri}});
+    respond_once_stored(Message::response_to(req, nlohmann::json::object()));
 }
 
 void JobManager::on_eventlog(const Message& req) {
