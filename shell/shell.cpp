@@ -80,6 +80,20 @@ std::string resolve_command(const std::string& command, const std::vector<std::s
     return command;
 }
 
+// `env` with each variable once, its last value: what the shell sets
+// (OMPI_MCA_* for its PMIx server) replaces what the job brought along
+// (a job submitted from inside another job, or a nested instance).
+std::vector<std::string> last_of_each_name(std::vector<std::string> env) {
+    std::set<std::string_view> seen;
+    std::vector<std::string> out;
+    out.reserve(env.size());
+    for (auto it = env.rbegin(); it != env.rend(); ++it)
+        if (seen.insert(std::string_view(*it).substr(0, it->find('='))).second)
+            out.push_back(std::move(*it));
+    std::reverse(out.begin(), out.end());
+    return out;
+}
+
 // The exec service's saved topology, or this shell's own discovery where
 // there is none or it cannot be read; nullptr when hwloc does not describe
 // this machine.
@@ -436,7 +450,7 @@ Result<void> Shell::launch_tasks() {
             auto pmi_env = pmi_simple_->task_environment(rank);
             env.insert(env.end(), pmi_env.begin(), pmi_env.end());
         }
-        setup.spawn.env = std::move(env);
+        setup.spawn.env = last_of_each_name(std::move(env));
         // Opened now, so a file that cannot be opened fails the launch.
         // Labels are added by the shell: labelled output goes through it
         // (emit_output), which writes to the file opened here.
