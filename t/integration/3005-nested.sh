@@ -61,17 +61,26 @@ check_output "two levels: an instance inside an instance inside this one" '^leve
     banyan alloc -N2 banyan alloc -N1 sh -c 'echo "level 2: $(banyan resource list | awk "\$1 == \"free\" {print \$2}") node"'
 
 # From outside: banyan --job ID and banyan proxy ID reach the instance.
-cat >"$T_DIR/long.sh" <<'INNER'
+cat >"$T_DIR/long.sh" <<INNER
 #!/bin/sh
 banyan submit -N2 sleep 3171 >/dev/null
 banyan submit -N2 sleep 3172 >/dev/null
+banyan batch -n1 --output=/dev/null "$T_DIR/inner.sh" >"$T_DIR/inner.id"
+sleep 3170
+INNER
+cat >"$T_DIR/inner.sh" <<'INNER'
+#!/bin/sh
+banyan submit sleep 3173 >/dev/null
 sleep 3170
 INNER
 id=$(banyan batch -N2 --output=/dev/null "$T_DIR/long.sh")
 wait_for "the batch job's instance runs a job" 20 sh -c "banyan --job $id jobs --no-header | grep -q ' R '"
 check_output "banyan --job ID jobs lists the instance's 2 jobs" '^2$' sh -c "banyan --job $id jobs --no-header | grep -c 'sleep  *R'"
-check_output "banyan proxy ID COMMAND runs against it: 4 of the instance's 8 cores allocated" '^allocated 2 4$' \
+check_output "banyan proxy ID COMMAND runs against it: 5 of the instance's 8 cores allocated (two jobs, one instance)" '^allocated 2 5$' \
     sh -c "banyan proxy $id banyan resource list | awk '\$1 == \"allocated\" {print \$1, \$2, \$3}'"
+wait_for "... and a batch job inside it runs one of its own" 20 sh -c "test -s $T_DIR/inner.id && banyan --job $id/\$(cat $T_DIR/inner.id) jobs --no-header | grep -q ' R '"
+check_output "banyan --job ID1/ID2 reaches the instance inside the instance" 'sleep +R' \
+    sh -c "banyan --job $id/$(cat "$T_DIR/inner.id") jobs --no-header"
 check_output "banyan jobs shows the job as an instance" "instance on " banyan jobs --no-header
 check_output "{instance} is its URI" '^local:///.*/local.sock$' banyan jobs --no-header -o '{instance}'
 check_fails "banyan --job of a job that is no instance: one line" 'is not an instance' \
@@ -79,7 +88,7 @@ check_fails "banyan --job of a job that is no instance: one line" 'is not an ins
 banyan cancel "$id"
 banyan job wait "$id" >/dev/null
 wait_for "cancel of the batch job: no process of it or of its jobs is left" 15 \
-    sh -c "! pgrep -f 'sleep 317[012]' && ! pgrep -f -- 'banyan-broker --neste[d]'"
+    sh -c "! pgrep -f 'sleep 317[0123]' && ! pgrep -f -- 'banyan-broker --neste[d]'"
 check_output "... the job is canceled" '^CA$' banyan jobs -a --no-header -n1 -o '{st}'
 
 # The enclosing time limit bounds the jobs inside: cut to end before it.
@@ -115,5 +124,14 @@ id=$(banyan batch -N2 --output="$T_DIR/conflict.out" "$T_DIR/conflict.sh")
 banyan job wait "$id" >/dev/null
 check_output "the command line wins over a directive (-N2 over #BANYAN -N1); other directives stay" \
     '^2 from-script$' banyan jobs -a --no-header -n1 -o '{nnodes} {name}'
+printf '#!/bin/sh\n#BANYAN -o cpu-affinity=off\necho first version\n' >"$T_DIR/opts.sh"
+id=$(banyan batch --urgency=0 -o exit-timeout=none --output="$T_DIR/opts.out" "$T_DIR/opts.sh")
+check_output "a repeatable option on the command line replaces the directive's (-o)" '"exit-timeout": "none"' \
+    banyan job info "$id"
+check "... the directive's -o is gone" sh -c "! banyan job info $id | grep -q '\"cpu-affinity\"'"
+printf '#!/bin/sh\necho second version\n' >"$T_DIR/opts.sh"
+banyan job urgency "$id" default
+banyan job wait "$id" >/dev/null
+check_output "the script is stored at submit: editing it afterwards changes nothing" '^first version$' cat "$T_DIR/opts.out"
 SCRIPT
 HWLOC_SYNTHETIC="core:4 pu:1" banyan start --test-size=4 bash "$T_DIR/nested.sh"
