@@ -68,10 +68,14 @@ std::string nested_instance_uri(const std::string& path) {
                              format_jobid(id)));
         if (*state != "run")
             fail(fmt::format("--job {}: job {} is {}: its instance has ended", part, format_jobid(id), *state));
-        uri = *instance;
+        // Through this instance's job manager to the job's own, from any
+        // node (doc/spec/instances.md §5).
+        std::string base = client.uri();
+        uri = base + (base.find('#') == std::string::npos ? "#" : "/") + format_jobid(id);
         // Told by the instance as it starts: its socket follows at once.
         for (int tries = 0; tries < 200; tries++) {
-            if (Client::connect(uri))
+            auto nested = Client::connect(uri);
+            if (nested && nested->rpc("broker.ping", nlohmann::json::object(), kNodeIdAny, std::chrono::seconds(10)))
                 break;
             usleep(50'000);
         }

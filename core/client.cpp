@@ -30,16 +30,39 @@ Result<Client> Client::connect(std::string uri) {
         }
         uri = env;
     }
+    std::vector<JobId> via;
+    if (size_t hash = uri.find('#'); hash != std::string::npos) {
+        std::string_view jobs = std::string_view(uri).substr(hash + 1);
+        while (!jobs.empty()) {
+            size_t slash = jobs.find('/');
+            auto id = parse_jobid(jobs.substr(0, slash));
+            if (!id)
+                return make_error(EINVAL, fmt::format("{}: after '#': {}", uri, id.error().message));
+            via.push_back(*id);
+            jobs.remove_prefix(slash == std::string_view::npos ? jobs.size() : slash + 1);
+        }
+        uri.resize(hash);
+    }
     std::string path = uri.rfind("local://", 0) == 0 ? uri.substr(8) : uri;
     auto fd = connect_unix(path);
     if (!fd)
         return make_error(fd.error().code, "no broker: " + fd.error().message);
-    return Client(fd->release(), path);
+    Client client(fd->release(), path);
+    client.via_ = std::move(via);
+    return client;
+}
+
+std::string Client::uri() const {
+    std::string out = "local://" + path_;
+    for (size_t i = 0; i < via_.size(); i++)
+        out += (i == 0 ? "#" : "/") + format_jobid(via_[i]);
+    return out;
 }
 
 Client::Client(Client&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
       path_(std::move(other.path_)),
+      via_(std::move(other.via_)),
       next_matchtag_(other.next_matchtag_),
       decoder_(std::move(other.decoder_)) {}
 
@@ -49,6 +72,7 @@ Client& Client::operator=(Client&& other) noexcept {
             close(fd_);
         fd_ = std::exchange(other.fd_, -1);
         path_ = std::move(other.path_);
+        via_ = std::move(other.via_);
         next_matchtag_ = other.next_matchtag_;
         decoder_ = std::move(other.decoder_);
     }
@@ -63,6 +87,23 @@ Client::~Client() {
 Result<uint32_t> Client::send(Message msg) {
     if (msg.type == MessageType::request && !msg.has_flag(msgflag::noresponse) && msg.matchtag == 0)
         msg.matchtag = next_matchtag_++;
+    if (msg.type == MessageType::request && !via_.empty()) {
+        // Innermost job first: each level's job manager unwraps one.
+        auto payload = msg.json();
+        if (!payload)
+            return payload.error();
+        std::string topic = msg.topic;
+        uint32_t nodeid = msg.nodeid;
+        for (auto it = via_.rbegin(); it != via_.rend(); ++it) {
+            *payload = {{"id", *it}, {"request", {{"topic", topic}, {"payload", *payload}, {"nodeid", nodeid}}}};
+            topic = "job-manager.proxy";
+            nodeid = kNodeIdAny;
+        }
+        Message wrapped = Message::request(topic, *payload, nodeid);
+        wrapped.matchtag = msg.matchtag;
+        wrapped.flags = msg.flags;
+        msg = std::move(wrapped);
+    }
     std::string bytes = encode_stream(msg);
     size_t done = 0;
     while (done < bytes.size()) {

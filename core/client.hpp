@@ -6,9 +6,11 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/jobid.hpp"
 #include "core/message.hpp"
 #include "core/result.hpp"
 
@@ -17,8 +19,11 @@ namespace banyan {
 class Client {
   public:
     // Connects to the socket at `uri` ("local:///path" or a plain path);
-    // empty: $BANYAN_URI. Error says which socket and why, or that no
-    // instance was found when BANYAN_URI is unset.
+    // empty: $BANYAN_URI. "URI#ID1/ID2" reaches the nested instance of job
+    // ID2 inside job ID1's, through the instance at URI: every request is
+    // wrapped in job-manager.proxy, once per level (doc/spec/instances.md
+    // §5), and its answer is the nested instance's. Error says which socket
+    // and why, or that no instance was found when BANYAN_URI is unset.
     static Result<Client> connect(std::string uri = "");
 
     Client(Client&& other) noexcept;
@@ -40,6 +45,8 @@ class Client {
                                uint32_t nodeid = kNodeIdAny,
                                std::optional<std::chrono::milliseconds> timeout = std::nullopt);
     const std::string& path() const { return path_; }
+    // This connection's URI: local://PATH, with #ID1/ID2 through jobs.
+    std::string uri() const;
 
   private:
     Client(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
@@ -49,6 +56,7 @@ class Client {
 
     int fd_ = -1;
     std::string path_;
+    std::vector<JobId> via_;  // nested instances' jobs, outermost first
     uint32_t next_matchtag_ = 1;
     StreamDecoder decoder_;
 };

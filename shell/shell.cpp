@@ -195,6 +195,8 @@ void Shell::on_message(Result<nlohmann::json> message) {
                 t->write_stdin(std::move(*data), m.value("eof", false));
     } else if (type == "fence") {
         on_fence_result(m);
+    } else if (type == "proxy") {
+        on_proxy_request(m);
     } else {
         log::error("shell", "{}: unknown message from the exec service: {}", format_jobid(job_->id), m.dump());
     }
@@ -563,6 +565,8 @@ void Shell::finish() {
         return;
     finishing_ = true;
     drain_timer_.cancel();
+    if (proxy_)
+        proxy_->close_all("the job ended");
     int status = failed_status_;
     for (const auto& t : tasks_)
         status = std::max(status, t->status());
@@ -609,6 +613,22 @@ void Shell::on_fence_result(const nlohmann::json& m) {
     auto done = std::move(it->second);
     fences_.erase(it);
     done(std::move(all));
+}
+
+// A request for the nested instance this job runs (exec.proxy,
+// doc/spec/shell.md §3): passed on as the job's user, answered in turn.
+void Shell::on_proxy_request(const nlohmann::json& m) {
+    auto tag = json_field<uint64_t>(m, "tag", 0, "proxy");
+    auto uri = json_field<std::string>(m, "uri", "", "proxy");
+    if (auto e = first_error(tag, uri))
+        return log::error("shell", "{}: {}", format_jobid(job_->id), e->message);
+    if (!proxy_)
+        proxy_ = std::make_unique<InstanceProxy>(reactor_, [this](uint64_t t, nlohmann::json answer) {
+            answer["type"] = "proxy";
+            answer["tag"] = t;
+            send(std::move(answer));
+        });
+    proxy_->forward(*tag, *uri, json_object_at(m, {"request"}));
 }
 
 void Shell::raise(const std::string& type, const std::string& note, int severity) {

@@ -20,6 +20,7 @@
 #include "core/unique_fd.hpp"
 #include "resource/machine_topology.hpp"
 #include "shell/binding.hpp"
+#include "shell/instance_proxy.hpp"
 #include "shell/pmi_simple.hpp"
 #include "shell/pmix_server.hpp"
 #include "shell/shell_job.hpp"
@@ -65,6 +66,7 @@ class Shell {
     // PMIx fences and PMI-1 barriers share the one sequence.
     void fence(std::string data, std::function<void(std::string all)> done);
     void on_fence_result(const nlohmann::json& message);
+    void on_proxy_request(const nlohmann::json& message);
     void raise(const std::string& type, const std::string& note, int severity);
     // MPI_Abort through PMIx or PMI-1: an `abort` exception ends the job.
     void on_abort(uint32_t task, int status, const std::string& message);
@@ -91,6 +93,7 @@ class Shell {
     std::unique_ptr<MachineTopology> topology_;
     std::unique_ptr<PmixServer> pmix_;
     std::unique_ptr<PmiSimpleServer> pmi_simple_;
+    std::unique_ptr<InstanceProxy> proxy_;  // the job is a nested instance: requests for it
     uint64_t next_fence_ = 0;
     std::map<uint64_t, std::function<void(std::string)>> fences_;  // waiting for their result
     std::vector<std::unique_ptr<Task>> tasks_;

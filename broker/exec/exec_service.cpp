@@ -105,6 +105,9 @@ struct ExecService::LocalJob {
     std::unique_ptr<Timer> perilog_timer;
     bool perilog_timed_out = false;
     std::optional<int> killed_before_start;  // a signal that came during the prolog
+    // exec.proxy requests the shell has not answered yet, by tag.
+    std::map<uint64_t, Message> proxied;
+    uint64_t next_proxy_tag = 1;
 };
 
 struct ExecService::Fence {
@@ -181,6 +184,7 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     broker.register_method("exec.reconcile", true, [s](const Message& r) { s->on_reconcile(r); });
     broker.register_method("exec.stdin", true, [s](const Message& r) { s->on_stdin(r); });
     broker.register_method("exec.fence", true, [s](const Message& r) { s->on_fence(r); });
+    broker.register_method("exec.proxy", true, [s](const Message& r) { s->on_proxy(r); });
     broker.register_method("exec.reattach", true, [s](const Message& r) { s->on_reattach(r); });
     // Users pass through jobs/ to their jobs' directories, never list it.
     std::string jobs_dir = broker.bootstrap().rundir + "/jobs";
@@ -490,6 +494,20 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
             (*result)["type"] = "fence";
             j->second->channel->send(*result);
         });
+    } else if (*type == "proxy") {
+        auto tag = json_field<uint64_t>(m, "tag", 0, "shell");
+        auto errnum = json_field<int64_t>(m, "errnum", 0, "shell");
+        auto errstr = json_field<std::string>(m, "errstr", "", "shell");
+        if (auto e = first_error(tag, errnum, errstr))
+            return bad(*e);
+        auto req = job.proxied.find(*tag);
+        if (req == job.proxied.end())
+            return bad(make_error(EPROTO, fmt::format("an answer to proxy request {}, which is not waiting", *tag)));
+        Message request = std::move(req->second);
+        job.proxied.erase(req);
+        if (*errnum > 0 && *errnum < 4096)
+            return broker_.respond_error(request, static_cast<int>(*errnum), *errstr);
+        broker_.respond(Message::response_to(request, json_object_at(m, {"payload"})));
     } else if (*type == "started") {
         job.started = true;
         report_started(id);
@@ -572,6 +590,9 @@ void ExecService::on_shell_exit(JobId id, int wait_status) {
         return;
     LocalJob& job = *it->second;
     job.channel->read_available();  // its last lines (finish among them) are in the pipe
+    for (auto& [tag, request] : job.proxied)
+        broker_.respond_error(request, ECONNRESET, "the job's shell ended");
+    job.proxied.clear();
     if (job.cgroup)
         job.cgroup->kill_all();
     if (job.status)
@@ -970,6 +991,25 @@ void ExecService::on_stdin(const Message& req) {
     if (job->channel)
         job->channel->send(body);
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
+}
+
+// A request for the nested instance the job runs (doc/spec/instances.md
+// §5), from job-manager.proxy: passed to the job's shell on this rank,
+// which sends it on as the job's user and answers.
+void ExecService::on_proxy(const Message& req) {
+    nlohmann::json body;
+    LocalJob* job = job_for(req, body);
+    if (!job)
+        return;
+    auto uri = json_field<std::string>(body, "uri", "", "exec.proxy");
+    if (!uri)
+        return broker_.respond_error(req, EPROTO, uri.error().message);
+    if (!job->channel)
+        return broker_.respond_error(req, EAGAIN, "the job's shell is not running here yet");
+    uint64_t tag = job->next_proxy_tag++;
+    job->proxied.emplace(tag, req);
+    job->channel->send(
+        {{"type", "proxy"}, {"tag", tag}, {"uri", *uri}, {"request", json_object_at(body, {"request"})}});
 }
 
 // At the job's first rank: answered for all shells once all have come.

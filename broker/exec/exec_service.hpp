@@ -86,6 +86,7 @@ class ExecService {
     void kill_now(JobId id);
     void on_stdin(const Message& req);
     void on_fence(const Message& req);
+    void on_proxy(const Message& req);
     LocalJob* job_for(const Message& req, nlohmann::json& body);
     // Forgets a job; its cgroup goes once the kernel has reaped what was
     // killed in it, retried on a timer (the loop never sleeps for it).

@@ -63,6 +63,7 @@ class JobManager {
     void on_list(const Message& req);
     void on_info(const Message& req);
     void on_instance(const Message& req);
+    void on_proxy(const Message& req);
     void on_eventlog(const Message& req);
     void on_attach(const Message& req);
     void on_wait(const Message& req);

@@ -52,6 +52,7 @@ void JobManager::register_methods() {
     method("job-manager.list", false, &JobManager::on_list);
     method("job-manager.info", false, &JobManager::on_info);
     method("job-manager.instance", false, &JobManager::on_instance);
+    method("job-manager.proxy", false, &JobManager::on_proxy);
     method("job-manager.eventlog", false, &JobManager::on_eventlog);
     method("job-manager.attach", false, &JobManager::on_attach);
     method("job-manager.wait", false, &JobManager::on_wait);
@@ -399,6 +400,38 @@ void JobManager::on_instance(const Message& req) {
                                                  format_jobid(job->id), state_name(job->state)));
     post(*job, "instance", {{"uri", *uri}});
     respond_once_stored(Message::response_to(req, nlohmann::json::object()));
+}
+
+// A request for the nested instance job `id` runs (instances.md §5), from
+// its user or the owner: to the exec service of the job's first rank,
+// whose shell passes it on as the job's user; its answer comes back as
+// this request's.
+void JobManager::on_proxy(const Message& req) {
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
+    if (!job)
+        return;
+    if (job->instance_uri.empty())
+        return broker_.respond_error(
+            req, EINVAL,
+            fmt::format("{} is not an instance (run by banyan batch or banyan alloc)", format_jobid(job->id)));
+    if (job->state != JobState::run || job->ranks.empty())
+        return broker_.respond_error(
+            req, EINVAL,
+            fmt::format("{} is {}: its instance has ended", format_jobid(job->id), state_name(job->state)));
+    const auto& request = json_object_at(body, {"request"});
+    if (request.empty())
+        return broker_.respond_error(req, EPROTO,
+                                     "job-manager.proxy: expected {\"id\", \"request\": {topic, payload}}");
+    nlohmann::json forward{{"id", job->id}, {"uri", job->instance_uri}, {"request", request}};
+    broker_.rpc(Message::request("exec.proxy", forward, job->ranks.front()), [this, req](const Message& resp) {
+        if (resp.errnum != 0)
+            return broker_.respond_error(req, static_cast<int>(resp.errnum), resp.error_text());
+        auto payload = resp.json();
+        if (!payload)
+            return broker_.respond_error(req, EPROTO, payload.error().message);
+        broker_.respond(Message::response_to(req, *payload));
+    });
 }
 
 void JobManager::on_eventlog(const Message& req) {

@@ -83,8 +83,13 @@ check_output "banyan --job ID1/ID2 reaches the instance inside the instance" 'sl
     sh -c "banyan --job $id/$(cat "$T_DIR/inner.id") jobs --no-header"
 check_output "banyan jobs shows the job as an instance" "instance on " banyan jobs --no-header
 check_output "{instance} is its URI" '^local:///.*/local.sock$' banyan jobs --no-header -o '{instance}'
+check_output "banyan proxy sets BANYAN_URI to reach it through this instance" "^local://${BANYAN_URI#local://}#$id\$" \
+    banyan proxy "$id" sh -c 'echo $BANYAN_URI'
+check_output "... and the instance's jobs are reached that way" '^2$' \
+    sh -c "banyan proxy $id sh -c 'banyan jobs --no-header | grep -c \"sleep  *R\"'"
 check_fails "banyan --job of a job that is no instance: one line" 'is not an instance' \
     banyan --job "$(banyan submit true)" jobs
+check_fails "banyan --job of a job that is no one's: one line" 'no such job' banyan --job f3ZZZZZZZZZZ jobs
 banyan cancel "$id"
 banyan job wait "$id" >/dev/null
 wait_for "cancel of the batch job: no process of it or of its jobs is left" 15 \
