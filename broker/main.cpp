@@ -21,6 +21,7 @@
 #include "broker/initial_program.hpp"
 #include "broker/job_manager/job_manager.hpp"
 #include "broker/nested.hpp"
+#include "broker/pmi_client.hpp"
 #include "broker/resource/resource_service.hpp"
 #include "broker/sched/sched_service.hpp"
 #include "core/log.hpp"
@@ -121,20 +122,29 @@ int main(int argc, char** argv) {
         return fail("--batch needs --nested");
     if (nested && !options.config_path.empty())
         return fail("--nested takes no --config: it learns its instance through PMI");
-    auto boot = nested ? nested_bootstrap(options, batch, command) : make_bootstrap(options);
+    // A nested broker keeps the job's PMI open until it runs: a failure
+    // before then aborts the job with its reason (PMI-1 abort), instead of
+    // leaving the other brokers waiting for this one.
+    std::optional<PmiClient> pmi;
+    auto stop = [&pmi](const std::string& message) {
+        if (pmi)
+            pmi->abort(1, "banyan-broker: " + message);
+        return fail(message);
+    };
+    auto boot = nested ? nested_bootstrap(options, batch, command, pmi) : make_bootstrap(options);
     if (!boot)
-        return fail(boot.error().message);
+        return stop(boot.error().message);
     if (boot->rundir.empty())
         boot->rundir = default_rundir(boot->rank);
     // Both hold what the broker trusts when it reads it back (the socket it
     // serves, the job database): no other user may own or write them.
     if (auto r = make_private_dir(boot->rundir, 0700); !r)
-        return fail("rundir " + r.error().message);
+        return stop("rundir " + r.error().message);
     if (boot->statedir.empty())
         boot->statedir = boot->rundir + "/state";
     if (boot->rank == 0)
         if (auto r = make_private_dir(boot->statedir, 0700); !r)
-            return fail("statedir " + r.error().message);
+            return stop("statedir " + r.error().message);
     log::configure({.program = "broker", .rank = boot->rank, .level = *level});
 
     Reactor reactor;
@@ -142,21 +152,26 @@ int main(int argc, char** argv) {
     register_builtin_services(broker);
     auto resources = ResourceService::start(broker);
     if (!resources)
-        return fail(resources.error().message);
+        return stop(resources.error().message);
     auto scheduler = SchedService::start(broker);
     if (!scheduler)
-        return fail(scheduler.error().message);
+        return stop(scheduler.error().message);
     auto exec = ExecService::start(broker);
     if (!exec)
-        return fail(exec.error().message);
+        return stop(exec.error().message);
     auto job_manager = JobManager::start(broker);
     if (!job_manager)
-        return fail(job_manager.error().message);
+        return stop(job_manager.error().message);
     auto initial_program = InitialProgram::start(broker, std::move(command), marker_dir);
     if (!initial_program)
-        return fail(initial_program.error().message);
+        return stop(initial_program.error().message);
     if (auto r = broker.start(); !r)
-        return fail(r.error().message);
+        return stop(r.error().message);
+    if (pmi) {
+        if (auto r = pmi->finalize(); !r)
+            return stop(r.error().message);
+        pmi.reset();
+    }
     // Under systemd (Type=notify): ready once this broker serves its
     // socket and, below rank 0, has joined its parent. Nothing without
     // $NOTIFY_SOCKET.

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -181,17 +182,19 @@ nlohmann::json renumbered_R(const nlohmann::json& R) {
     return out.to_json();
 }
 
-Result<Bootstrap> nested_bootstrap(BrokerOptions& options, bool batch, std::vector<std::string>& command) {
-    auto pmi = PmiClient::connect();
-    if (!pmi)
-        return make_error(pmi.error().code, "--nested: " + pmi.error().message);
-    const uint32_t rank = pmi->rank(), size = pmi->size();
+namespace {
+
+Result<Bootstrap> bootstrap_through(PmiClient& pmi, BrokerOptions& options, bool batch,
+                                    std::vector<std::string>& command) {
+    const uint32_t rank = pmi.rank(), size = pmi.size();
     if (options.rundir.empty()) {
         const char* tmpdir = std::getenv("BANYAN_JOB_TMPDIR");
         if (!tmpdir || !*tmpdir)
-            return make_error(ENOENT, "--nested: BANYAN_JOB_TMPDIR is not set (give --rundir)");
+            return make_error(ENOENT, "BANYAN_JOB_TMPDIR is not set (give --rundir)");
         options.rundir = std::string(tmpdir) + "/broker";
     }
+    std::error_code ec;
+    options.rundir = std::filesystem::absolute(options.rundir, ec).string();
     if (auto r = make_private_dir(options.rundir, 0700); !r)
         return make_error(r.error().code, "rundir " + r.error().message);
     const std::string r_path = options.rundir + "/R.json";
@@ -204,10 +207,12 @@ Result<Bootstrap> nested_bootstrap(BrokerOptions& options, bool batch, std::vect
     if (!tree.children(rank).empty()) {
         auto port = free_port();
         if (!port)
-            return make_error(port.error().code, "--nested: " + port.error().message);
+            return port.error();
         bind = fmt::format("tcp://*:{}", *port);
         advertised = fmt::format("tcp://{}:{}", own_address(options.hostname), *port);
     }
+    // Everything that can fail here does before the barrier, where the
+    // others still wait on this broker's part of it.
     BrokerOptions::Endpoints endpoints;
     double expiration = 0;
     if (rank == 0) {
@@ -216,7 +221,7 @@ Result<Bootstrap> nested_bootstrap(BrokerOptions& options, bool batch, std::vect
             return cert.error();
         auto job = ask_enclosing_instance();
         if (!job)
-            return make_error(job.error().code, "--nested: " + job.error().message);
+            return job.error();
         if (auto r = write_file(r_path, renumbered_R(job->R).dump(), 0600); !r)
             return r.error();
         expiration = job->expiration;
@@ -230,48 +235,60 @@ Result<Bootstrap> nested_bootstrap(BrokerOptions& options, bool batch, std::vect
                 return r.error();
             command.insert(command.begin(), script_path);
         }
-        if (auto r = pmi->put("banyan.curve", cert->public_key + " " + cert->secret_key); !r)
+        // Before the socket exists: `banyan --job` waits for it to answer.
+        if (auto r = tell_enclosing_instance(fmt::format("local://{}/local.sock", options.rundir)); !r)
+            return r.error();
+        if (auto r = pmi.put("banyan.curve", cert->public_key + " " + cert->secret_key); !r)
             return r.error();
     }
-    auto exchange = [&]() -> Result<void> {
-        if (auto r = pmi->put(fmt::format("banyan.{}", rank), options.hostname + " " + advertised); !r)
-            return r;
-        if (auto r = pmi->barrier(); !r)
-            return r;
-        auto keys = pmi->get("banyan.curve");
-        if (!keys)
-            return keys.error();
-        size_t space = keys->find(' ');
-        endpoints.cert.public_key = keys->substr(0, space);
-        endpoints.cert.secret_key = space == std::string::npos ? "" : keys->substr(space + 1);
-        if (auto parent = tree.parent(rank)) {
-            auto entry = pmi->get(fmt::format("banyan.{}", *parent));
-            if (!entry)
-                return entry.error();
-            size_t sp = entry->find(' ');
-            std::string host = entry->substr(0, sp);
-            std::string uri = sp == std::string::npos ? "" : entry->substr(sp + 1);
-            if (uri.empty())
-                return make_error(EPROTO, fmt::format("rank {} gave no endpoint", *parent));
-            // On this host: the loopback, whatever the host's address is.
-            if (host == options.hostname)
-                uri = "tcp://127.0.0.1" + uri.substr(uri.rfind(':'));
-            endpoints.parent = uri;
-        }
-        return pmi->finalize();
-    };
-    if (auto r = exchange(); !r)
-        return make_error(r.error().code, "--nested: " + r.error().message);
-    // Before the socket exists: `banyan --job` waits for it to appear.
-    if (rank == 0)
-        if (auto r = tell_enclosing_instance(fmt::format("local://{}/local.sock", options.rundir)); !r)
-            return make_error(r.error().code, "--nested: " + r.error().message);
+    if (auto r = pmi.put(fmt::format("banyan.{}", rank), options.hostname + " " + advertised); !r)
+        return r.error();
+    if (auto r = pmi.barrier(); !r)
+        return r.error();
+    auto keys = pmi.get("banyan.curve");
+    if (!keys)
+        return keys.error();
+    size_t space = keys->find(' ');
+    endpoints.cert.public_key = keys->substr(0, space);
+    endpoints.cert.secret_key = space == std::string::npos ? "" : keys->substr(space + 1);
+    if (auto parent = tree.parent(rank)) {
+        auto entry = pmi.get(fmt::format("banyan.{}", *parent));
+        if (!entry)
+            return entry.error();
+        size_t sp = entry->find(' ');
+        std::string host = entry->substr(0, sp);
+        std::string uri = sp == std::string::npos ? "" : entry->substr(sp + 1);
+        if (uri.empty())
+            return make_error(EPROTO, fmt::format("rank {} gave no endpoint", *parent));
+        // On this host: the loopback, whatever the host's address is.
+        if (host == options.hostname)
+            uri = "tcp://127.0.0.1" + uri.substr(uri.rfind(':'));
+        endpoints.parent = uri;
+    }
     endpoints.bind = bind;
     options.endpoints = std::move(endpoints);
     auto boot = make_bootstrap(options);
     if (!boot)
         return boot.error();
     boot->expiration = expiration;
+    return boot;
+}
+
+}  // namespace
+
+Result<Bootstrap> nested_bootstrap(BrokerOptions& options, bool batch, std::vector<std::string>& command,
+                                   std::optional<PmiClient>& pmi) {
+    auto client = PmiClient::connect();
+    if (!client)
+        return make_error(client.error().code, "--nested: " + client.error().message);
+    pmi = std::move(*client);
+    auto boot = bootstrap_through(*pmi, options, batch, command);
+    if (!boot) {
+        std::string why = "--nested: " + boot.error().message;
+        pmi->abort(1, "banyan-broker: " + why);
+        pmi.reset();
+        return make_error(boot.error().code, why);
+    }
     return boot;
 }
 

@@ -7,7 +7,10 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
 #include "broker/bootstrap.hpp"
+#include "broker/pmi_client.hpp"
 #include "core/result.hpp"
 
 namespace banyan {
@@ -15,8 +18,11 @@ namespace banyan {
 // The bootstrap of a nested instance's broker. `options.rundir` defaults
 // to $BANYAN_JOB_TMPDIR/broker. With `batch`, rank 0 writes the job's
 // batch script to RUNDIR/script and puts it in front of `command` (its
-// arguments). Error: one line saying which step failed.
-Result<Bootstrap> nested_bootstrap(BrokerOptions& options, bool batch, std::vector<std::string>& command);
+// arguments). `pmi` is left open: the caller finalizes it once the broker
+// runs, or aborts the job with why it could not. Error (the job aborted
+// already where PMI was reached): one line saying which step failed.
+Result<Bootstrap> nested_bootstrap(BrokerOptions& options, bool batch, std::vector<std::string>& command,
+                                   std::optional<PmiClient>& pmi);
 
 // The job's R with its ranks renumbered 0..N-1 in order (hosts, children
 // and properties kept, scheduling dropped): the nested instance's R.

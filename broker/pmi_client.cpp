@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -112,6 +113,16 @@ Result<std::string> PmiClient::get(const std::string& key) {
     if (!r)
         return r.error();
     return (*r)["value"];
+}
+
+void PmiClient::abort(int status, const std::string& message) {
+    std::string text = message;
+    std::replace(text.begin(), text.end(), '\n', ' ');  // one line
+    std::string line = fmt::format("cmd=abort exitcode={} message={}\n", status, text);
+    if (write(fd_.get(), line.data(), line.size()) < 0) {
+        // The shell is gone: the job ends with this task anyway.
+    }
+    fd_.reset();
 }
 
 Result<void> PmiClient::finalize() {

@@ -26,6 +26,8 @@ class PmiClient {
     Result<std::string> get(const std::string& key);
     // Finalizes, closes PMI_FD and removes PMI_* from the environment.
     Result<void> finalize();
+    // Ends the job: the shell raises an `abort` exception with `message`.
+    void abort(int status, const std::string& message);
 
   private:
     PmiClient() = default;

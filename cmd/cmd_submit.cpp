@@ -119,7 +119,7 @@ std::optional<std::vector<std::string>> shell_words(std::string_view text) {
 // first line that is neither a comment nor blank), applied to `cmd`'s
 // options that the command line did not give: the command line wins.
 // Fails naming SCRIPT:LINE and what is wrong.
-void apply_directives(CLI::App* cmd, const std::string& path, const std::string& script) {
+void apply_directives(CLI::App* cmd, SubmitOptions& o, const std::string& path, const std::string& script) {
     SubmitOptions from_script;
     CLI::App directives("#BANYAN", "#BANYAN");
     add_submit_options(&directives, from_script);
@@ -130,11 +130,12 @@ void apply_directives(CLI::App* cmd, const std::string& path, const std::string&
         size_t end = script.find('\n', start + 1);
         std::string_view line(script.data() + start + 1, (end == std::string::npos ? script.size() : end) - start - 1);
         start = end;
-        size_t first = line.find_first_not_of(" \t\r");
+        size_t first = line.find_first_not_of(" \t");
         if (first == std::string_view::npos)
             continue;
         if (line[first] != '#')
             break;
+        line.remove_prefix(first);
         if (!line.starts_with("#BANYAN"))
             continue;
         std::string_view rest = line.substr(7);
@@ -161,8 +162,17 @@ void apply_directives(CLI::App* cmd, const std::string& path, const std::string&
     } catch (const CLI::ParseError& e) {
         fail(fmt::format("{}: #BANYAN directives: {}", path, e.what()));
     }
+    // The environment options feed one list of rules, in order: the
+    // script's rules count only when the command line gives none.
+    const std::vector<std::string> env_options = {"--env", "--env-remove", "--env-file"};
+    bool env_on_command_line = false;
+    for (const auto& name : env_options)
+        env_on_command_line = env_on_command_line || cmd->get_option(name)->count() > 0;
+    if (!env_on_command_line)
+        o.env = from_script.env;
     for (CLI::Option* given : directives.get_options()) {
-        if (given->count() == 0)
+        if (given->count() == 0 ||
+            std::find(env_options.begin(), env_options.end(), given->get_name()) != env_options.end())
             continue;
         CLI::Option* target = cmd->get_option_no_throw(given->get_name());
         if (!target || target->count() > 0)
@@ -205,7 +215,10 @@ void add_batch(CLI::App& app, int& exit_code) {
             fail(script.error().message);
         if (!script->starts_with("#!"))
             fail(fmt::format("{}:1: the first line must be #! and an interpreter (as #!/bin/sh)", path));
-        apply_directives(cmd, path, *script);
+        // As sbatch does: its interpreter would be "/bin/sh\r".
+        if (script->find("\r\n") != std::string::npos)
+            fail(fmt::format("{}: has DOS line breaks (\\r\\n); convert it first (dos2unix {})", path, path));
+        apply_directives(cmd, o, path, *script);
         if (o.job_name.empty())
             o.job_name = std::filesystem::path(path).filename().string();
         if (o.output.empty())

@@ -12,6 +12,10 @@
 namespace banyan::cli {
 
 bool instance_of_another_user(const Client& client) {
+    // Through a job to its nested instance: the job's shell sends on as
+    // the job's user, who owns that instance (doc/spec/instances.md §5).
+    if (client.uri().find('#') != std::string::npos)
+        return false;
     const std::string& path = client.path();
     std::string dir = path.substr(0, path.rfind('/'));
     struct stat st {};

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     app.footer("banyan --job ID COMMAND...: COMMAND against job ID's nested instance (ID1/ID2 through nested ones)");
     // banyan --job ID COMMAND...: COMMAND with BANYAN_URI set to the job's
     // nested instance (doc/spec/instances.md §5).
-    if (argc > 1 && std::strncmp(argv[1], "--job", 5) == 0) {
+    if (argc > 1 && (std::strcmp(argv[1], "--job") == 0 || std::strncmp(argv[1], "--job=", 6) == 0)) {
         std::string path;
         int skip = 0;
         if (std::strcmp(argv[1], "--job") == 0 && argc > 2) {

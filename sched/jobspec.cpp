@@ -452,10 +452,10 @@ Result<Jobspec> version1(const json& doc) {
     auto task = canonical_task(doc["tasks"][0], "tasks[0]");
     if (!task)
         return task.error();
-    // As Flux's V1 allows it for its batch jobs: one task per node (a
-    // nested instance's brokers, doc/spec/instances.md) or per core.
-    if (task->count_kind == "per_resource" && task->per_resource_type != "node" && task->per_resource_type != "core")
-        return bad("tasks[0].count.per_resource.type", "expected node or core");
+    // Only per node, as Flux's V1 allows it for its batch jobs: one task
+    // per node (a nested instance's brokers, doc/spec/instances.md).
+    if (task->count_kind == "per_resource" && task->per_resource_type != "node")
+        return bad("tasks[0].count.per_resource.type", "only node in a version 1 jobspec (use per_slot or total)");
     spec.tasks.push_back(std::move(*task));
     if (auto r = check_attributes(doc, spec); !r)
         return r.error();

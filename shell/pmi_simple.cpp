@@ -27,8 +27,9 @@ constexpr size_t kLineMax = 4096;
 constexpr size_t kPendingMax = size_t{16} << 20;
 
 // "cmd=put kvsname=K key=A value=B" -> {cmd: put, kvsname: K, key: A,
-// value: B}. `value` runs to the end of the line (it may hold spaces and
-// '='); every other word must be KEY=VALUE. nullopt: malformed.
+// value: B}. `value` (and an abort's `message` or `msg`) runs to the end
+// of the line (it may hold spaces and '='); every other word must be
+// KEY=VALUE. nullopt: malformed.
 std::optional<std::map<std::string, std::string>> parse_command(std::string_view line) {
     std::map<std::string, std::string> out;
     while (!line.empty()) {
@@ -36,10 +37,15 @@ std::optional<std::map<std::string, std::string>> parse_command(std::string_view
             line.remove_prefix(1);
         if (line.empty())
             break;
-        if (line.starts_with("value=")) {
-            out["value"] = std::string(line.substr(6));
+        // The last word may hold spaces: a value, an abort's message.
+        bool rest_of_line = false;
+        for (std::string_view key : {"value", "message", "msg"})
+            if (line.starts_with(key) && line.substr(key.size()).starts_with('=')) {
+                out[std::string(key)] = std::string(line.substr(key.size() + 1));
+                rest_of_line = true;
+            }
+        if (rest_of_line)
             break;
-        }
         size_t end = line.find(' ');
         std::string_view word = line.substr(0, end);
         size_t eq = word.find('=');
@@ -128,24 +134,27 @@ std::vector<std::string> PmiSimpleServer::task_environment(uint32_t task) const 
     return {"PMI_FD=3", fmt::format("PMI_RANK={}", task), fmt::format("PMI_SIZE={}", job_.map.ntasks), "PMI_SPAWNED=0"};
 }
 
-void PmiSimpleServer::on_readable(Connection& c) {
+bool PmiSimpleServer::on_readable(Connection& c) {
     char chunk[4096];
     ssize_t n = read(c.fd.get(), chunk, sizeof chunk);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return;
-    if (n <= 0)
-        return close_connection(c);  // judged when the task exits
+        return false;
+    if (n <= 0) {
+        close_connection(c);  // judged when the task exits
+        return false;
+    }
     c.buffer.append(chunk, static_cast<size_t>(n));
     size_t start = 0;
     for (size_t nl; (nl = c.buffer.find('\n', start)) != std::string::npos; start = nl + 1) {
         std::string line = c.buffer.substr(start, nl - start);
         on_line(c, line);
         if (!c.fd)
-            return;  // failed or closed
+            return true;  // failed or closed
     }
     c.buffer.erase(0, start);
     if (c.buffer.size() > kLineMax)
         fail(c, fmt::format("a command longer than {} bytes", kLineMax));
+    return true;
 }
 
 void PmiSimpleServer::on_line(Connection& c, const std::string& line) {
@@ -177,15 +186,16 @@ void PmiSimpleServer::on_line(Connection& c, const std::string& line) {
         if (arg("kvsname") != kvsname_)
             return reply(c, fmt::format("cmd={} rc=-1 msg=unknown_kvsname_{}", answer, protocol_word(arg("kvsname"))));
         std::string key = arg("key");
-        if (key.empty() || key.size() > kKeyMax)
-            return reply(c, fmt::format("cmd={} rc=-1 msg=key_empty_or_over_{}_bytes", answer, kKeyMax));
+        if (key.empty() || key.size() > kKeyMax || key.find('=') != std::string::npos)
+            return reply(c, fmt::format("cmd={} rc=-1 msg=key_empty_over_{}_bytes_or_with_=", answer, kKeyMax));
         if (cmd == "get") {
             auto it = kvs_.find(key);
-            if (it == kvs_.end())
-                it = pending_.find(key);  // this node's own, before the barrier
-            if (it == pending_.end())
-                return reply(c, fmt::format("cmd=get_result rc=-1 msg=key_{}_not_found", protocol_word(key)));
-            return reply(c, "cmd=get_result rc=0 value=" + it->second);
+            if (it != kvs_.end())
+                return reply(c, "cmd=get_result rc=0 value=" + it->second);
+            it = pending_.find(key);  // this node's own, before the barrier
+            if (it != pending_.end())
+                return reply(c, "cmd=get_result rc=0 value=" + it->second);
+            return reply(c, fmt::format("cmd=get_result rc=-1 msg=key_{}_not_found", protocol_word(key)));
         }
         if (!args.count("value"))
             return fail(c, "put without value=");
@@ -256,6 +266,10 @@ void PmiSimpleServer::task_exited(uint32_t task) {
     if (it == connections_.end())
         return;
     Connection& c = *it->second;
+    // What it wrote last (an abort, which MPICH does not wait to see
+    // answered) may still be unread: read it before judging.
+    while (c.fd && !c.aborted && on_readable(c)) {
+    }
     close_connection(c);
     if (!c.initialized || c.finalized || c.aborted)
         return;

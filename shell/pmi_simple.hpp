@@ -57,7 +57,8 @@ class PmiSimpleServer {
 
   private:
     struct Connection;
-    void on_readable(Connection& c);
+    // Reads what the task sent and answers it; false when nothing came.
+    bool on_readable(Connection& c);
     void on_line(Connection& c, const std::string& line);
     void reply(Connection& c, const std::string& text);
     void fail(Connection& c, std::string why);

@@ -22,7 +22,7 @@ check_output "the submitter's environment by default" '^from-submitter$' banyan 
 check_output "--env NAME=VALUE" '^given$' banyan run --env MY_SETTING=given printenv MY_SETTING
 # Flux's rules, in order: remove everything, export PATH back, set one.
 check_output "--env=-* --env PATH --env A=1: just those (and the job's own)" '^A PATH $' \
-    sh -c "banyan run --env=-* --env PATH --env A=1 env | grep -v -e '^BANYAN_' -e '^PMIX_' -e '^OMPI_' | cut -d= -f1 | sort | tr '\n' ' '"
+    sh -c "banyan run --env=-* --env PATH --env A=1 env | grep -v -e '^BANYAN_' -e '^PMIX_' -e '^PMI_' -e '^OMPI_' | cut -d= -f1 | sort | tr '\n' ' '"
 printf '# a rule file\n-MY_*\n\nFROM_FILE=yes\n' >"$T_DIR/env.rules"
 check_output "--env-file applies its rules, --env-remove removes" '^yes unset$' \
     sh -c "banyan run --env-file '$T_DIR/env.rules' --env-remove HOME sh -c 'echo \$FROM_FILE \${MY_SETTING:-unset}\${HOME:-}'"

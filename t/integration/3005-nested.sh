@@ -111,6 +111,14 @@ check_output "... the inner job got a timeout before it, and the script was told
     'timeout: the job reached its time limit' cat "$T_DIR/limit.out"
 check_output "... its status reached the script" '^inner status [1-9]' cat "$T_DIR/limit.out"
 
+# A nested broker that cannot start ends its job at once, saying why,
+# instead of leaving the others waiting for it.
+start=$SECONDS
+check_fails "a nested broker that cannot start aborts the job with its reason" \
+    'abort: .*banyan-broker: --nested: rundir cannot make /proc/nonesuch' \
+    banyan run -N2 -n2 banyan-broker --nested --rundir=/proc/nonesuch -- true
+check "... at once ($((SECONDS - start)) s)" test $((SECONDS - start)) -lt 15
+
 # Bad scripts: one line naming the script and line; nothing submitted.
 n=$(banyan jobs -a --no-header | wc -l)
 printf '#!/bin/sh\n#BANYAN -N2 --job-name="unclosed\ntrue\n' >"$T_DIR/bad1.sh"
@@ -122,6 +130,8 @@ check_fails "a directive with an unknown option" '^banyan batch: .*/bad2.sh:2: #
 printf 'true\n' >"$T_DIR/bad3.sh"
 check_fails "a script without #!" '^banyan batch: .*/bad3.sh:1: the first line must be #! and an interpreter' \
     banyan batch "$T_DIR/bad3.sh"
+printf '#!/bin/sh\r\n#BANYAN -N1\r\ntrue\r\n' >"$T_DIR/dos.sh"
+check_fails "a script with DOS line breaks" '^banyan batch: .*/dos.sh: has DOS line breaks' banyan batch "$T_DIR/dos.sh"
 check_fails "a script that is not there" '^banyan batch: .*/nonesuch.sh' banyan batch "$T_DIR/nonesuch.sh"
 check "... nothing submitted" test "$(banyan jobs -a --no-header | wc -l)" = "$n"
 printf '#!/bin/sh\n#BANYAN -N1\n#BANYAN --job-name=from-script\necho nodes $BANYAN_JOB_NNODES\n' >"$T_DIR/conflict.sh"
@@ -129,6 +139,13 @@ id=$(banyan batch -N2 --output="$T_DIR/conflict.out" "$T_DIR/conflict.sh")
 banyan job wait "$id" >/dev/null
 check_output "the command line wins over a directive (-N2 over #BANYAN -N1); other directives stay" \
     '^2 from-script$' banyan jobs -a --no-header -n1 -o '{nnodes} {name}'
+printf '#!/bin/sh\n  #BANYAN --env=A=1\n#BANYAN --env=B=2 -n1\necho "env $A $B ${C:-none}"\n' >"$T_DIR/env.sh"
+id=$(banyan batch --output="$T_DIR/env.out" "$T_DIR/env.sh")
+banyan job wait "$id" >/dev/null
+check_output "every --env directive applies (an indented one too)" '^env 1 2 none' cat "$T_DIR/env.out"
+id=$(banyan batch --env=C=3 --output="$T_DIR/env2.out" "$T_DIR/env.sh")
+banyan job wait "$id" >/dev/null
+check_output "... an --env on the command line replaces them all" '^env   3' cat "$T_DIR/env2.out"
 printf '#!/bin/sh\n#BANYAN -o cpu-affinity=off\necho first version\n' >"$T_DIR/opts.sh"
 id=$(banyan batch --urgency=0 -o exit-timeout=none --output="$T_DIR/opts.out" "$T_DIR/opts.sh")
 check_output "a repeatable option on the command line replaces the directive's (-o)" '"exit-timeout": "none"' \

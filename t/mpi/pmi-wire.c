@@ -7,6 +7,8 @@
  *   pmi-wire get-before-put  get a key no rank has put
  *   pmi-wire skip-barrier    rank 1 exits after init; the others wait in
  *                            the barrier
+ *   pmi-wire abort           rank 0 aborts with a message of several words
+ *                            and exits at once, as MPICH's PMI_Abort does
  * Prints what it learns; exits 1 on a protocol answer it did not expect. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +97,14 @@ int main(int argc, char** argv) {
         char* answer = command(line, "cmd=get_result");
         printf("rank %d: get before put: %s\n", rank, answer);
         return strstr(answer, "rc=0") ? 1 : 0;
+    }
+    if (strcmp(mode, "abort") == 0) {
+        if (rank == 0) {
+            send_line("cmd=abort exitcode=9 message=out of memory on this node\n");
+            return 9;
+        }
+        pause();
+        return 0;
     }
     if (strcmp(mode, "skip-barrier") == 0 && rank == 1)
         return 0; /* leaves without barrier or finalize */
