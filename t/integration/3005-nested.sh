@@ -103,10 +103,10 @@ banyan run -t 1h sleep 100
 echo "inner status $?"
 INNER
 start=$SECONDS
-id=$(banyan batch -t 8s --output="$T_DIR/limit.out" "$T_DIR/limit.sh")
+id=$(banyan batch -t 20s --output="$T_DIR/limit.out" "$T_DIR/limit.sh")
 banyan job wait "$id" >/dev/null
-check "the enclosing job ended by its limit, not the inner job's hour ($((SECONDS - start)) s)" \
-    test $((SECONDS - start)) -lt 20
+check "the enclosing job ended by its limit (20 s), not the inner job's hour ($((SECONDS - start)) s)" \
+    test $((SECONDS - start)) -lt 45
 check_output "... the inner job got a timeout before it, and the script was told" \
     'timeout: the job reached its time limit' cat "$T_DIR/limit.out"
 check_output "... its status reached the script" '^inner status [1-9]' cat "$T_DIR/limit.out"
