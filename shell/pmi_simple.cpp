@@ -23,8 +23,9 @@ constexpr size_t kValueMax = 1024;
 // A command line longer than this is malformed (a put is well below it).
 constexpr size_t kLineMax = 4096;
 // One shell's puts between two barriers: a task that puts without bound
-// fails instead of filling the shell's memory and the fence messages.
-constexpr size_t kPendingMax = size_t{16} << 20;
+// fails instead of filling the shell's memory. (The whole job's, as the
+// fence carries them, are bounded by the exec service: 12 MiB.)
+constexpr size_t kPendingMax = size_t{8} << 20;
 
 // "cmd=put kvsname=K key=A value=B" -> {cmd: put, kvsname: K, key: A,
 // value: B}. `value` (and an abort's `message` or `msg`) runs to the end

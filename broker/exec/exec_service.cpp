@@ -113,6 +113,9 @@ struct ExecService::LocalJob {
 struct ExecService::Fence {
     nlohmann::json data = nlohmann::json::object();  // rank -> base64
     std::vector<Message> waiting;
+    size_t bytes = 0;     // of data, all shells together
+    bool failed = false;  // over kFenceDataLimit: every part answered with the error
+    uint32_t failed_parts = 0;
 };
 
 Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
@@ -488,7 +491,7 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
                     {"id", id},
                     {"type", "exec"},
                     {"severity", 0},
-                    {"note", fmt::format("PMIx fence: {}", result ? "no data" : result.error().message)}};
+                    {"note", fmt::format("fence (PMIx or PMI-1): {}", result ? "no data" : result.error().message)}};
                 return send_to_job_manager(id, *j->second, {"job-manager.raise", std::move(exception)});
             }
             (*result)["type"] = "fence";
@@ -1027,6 +1030,24 @@ void ExecService::on_fence(const Message& req) {
     if (auto e = first_error(id, seq, rank, nshells, data))
         return broker_.respond_error(req, EPROTO, e->message);
     Fence& fence = fences_[{*id, *seq}];
+    // The answer, every shell's data in one message, must fit in a
+    // message (16 MiB, kDefaultMaxPayload), base64 and JSON included.
+    constexpr size_t kFenceDataLimit = size_t{12} << 20;
+    fence.bytes += data->size();
+    if (fence.bytes > kFenceDataLimit && !fence.failed) {
+        fence.failed = true;
+        for (const Message& w : fence.waiting)
+            broker_.respond_error(w, E2BIG, "the job's fence data is over 12 MiB in all (one message carries it)");
+        fence.failed_parts = static_cast<uint32_t>(fence.waiting.size());
+        fence.waiting.clear();
+        fence.data = nlohmann::json::object();
+    }
+    if (fence.failed) {
+        broker_.respond_error(req, E2BIG, "the job's fence data is over 12 MiB in all (one message carries it)");
+        if (++fence.failed_parts >= *nshells)
+            fences_.erase({*id, *seq});
+        return;
+    }
     fence.data[std::to_string(*rank)] = std::move(*data);
     fence.waiting.push_back(req);
     fence.waiting.back().payload.reset();

@@ -34,7 +34,9 @@ check_fails "a task that leaves without the barrier fails the job; the others do
     banyan run -N4 -n4 "$wire" skip-barrier
 check_fails "an abort with a message of several words, the task gone at once: an abort exception with it" \
     'abort: task 0 called MPI_Abort \(status 9\): out of memory on this node' banyan run -N2 -n2 "$wire" abort
-check "... all four at once, not after the exit timeout ($((SECONDS - start)) s)" test $((SECONDS - start)) -lt 20
+check_fails "more fence data than one message carries (4 nodes x 8 MB): the job fails, saying so" \
+    'fence \(PMIx or PMI-1\): the job.s fence data is over 12 MiB in all' banyan run -N4 -n4 "$wire" bigput
+check "... all five at once, not after the exit timeout ($((SECONDS - start)) s)" test $((SECONDS - start)) -lt 20
 check_output "... and the job failed" '^F$' sh -c "banyan jobs -a --no-header -n1 -o '{st}'"
 check_output "-o pmi=pmix: no PMI_FD, PMIx's variables still set" '^none [1-9]' \
     banyan run -o pmi=pmix sh -c 'echo ${PMI_FD:-none} $(env | grep -c ^PMIX_)'

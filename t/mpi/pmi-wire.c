@@ -7,6 +7,8 @@
  *   pmi-wire get-before-put  get a key no rank has put
  *   pmi-wire skip-barrier    rank 1 exits after init; the others wait in
  *                            the barrier
+ *   pmi-wire bigput          each rank puts 8,000 values of 1,000 bytes
+ *                            before the barrier
  *   pmi-wire abort           rank 0 aborts with a message of several words
  *                            and exits at once, as MPICH's PMI_Abort does
  * Prints what it learns; exits 1 on a protocol answer it did not expect. */
@@ -104,6 +106,17 @@ int main(int argc, char** argv) {
             return 9;
         }
         pause();
+        return 0;
+    }
+    if (strcmp(mode, "bigput") == 0) {
+        char value[1001];
+        memset(value, 'v', 1000);
+        value[1000] = '\0';
+        for (int i = 0; i < 8000; i++) {
+            snprintf(line, sizeof line, "cmd=put kvsname=%s key=big-%d-%d value=%s\n", kvsname, rank, i, value);
+            command(line, "cmd=put_result rc=0");
+        }
+        command("cmd=barrier_in\n", "cmd=barrier_out");
         return 0;
     }
     if (strcmp(mode, "skip-barrier") == 0 && rank == 1)
