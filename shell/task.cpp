@@ -76,8 +76,8 @@ Result<std::unique_ptr<Task>> Task::start(Reactor& reactor, Setup setup, Sink si
         raw->status_ = exit_code_from_wait_status(wait_status);
         // What it wrote before it exited is in the pipes: take it now, so
         // it is ahead of anything the shell says about the exit.
-        raw->read(raw->out_);
-        raw->read(raw->err_);
+        raw->read(raw->out_, true);
+        raw->read(raw->err_, true);
         raw->on_change_();
     });
     if (!proc)
@@ -99,11 +99,13 @@ void Task::watch(Stream& s) {
 }
 
 void Task::pause_output() {
+    paused_ = true;
     out_.watch.reset();
     err_.watch.reset();
 }
 
 void Task::resume_output() {
+    paused_ = false;
     watch(out_);
     watch(err_);
 }
@@ -129,9 +131,12 @@ void Task::write_stdin(std::string data, bool eof) {
         stdin_->close();
 }
 
-void Task::read(Stream& s) {
+void Task::read(Stream& s, bool at_exit) {
     char buf[65536];
-    while (s.open()) {
+    // A writer as fast as this loop would keep it here for ever: once the
+    // output is paused (the exec service is behind), the rest waits in
+    // the pipe, and the task in write().
+    while (s.open() && (at_exit || !paused_)) {
         ssize_t n = ::read(s.fd, buf, sizeof buf);
         if (n > 0) {
             emit(s, std::string(buf, static_cast<size_t>(n)), false);

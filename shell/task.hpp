@@ -60,7 +60,9 @@ class Task {
         bool open() const { return fd >= 0; }
     };
     Task() = default;
-    void read(Stream& s);
+    // Reads what the pipe holds; stops once output is paused, unless
+    // `at_exit` (the task has exited: what it wrote comes first).
+    void read(Stream& s, bool at_exit = false);
     void emit(Stream& s, std::string data, bool at_eof);
 
     void watch(Stream& s);
@@ -74,6 +76,7 @@ class Task {
     pid_t pgid_ = -1;
     int status_ = 0;
     Stream out_, err_;
+    bool paused_ = false;  // pause_output() until resume_output()
     std::unique_ptr<PipeWriter> stdin_;
 };
 
