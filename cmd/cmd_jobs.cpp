@@ -8,6 +8,7 @@
 #include "cmd/cli_util.hpp"
 #include "core/duration.hpp"
 #include "core/idset.hpp"
+#include "core/json_field.hpp"
 
 namespace banyan::cli {
 namespace {
@@ -23,12 +24,14 @@ struct JobView {
     size_t row;
     const nlohmann::json& operator[](std::string_view name) const { return list.get(row, name); }
     bool contains(std::string_view name) const { return !(*this)[name].is_null(); }
-    std::string value(std::string_view name, const char* fallback) const {
+    // Typed reads of the broker's reply: a field of another type reads as
+    // `fallback`, never an exception.
+    std::string text(std::string_view name, const char* fallback) const {
         const auto& v = (*this)[name];
         return v.is_string() ? v.get<std::string>() : fallback;
     }
     template <class T>
-    T value(std::string_view name, T fallback) const {
+    T number(std::string_view name, T fallback) const {
         const auto& v = (*this)[name];
         return v.is_number() ? v.get<T>() : fallback;
     }
@@ -39,22 +42,22 @@ std::string short_state(const JobView& j) {
                                                               {"run", "R"},    {"cleanup", "C"}};
     static const std::map<std::string, std::string> results = {
         {"completed", "CD"}, {"failed", "F"}, {"canceled", "CA"}, {"timeout", "TO"}};
-    std::string state = j.value("state", "");
+    std::string state = j.text("state", "");
     if (state == "inactive")
-        return results.count(j.value("result", "")) ? results.at(j.value("result", "")) : "I";
+        return results.count(j.text("result", "")) ? results.at(j.text("result", "")) : "I";
     return states.count(state) ? states.at(state) : "?";
 }
 
 std::string run_time(const JobView& j) {
-    double start = j.value("t_run", 0.0);
+    double start = j.number("t_run", 0.0);
     if (start <= 0)
         return "-";
-    double end = j.value("t_cleanup", 0.0) > 0 ? j["t_cleanup"].get<double>() : now_seconds();
+    double end = j.number("t_cleanup", 0.0) > 0 ? j["t_cleanup"].get<double>() : now_seconds();
     return format_duration(end - start);
 }
 
 std::string info(const JobView& j, const std::map<JobId, std::string>& reasons) {
-    std::string state = j.value("state", "");
+    std::string state = j.text("state", "");
     if (state == "depend") {
         std::string deps;
         const auto& list = j["dependencies"];
@@ -63,17 +66,18 @@ std::string info(const JobView& j, const std::map<JobId, std::string>& reasons) 
         return "depends on " + deps;
     }
     if (state == "priority" || state == "sched") {
-        if (j.value("priority", -1) == 0)
+        if (j.number("priority", -1) == 0)
             return "held (urgency 0)";
         auto it = reasons.find(j["id"].get<JobId>());
         return it != reasons.end() ? it->second : "";
     }
     if (state == "inactive" && j.contains("exception"))
-        return j["exception"].value("type", "") + ": " + j["exception"].value("note", "");
-    if (j.value("t_run", 0.0) <= 0)
+        return json_field<std::string>(j["exception"], "type", "", "exception").value_or("") + ": " +
+               json_field<std::string>(j["exception"], "note", "", "exception").value_or("");
+    if (j.number("t_run", 0.0) <= 0)
         return "";
     // A running nested instance (banyan batch, banyan alloc) says so.
-    return (state == "run" && j.contains("instance") ? "instance on " : "") + j.value("nodelist", "");
+    return (state == "run" && j.contains("instance") ? "instance on " : "") + j.text("nodelist", "");
 }
 
 // The value of `field` for one job, as text.
@@ -83,14 +87,14 @@ std::string field(const JobView& j, const std::string& name, const std::map<JobI
     if (name == "id.dec")
         return std::to_string(j["id"].get<JobId>());
     if (name == "user")
-        return user_name(j.value("userid", 0u));
+        return user_name(j.number("userid", 0u));
     if (name == "st")
         return short_state(j);
     if (name == "time")
         return run_time(j);
     if (name == "info")
         return info(j, reasons);
-    if (name == "nnodes" && j.value("nnodes", 0) == 0)
+    if (name == "nnodes" && j.number("nnodes", 0) == 0)
         return "-";  // not asked for, not yet allocated
     if (!j.contains(name))
         return "";
@@ -260,7 +264,7 @@ void add_jobs(CLI::App& app, int& exit_code) {
             std::vector<size_t> kept;
             for (size_t i = 0; i < jobs.size(); i++) {
                 JobView j{jobs, i};
-                if (j.value("state", "") != "inactive" || results.count(j.value("result", "")))
+                if (j.text("state", "") != "inactive" || results.count(j.text("result", "")))
                     kept.push_back(i);
             }
             jobs.keep_only(kept);
@@ -276,11 +280,11 @@ void add_jobs(CLI::App& app, int& exit_code) {
         std::map<JobId, std::string> reasons;
         bool any_pending = false;
         for (size_t i = 0; i < jobs.size(); i++)
-            any_pending = any_pending || JobView{jobs, i}.value("state", "") == "sched";
+            any_pending = any_pending || JobView{jobs, i}.text("state", "") == "sched";
         if (any_pending && format.find("{info") != std::string::npos) {
             if (auto q = client.rpc("sched.queue", nlohmann::json::object(), 0))
                 for (const auto& p : (*q)["jobs"])
-                    reasons[p["id"].get<JobId>()] = p.value("reason", "");
+                    reasons[p["id"].get<JobId>()] = json_field<std::string>(p, "reason", "", "reason").value_or("");
         }
         std::string out;
         if (!no_header)
