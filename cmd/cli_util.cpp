@@ -46,6 +46,13 @@ std::vector<std::string> command_of(const CLI::App* cmd) {
     return words;
 }
 
+std::vector<std::string> command_or_shell(std::vector<std::string> command) {
+    if (!command.empty())
+        return command;
+    const char* shell = std::getenv("SHELL");
+    return {shell && *shell ? shell : "/bin/sh"};
+}
+
 Client connect_to_instance() {
     return must(Client::connect());
 }
@@ -91,10 +98,7 @@ void add_proxy(CLI::App& app, int& exit_code) {
     cmd->footer("COMMAND...: run with BANYAN_URI set to the job's instance (default: $SHELL)");
     cmd->callback([cmd, &exit_code] {
         std::vector<std::string> command = command_of(cmd);
-        if (command.empty()) {
-            const char* shell = std::getenv("SHELL");
-            command = {shell && *shell ? shell : "/bin/sh"};
-        }
+        command = command_or_shell(std::move(command));
         std::string uri = nested_instance_uri(path);
         setenv("BANYAN_URI", uri.c_str(), 1);
         std::vector<char*> argv;

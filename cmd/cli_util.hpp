@@ -47,6 +47,8 @@ std::string nested_instance_uri(const std::string& path);
 // hands them here). Fails naming an unknown option where COMMAND should start.
 std::vector<std::string> command_of(const CLI::App* cmd);
 void set_command_after_dashes(std::vector<std::string> words);
+// `command`, or the user's shell ($SHELL, else /bin/sh) when it is empty.
+std::vector<std::string> command_or_shell(std::vector<std::string> command);
 
 // "a,b,,c" -> {"a", "b", "", "c"}: the items of a comma list option.
 std::vector<std::string> split_commas(const std::string& text);

@@ -193,10 +193,7 @@ int run_test_instance(const StartOptions& o) {
     Client client = instance.connect_when_ready();
 
     std::vector<std::string> command = o.command;
-    if (command.empty()) {
-        const char* shell = std::getenv("SHELL");
-        command = {shell && *shell ? shell : "/bin/sh"};
-    }
+    command = command_or_shell(std::move(command));
     setenv("BANYAN_URI", instance.uri().c_str(), 1);
     // COMMAND finds this very `banyan` first, as it would inside `flux start`.
     std::error_code ec;

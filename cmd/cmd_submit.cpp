@@ -242,10 +242,7 @@ void add_alloc(CLI::App& app, int& exit_code) {
     cmd->footer("COMMAND...: what rank 0 of the instance runs, with BANYAN_URI set to it (default: $SHELL)");
     cmd->callback([cmd, &exit_code] {
         std::vector<std::string> command = command_of(cmd);
-        if (command.empty()) {
-            const char* shell = std::getenv("SHELL");
-            command = {shell && *shell ? shell : "/bin/sh"};
-        }
+        command = command_or_shell(std::move(command));
         if (o.job_name.empty())
             o.job_name = std::filesystem::path(command.front()).filename().string();
         std::vector<std::string> args = {"--"};
