@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/idset.hpp"
+#include "core/pmi_wire.hpp"
 
 namespace banyan {
 namespace {
@@ -70,24 +71,10 @@ Result<std::map<std::string, std::string>> PmiClient::call(const std::string& co
         if (answer.size() > 65536)
             return make_error(EPROTO, "PMI-1: an answer longer than 64 KiB");
     }
-    std::map<std::string, std::string> words;
-    std::string_view rest = answer;
-    while (!rest.empty()) {
-        size_t space = rest.find(' ');
-        std::string_view word = rest.substr(0, space);
-        size_t eq = word.find('=');
-        if (eq != std::string_view::npos) {
-            std::string key(word.substr(0, eq));
-            if (key == "value") {  // runs to the end of the line
-                words[key] = std::string(rest.substr(eq + 1));
-                break;
-            }
-            words[key] = std::string(word.substr(eq + 1));
-        }
-        if (space == std::string_view::npos)
-            break;
-        rest.remove_prefix(space + 1);
-    }
+    auto parsed = parse_pmi_line(answer);
+    if (!parsed)
+        return make_error(EPROTO, fmt::format("PMI-1: a malformed answer '{}'", answer));
+    auto& words = *parsed;
     if (words["cmd"] != expect || words["rc"] != "0")
         return make_error(EPROTO,
                           fmt::format("PMI-1: '{}' answered '{}'", command.substr(0, command.find(' ')), answer));

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/log.hpp"
+#include "core/pmi_wire.hpp"
 #include "core/text.hpp"
 
 namespace banyan {
@@ -26,39 +27,6 @@ constexpr size_t kLineMax = 4096;
 // fails instead of filling the shell's memory. (The whole job's, as the
 // fence carries them, are bounded by the exec service: 12 MiB.)
 constexpr size_t kPendingMax = size_t{8} << 20;
-
-// "cmd=put kvsname=K key=A value=B" -> {cmd: put, kvsname: K, key: A,
-// value: B}. `value` (and an abort's `message` or `msg`) runs to the end
-// of the line (it may hold spaces and '='); every other word must be
-// KEY=VALUE. nullopt: malformed.
-std::optional<std::map<std::string, std::string>> parse_command(std::string_view line) {
-    std::map<std::string, std::string> out;
-    while (!line.empty()) {
-        while (line.starts_with(' '))
-            line.remove_prefix(1);
-        if (line.empty())
-            break;
-        // The last word may hold spaces: a value, an abort's message.
-        bool rest_of_line = false;
-        for (std::string_view key : {"value", "message", "msg"})
-            if (line.starts_with(key) && line.substr(key.size()).starts_with('=')) {
-                out[std::string(key)] = std::string(line.substr(key.size() + 1));
-                rest_of_line = true;
-            }
-        if (rest_of_line)
-            break;
-        size_t end = line.find(' ');
-        std::string_view word = line.substr(0, end);
-        size_t eq = word.find('=');
-        if (eq == std::string_view::npos || eq == 0)
-            return std::nullopt;
-        out[std::string(word.substr(0, eq))] = std::string(word.substr(eq + 1));
-        line.remove_prefix(end == std::string_view::npos ? line.size() : end);
-    }
-    if (!out.count("cmd"))
-        return std::nullopt;
-    return out;
-}
 
 // A message in an answer: the protocol splits words on spaces.
 std::string protocol_word(std::string text) {
@@ -159,7 +127,7 @@ bool PmiSimpleServer::on_readable(Connection& c) {
 }
 
 void PmiSimpleServer::on_line(Connection& c, const std::string& line) {
-    auto parsed = parse_command(line);
+    auto parsed = parse_pmi_line(line);
     if (!parsed)
         return fail(c, fmt::format("malformed command '{}' (expected cmd=NAME KEY=VALUE...)", line));
     auto& args = *parsed;

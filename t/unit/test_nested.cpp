@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "broker/nested.hpp"
+#include "core/pmi_wire.hpp"
 #include "resource/rv1.hpp"
 #include "sched/shell_options.hpp"
 #include "sched/taskmap.hpp"
@@ -43,4 +44,17 @@ TEST_CASE("-o pmi: pmix, simple, both, off; anything else named", "[pmi]") {
     CHECK(with("pmi2").error().message ==
           "-o pmi=pmi2: unknown PMI 'pmi2' (expected pmix, simple, both as pmix,simple, or off)");
     CHECK(!with("pmix,"));
+}
+
+TEST_CASE("PMI-1 lines: words KEY=VALUE, value and message to the end of the line", "[pmi]") {
+    auto put = parse_pmi_line("cmd=put kvsname=k key=a value=b c=d");
+    REQUIRE(put);
+    CHECK((*put)["value"] == "b c=d");
+    CHECK((*put)["key"] == "a");
+    auto abort = parse_pmi_line("cmd=abort exitcode=3 message=out of memory");
+    REQUIRE(abort);
+    CHECK((*abort)["message"] == "out of memory");
+    CHECK(!parse_pmi_line("this is not a command"));
+    CHECK(!parse_pmi_line("key=a"));  // no cmd
+    CHECK(!parse_pmi_line("cmd=put =x"));
 }
