@@ -25,6 +25,7 @@ Result<void> check_known_keys(const Config& config) {
           "max-pending-per-user"}},
         {"exec", {"kill-timeout", "job-shell", "reattach-timeout", "imp", "prolog", "epilog", "prolog-timeout"}},
         {"access", {"admins"}},
+        {"http", {"listen", "open", "max-body", "token-key"}},
     };
     for (const auto& [table, keys] : tables)
         if (auto r = config.check_keys(table, keys); !r)

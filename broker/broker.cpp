@@ -193,14 +193,20 @@ Broker::Handler Broker::at_rank0(Handler handle) {
     };
 }
 
-void Broker::rpc(Message request, std::function<void(const Message&)> on_response) {
+uint32_t Broker::rpc(Message request, std::function<void(const Message&)> on_response) {
+    return rpc_as(getuid(), role::owner, std::move(request), std::move(on_response));
+}
+
+uint32_t Broker::rpc_as(uint32_t userid, uint32_t rolemask, Message request,
+                        std::function<void(const Message&)> on_response) {
     request.routed = true;
     request.route = {incarnation_hop_};
-    request.rolemask = role::owner;
-    request.userid = getuid();
-    request.matchtag = next_internal_matchtag_++;
+    request.rolemask = rolemask;
+    request.userid = userid;
+    uint32_t matchtag = request.matchtag = next_internal_matchtag_++;
     internal_rpcs_[request.matchtag] = std::move(on_response);
     route_request(std::move(request));
+    return matchtag;
 }
 
 void Broker::add_ready_condition(std::function<bool()> condition) {

@@ -49,7 +49,12 @@ class Broker {
     // with this process's incarnation (`i` and 16 random hex digits), so an
     // answer to a request of an earlier process of this rank (a restart)
     // never matches one of this process's: it is dropped, and logged.
-    void rpc(Message request, std::function<void(const Message&)> on_response);
+    // Returns the request's matchtag (to cancel a stream by).
+    uint32_t rpc(Message request, std::function<void(const Message&)> on_response);
+    // The same, on behalf of user `userid` with `rolemask` (the HTTP API's
+    // token holder): services apply their rules to that user.
+    uint32_t rpc_as(uint32_t userid, uint32_t rolemask, Message request,
+                    std::function<void(const Message&)> on_response);
     // Takes the response by value: a temporary moves in, payload and all.
     void respond(Message response);
     void respond_error(const Message& request, int errnum, std::string_view errstr);

@@ -17,6 +17,7 @@
 #include "broker/broker.hpp"
 #include "broker/builtin/builtin_services.hpp"
 #include "broker/exec/exec_service.hpp"
+#include "broker/http/http_service.hpp"
 #include "broker/init_process.hpp"
 #include "broker/initial_program.hpp"
 #include "broker/job_manager/job_manager.hpp"
@@ -162,6 +163,9 @@ int main(int argc, char** argv) {
     auto job_manager = JobManager::start(broker);
     if (!job_manager)
         return stop(job_manager.error().message);
+    auto http = HttpService::start(broker);
+    if (!http)
+        return stop(http.error().message);
     auto initial_program = InitialProgram::start(broker, std::move(command), marker_dir);
     if (!initial_program)
         return stop(initial_program.error().message);

@@ -143,15 +143,6 @@ JobList list_jobs(Client& client, const nlohmann::json& request) {
     return JobList(must(client.rpc("job-manager.list", request, 0)));
 }
 
-std::vector<std::string> split_commas(const std::string& text) {
-    std::vector<std::string> items;
-    size_t start = 0;
-    for (size_t comma; (comma = text.find(',', start)) != std::string::npos; start = comma + 1)
-        items.push_back(text.substr(start, comma - start));
-    items.push_back(text.substr(start));
-    return items;
-}
-
 JobId job_id_argument(const std::string& text) {
     return must(parse_jobid(text));
 }

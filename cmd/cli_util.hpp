@@ -11,6 +11,7 @@
 #include "core/client.hpp"
 #include "core/jobid.hpp"
 #include "core/result.hpp"
+#include "core/text.hpp"
 
 namespace banyan::cli {
 
@@ -50,8 +51,6 @@ void set_command_after_dashes(std::vector<std::string> words);
 // `command`, or the user's shell ($SHELL, else /bin/sh) when it is empty.
 std::vector<std::string> command_or_shell(std::vector<std::string> command);
 
-// "a,b,,c" -> {"a", "b", "", "c"}: the items of a comma list option.
-std::vector<std::string> split_commas(const std::string& text);
 // A job id from the command line, or fail() naming it.
 JobId job_id_argument(const std::string& text);
 // A signal from its name (TERM, SIGTERM, term) or number; fails naming
@@ -104,6 +103,8 @@ void add_batch(CLI::App& app, int& exit_code);
 void add_alloc(CLI::App& app, int& exit_code);
 void add_proxy(CLI::App& app, int& exit_code);
 void add_jobs(CLI::App& app, int& exit_code);
+void add_events(CLI::App& app, int& exit_code);
+void add_token(CLI::App& app, int& exit_code);
 void add_cancel(CLI::App& app, int& exit_code);
 void add_job(CLI::App& app, int& exit_code);
 

@@ -8,6 +8,7 @@
 #include "cmd/cli_util.hpp"
 #include "core/duration.hpp"
 #include "core/idset.hpp"
+#include "core/job_filter.hpp"
 #include "core/json_field.hpp"
 
 namespace banyan::cli {
@@ -199,38 +200,6 @@ std::string header(const std::vector<Segment>& format) {
     return out;
 }
 
-// --filter names: states, results, or pending/running/active/inactive.
-std::pair<std::vector<std::string>, std::set<std::string>> parse_filter(const std::string& text) {
-    static const std::map<std::string, std::vector<std::string>> groups = {
-        {"pending", {"depend", "priority", "sched"}},
-        {"running", {"run", "cleanup"}},
-        {"active", {"depend", "priority", "sched", "run", "cleanup"}},
-        {"inactive", {"inactive"}},
-        {"depend", {"depend"}},
-        {"priority", {"priority"}},
-        {"sched", {"sched"}},
-        {"run", {"run"}},
-        {"cleanup", {"cleanup"}},
-        {"completed", {"inactive"}},
-        {"failed", {"inactive"}},
-        {"canceled", {"inactive"}},
-        {"timeout", {"inactive"}}};
-    std::set<std::string> states, results;
-    for (std::string name : split_commas(text)) {
-        for (auto& c : name)
-            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        auto it = groups.find(name);
-        if (it == groups.end())
-            fail(fmt::format("--filter={}: expected pending, running, active, inactive, a state (depend, "
-                             "priority, sched, run, cleanup) or a result (completed, failed, canceled, timeout)",
-                             name));
-        states.insert(it->second.begin(), it->second.end());
-        if (name == "completed" || name == "failed" || name == "canceled" || name == "timeout")
-            results.insert(name);
-    }
-    return {{states.begin(), states.end()}, results};
-}
-
 }  // namespace
 
 void add_jobs(CLI::App& app, int& exit_code) {
@@ -249,9 +218,11 @@ void add_jobs(CLI::App& app, int& exit_code) {
         nlohmann::json body{{"all_users", all_users}};
         std::set<std::string> results;
         if (!filter.empty()) {
-            auto [states, wanted_results] = parse_filter(filter);
-            body["states"] = states;
-            results = wanted_results;
+            auto parsed = parse_job_filter(filter);
+            if (!parsed)
+                fail("--filter=" + parsed.error().message);
+            body["states"] = parsed->states;
+            results = parsed->results;
         } else if (all_states) {
             body["states"] = {"depend", "priority", "sched", "run", "cleanup", "inactive"};
         }
@@ -271,8 +242,14 @@ void add_jobs(CLI::App& app, int& exit_code) {
         }
         if (json) {
             nlohmann::json array = nlohmann::json::array();
-            for (size_t i = 0; i < jobs.size(); i++)
-                array.push_back(jobs.object(i));
+            // "jobid": the id as text beside the number, which
+            // JavaScript and other doubles-only readers would round.
+            for (size_t i = 0; i < jobs.size(); i++) {
+                nlohmann::json job = jobs.object(i);
+                if (job.contains("id") && job["id"].is_number_unsigned())
+                    job["jobid"] = format_jobid(job["id"].get<JobId>());
+                array.push_back(std::move(job));
+            }
             fmt::print("{}\n", array.dump());
             exit_code = 0;
             return;

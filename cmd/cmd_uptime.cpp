@@ -39,8 +39,13 @@ void add_uptime(CLI::App& app, int& exit_code) {
         auto online = json_field(info, "online", uint32_t{0});
         if (auto e = first_error(state, uptime, size, online))
             fail(fmt::format("unexpected reply from the instance: {}", e->message));
-        fmt::print(" {} {} {}, owner {}, size {}, {} online\n", clock, *state, human_duration(*uptime),
-                   pw ? pw->pw_name : "?", *size, *online);
+        // The HTTP address when the instance serves one (http.info).
+        std::string http;
+        if (auto h = client.rpc("http.info", nlohmann::json::object(), 0))
+            http =
+                fmt::format(", http http://{}", json_field<std::string>(*h, "listen", "", "http.info").value_or("?"));
+        fmt::print(" {} {} {}, owner {}, size {}, {} online{}\n", clock, *state, human_duration(*uptime),
+                   pw ? pw->pw_name : "?", *size, *online, http);
         exit_code = 0;
     });
 }

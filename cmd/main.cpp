@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
     cli::add_alloc(app, exit_code);
     cli::add_proxy(app, exit_code);
     cli::add_jobs(app, exit_code);
+    cli::add_events(app, exit_code);
+    cli::add_token(app, exit_code);
     cli::add_cancel(app, exit_code);
     cli::add_job(app, exit_code);
     app.footer("banyan --job ID COMMAND...: COMMAND against job ID's nested instance (ID1/ID2 through nested ones)");

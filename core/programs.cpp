@@ -36,6 +36,10 @@ std::string program_path(std::string_view name) {
     return (install_prefix() / dir / name).string();
 }
 
+std::string data_dir() {
+    return (install_prefix() / BANYAN_INSTALL_DATADIR / "banyan").string();
+}
+
 std::string system_config_dir() {
     fs::path prefix = install_prefix();
     return prefix == "/usr" ? "/etc" : (prefix / "etc").string();

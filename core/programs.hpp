@@ -14,6 +14,10 @@ namespace banyan {
 // The path of `name` (banyan, banyan-broker, banyan-shell, banyan-imp).
 std::string program_path(std::string_view name);
 
+// Banyan's data: PREFIX/share/banyan (the dashboard's files in web/); in a
+// build tree, BUILD/share/banyan.
+std::string data_dir();
+
 // The system config directory of this installation: /etc for the prefix
 // /usr (as GNUInstallDirs has it), PREFIX/etc otherwise.
 std::string system_config_dir();

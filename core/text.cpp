@@ -4,6 +4,15 @@
 
 namespace banyan {
 
+std::vector<std::string> split_commas(std::string_view text) {
+    std::vector<std::string> items;
+    size_t start = 0;
+    for (size_t comma; (comma = text.find(',', start)) != std::string_view::npos; start = comma + 1)
+        items.emplace_back(text.substr(start, comma - start));
+    items.emplace_back(text.substr(start));
+    return items;
+}
+
 std::string replace_all(std::string text, std::string_view from, std::string_view to) {
     for (size_t pos = text.find(from); pos != std::string::npos; pos = text.find(from, pos + to.size()))
         text.replace(pos, from.size(), to);

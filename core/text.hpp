@@ -3,8 +3,12 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace banyan {
+
+// The comma-separated items of `text` ("a,,b" has an empty middle one).
+std::vector<std::string> split_commas(std::string_view text);
 
 // `text` with every `from` replaced by `to` (left to right, no rescans).
 std::string replace_all(std::string text, std::string_view from, std::string_view to);

@@ -98,7 +98,7 @@ void LocalConnector::on_accept() {
             close(fd);
             continue;
         }
-        bool owner = cred.uid == owner_uid_ || cred.uid == 0 || admins_.count(cred.uid);
+        bool owner = role_of(cred.uid) == role::owner;
         if (!owner && user_connections_[cred.uid] >= connections_per_user_) {
             refuse(fd, cred.uid);
             continue;
@@ -312,6 +312,10 @@ void LocalConnector::deliver_event(const Message& event) {
     }
     for (const auto& id : targets)
         send(id, event);
+}
+
+uint32_t LocalConnector::role_of(uint32_t uid) const {
+    return uid == owner_uid_ || uid == 0 || admins_.count(uid) ? role::owner : role::user;
 }
 
 }  // namespace banyan

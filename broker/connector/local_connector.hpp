@@ -53,6 +53,9 @@ class LocalConnector {
     void unsubscribe(const std::string& id, const std::string& prefix);
     void deliver_event(const Message& event);
     size_t connections() const { return conns_.size(); }
+    // The role a user of this uid gets here: owner for the instance's
+    // owner, root and access.admins; user for everyone else.
+    uint32_t role_of(uint32_t uid) const;
     static bool is_connection_id(std::string_view hop) { return !hop.empty() && hop[0] == 'c'; }
 
   private:

@@ -53,6 +53,24 @@ uint32_t count_tasks(const nlohmann::json& jobspec) {
     return static_cast<uint32_t>(per_slot * slots);
 }
 
+// How many resources of `type` a resource list asks for in all: each
+// one's count times those of the levels above it (minimums of ranges).
+uint64_t count_resources(const nlohmann::json& level, std::string_view type, uint64_t above = 1) {
+    uint64_t total = 0;
+    if (!level.is_array())
+        return 0;
+    for (const auto& r : level) {
+        if (!r.is_object())
+            continue;
+        uint64_t here = above * (r.contains("count") ? count_of(r["count"]) : 1);
+        if (r.contains("type") && r["type"] == type)
+            total += here;
+        else if (r.contains("with"))
+            total += count_resources(r["with"], type, here);
+    }
+    return total;
+}
+
 uint32_t count_nodes(const nlohmann::json& jobspec) {
     const auto& res = jobspec.value("resources", nlohmann::json::array());
     if (res.empty() || res[0].value("type", "") != "node")
@@ -106,6 +124,10 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
         for_sched["attributes"]["system"]["shell"]["options"]["profile"] = options["profile"];
     ntasks = count_tasks(spec);
     nnodes = count_nodes(spec);
+    if (const auto& r = spec.find("resources"); r != spec.end()) {
+        ncores = count_resources(*r, "core");
+        ngpus = count_resources(*r, "gpu");
+    }
     if (system.contains("duration") && system["duration"].is_number())
         duration = system["duration"].get<double>();
     auto asked = json_field<std::string>(system, "queue", "", "attributes.system");

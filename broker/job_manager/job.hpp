@@ -56,6 +56,8 @@ struct Job {
     std::string instance_uri;  // a nested instance's socket (event `instance`); "" when not one
     uint32_t ntasks = 1;
     uint32_t nnodes = 0;  // 0: not asked for; the R decides
+    uint64_t ncores = 0;  // cores and GPUs the jobspec asks for in all (a whole node counts as none)
+    uint64_t ngpus = 0;
     double duration = 0;  // time limit in seconds; 0: none
     std::vector<Dependency> dependencies;
     double begin_time = 0;  // --begin-time: not before (seconds since the epoch); 0: none

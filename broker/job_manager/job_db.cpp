@@ -169,6 +169,8 @@ void JobDb::remove_job(JobId id) {
 }
 
 void JobDb::queue(Write write) {
+    if (queued_.writes.empty())
+        queued_.first_write = Clock::now();
     queued_.writes.push_back(std::move(write));
     // The writes of this loop turn go together; while a commit (its
     // fdatasync) is under way, the next batch gathers everything that
@@ -222,6 +224,7 @@ void JobDb::on_committed(std::shared_ptr<Batch> batch, const Result<void>& r) {
         failing_.reset();
     }
     commits_++;
+    commit_latency_.observe(std::chrono::duration<double>(Clock::now() - batch->first_write).count());
     last_id_stored_ = std::max(last_id_stored_, batch->last_id);
     for (auto& fn : batch->waiters)
         fn();
@@ -258,7 +261,7 @@ void JobDb::on_commit_failed(Batch& batch, const Error& error) {
         std::erase_if(batch.writes, [&](const Write& w) {
             return std::find(dropped.begin(), dropped.end(), w.job) != dropped.end();
         });
-    queued_ = {std::move(batch.writes), std::move(batch.waiters), 0, false};
+    queued_ = {std::move(batch.writes), std::move(batch.waiters), 0, false, batch.first_write};
     retry_.start(kRetryDelay, [this] { commit_next(); });
     if (!dropped.empty() && on_dropped_)
         on_dropped_(dropped, error);

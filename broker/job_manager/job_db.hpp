@@ -13,6 +13,7 @@
 
 #include "broker/job_manager/job.hpp"
 #include "core/db_worker.hpp"
+#include "core/histogram.hpp"
 #include "core/reactor.hpp"
 
 namespace banyan {
@@ -107,6 +108,8 @@ class JobDb {
     }
 
     size_t commits() const { return commits_; }
+    // Each batch, from its first write to its commit on disk.
+    const Histogram& commit_latency() const { return commit_latency_; }
 
   private:
     struct Write {
@@ -121,6 +124,7 @@ class JobDb {
         // Set by the writer thread; read on the loop only after waiting
         // for a later task of that thread (~JobDb).
         bool committed = false;
+        Clock::time_point first_write{};  // for commit_latency()
     };
     JobDb(Reactor& reactor, Database writer, Database reader);
     void queue(Write write);
@@ -138,6 +142,7 @@ class JobDb {
     std::function<void()> on_commit_;
     std::function<void(const std::vector<JobId>&, const Error&)> on_dropped_;
     std::optional<Error> failing_;
+    Histogram commit_latency_;
     Clock::time_point failing_since_{}, failure_logged_{};
     size_t commits_ = 0;
     JobId last_id_ = 0;         // the largest id added

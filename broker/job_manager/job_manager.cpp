@@ -53,6 +53,7 @@ JobManager::JobManager(Broker& broker, const JobManagerLimits& limits, std::uniq
       sched_(*this),
       exec_(*this),
       watchers_(*this),
+      streams_(*this),
       purger_(*this),
       recovery_(*this) {}
 
@@ -69,9 +70,15 @@ void JobManager::respond_once_stored(Message response) {
 
 void JobManager::post(Job& job, std::string name, nlohmann::json context, double timestamp) {
     JobEvent ev{timestamp > 0 ? timestamp : wall_now(), std::move(name), std::move(context)};
-    db_->add_event(job.id, job.next_event_seq, ev);
+    uint32_t seq = job.next_event_seq;
+    db_->add_event(job.id, seq, ev);
     JobState from = job.state;
     apply_event(job, ev);
+    streams_.posted(job, seq, ev);
+    if (ev.name == "submit")
+        counters_.submitted++;
+    else if (ev.name == "start")
+        counters_.started++;
     if (ev.name == "start")
         dependencies_changed(job);
     if (job.state != from)
@@ -204,6 +211,8 @@ void JobManager::release(Job& job) {
 }
 
 void JobManager::became_inactive(Job& job) {
+    counters_.completed++;
+    counters_.by_result[std::string(job.result())]++;
     begin_timers_.erase(job.id);
     exec_.forget(job.id);
     job.dependencies.clear();

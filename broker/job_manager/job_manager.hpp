@@ -7,6 +7,7 @@
 //   sched_client              SCHED, and the R that RUN/CLEANUP jobs hold
 //   exec_client               RUN and CLEANUP: tasks on the ranks of R
 //   watchers                  attach and wait requests (any state)
+//   event_streams             job-manager.events: every committed event
 //   purge                     INACTIVE jobs: kept, then removed
 //   recovery                  start on a database: replay, re-attach
 #pragma once
@@ -16,6 +17,7 @@
 #include <unordered_map>
 
 #include "broker/broker.hpp"
+#include "broker/job_manager/event_streams.hpp"
 #include "broker/job_manager/exec_client.hpp"
 #include "broker/job_manager/job.hpp"
 #include "broker/job_manager/job_db.hpp"
@@ -51,6 +53,7 @@ class JobManager {
     friend class SchedClient;
     friend class ExecClient;
     friend class Watchers;
+    friend class EventStreams;
     friend class Purger;
     friend class Recovery;
 
@@ -74,6 +77,7 @@ class JobManager {
     void on_raise(const Message& req);
     void on_started(const Message& req);
     void on_input(const Message& req);
+    void on_stats(const Message& req);
     // The job a request ({"id": N, ...}) names, if the caller may see it,
     // with the request's body in `body`; else answers the error itself and
     // returns null.
@@ -120,6 +124,12 @@ class JobManager {
     SchedClient sched_;
     ExecClient exec_;
     Watchers watchers_;
+    EventStreams streams_;
+    // Since this start of rank 0, for job-manager.stats (http.md §5).
+    struct Counters {
+        uint64_t submitted = 0, started = 0, completed = 0;
+        std::map<std::string, uint64_t, std::less<>> by_result;
+    } counters_;
     Purger purger_;
     Recovery recovery_;
 };

@@ -64,6 +64,11 @@ void JobManager::register_methods() {
     method("job-manager.started", true, &JobManager::on_started);
     method("job-manager.input", false, &JobManager::on_input);
     method("job-manager.queue-list", false, &JobManager::on_queue_list);
+    method("job-manager.stats", true, &JobManager::on_stats);
+    broker_.register_method("job-manager.events", false,
+                            broker_.at_rank0([this](const Message& r) { streams_.subscribe(r); }));
+    broker_.register_method("job-manager.events-cancel", false,
+                            broker_.at_rank0([this](const Message& r) { streams_.cancel(r); }));
     method("job-manager.queue-enable", true, &JobManager::on_queue_enable);
 }
 
@@ -159,6 +164,42 @@ void JobManager::on_queue_list(const Message& req) {
         all.push_back(std::move(one));
     }
     broker_.respond(Message::response_to(req, {{"queues", std::move(all)}}));
+}
+
+// job-manager.stats (owner only): the numbers /metrics shows (http.md §5).
+void JobManager::on_stats(const Message& req) {
+    std::map<std::string, uint64_t> states;
+    for (size_t i = 0; i <= static_cast<size_t>(JobState::inactive); i++)
+        states[std::string(state_name(static_cast<JobState>(i)))] = 0;
+    std::map<std::string, std::pair<uint64_t, uint64_t>> queues;  // pending, running
+    for (const auto& q : queues_.queues)
+        queues[q.name];
+    uint64_t demand_nodes = 0, demand_cores = 0, demand_gpus = 0;
+    for (const auto& [id, j] : jobs_) {
+        states[std::string(state_name(j.state))]++;
+        if (j.state == JobState::inactive)
+            continue;
+        bool pending = j.state < JobState::run;
+        if (!j.queue.empty())
+            (pending ? queues[j.queue].first : queues[j.queue].second)++;
+        if (pending && !unstored_.count(id)) {
+            demand_nodes += j.nnodes;
+            demand_cores += j.ncores;
+            demand_gpus += j.ngpus;
+        }
+    }
+    nlohmann::json by_queue = nlohmann::json::object();
+    for (const auto& [name, c] : queues)
+        by_queue[name] = {{"pending", c.first}, {"running", c.second}};
+    broker_.respond(Message::response_to(
+        req, {{"states", states},
+              {"queues", std::move(by_queue)},
+              {"submitted", counters_.submitted},
+              {"started", counters_.started},
+              {"completed", counters_.completed},
+              {"results", counters_.by_result},
+              {"demand", {{"nodes", demand_nodes}, {"cores", demand_cores}, {"gpus", demand_gpus}}},
+              {"commit", db_->commit_latency().to_json()}}));
 }
 
 void JobManager::on_queue_enable(const Message& req) {

@@ -353,6 +353,7 @@ void ResourceService::register_methods() {
         broker_.respond(Message::response_to(req, mine_.to_json()));
     });
     broker_.register_method("resource.list", false, broker_.at_rank0([this](const Message& r) { on_list(r); }));
+    broker_.register_method("resource.nodes", false, broker_.at_rank0([this](const Message& r) { on_nodes(r); }));
     broker_.register_method("resource.status", false, broker_.at_rank0([this](const Message& r) { on_status(r); }));
     broker_.register_method("resource.R", false, broker_.at_rank0([this](const Message& r) { on_r(r); }));
     broker_.register_method("resource.jgf", false, broker_.at_rank0([this](const Message& r) {
@@ -376,6 +377,48 @@ void ResourceService::with_allocated(const Message& req, std::function<void(cons
                                      body ? allocated.error().message : body.error().message);
                     answer(req, allocated ? *allocated : Rv1{});
                 });
+}
+
+// resource.nodes: one entry per node, for the dashboard's grid and the
+// metrics (doc/spec/http.md §4).
+void ResourceService::on_nodes(const Message& request) {
+    with_allocated(request, [this](const Message& req, const Rv1& allocated) {
+        SubtreeStates overlay = broker_.overlay().subtree();
+        nlohmann::json nodes = nlohmann::json::array();
+        uint32_t top = std::max<uint32_t>(broker_.bootstrap().size, nodes_.empty() ? 0 : nodes_.rbegin()->first + 1);
+        for (uint32_t r = 0; r < top; r++) {
+            if (declared_ && !nodes_.count(r))
+                continue;
+            std::string state = state_of(r, overlay);
+            nlohmann::json n = {{"rank", r}, {"hostname", hostname_of(r)}};
+            uint64_t cores = 0, gpus = 0, cores_used = 0, gpus_used = 0;
+            std::vector<std::string> properties;
+            if (auto node = nodes_.find(r); node != nodes_.end()) {
+                IdSet c = node->second.cores(), g = node->second.gpus();
+                cores = c.count();
+                gpus = g.count();
+                if (auto a = allocated.ranks.find(r); a != allocated.ranks.end()) {
+                    cores_used = a->second.cores.intersection(c).count();
+                    gpus_used = a->second.gpus.intersection(g).count();
+                }
+            }
+            if (auto v = graph_.node_of_rank(static_cast<int32_t>(r)))
+                properties = graph_.properties(*v);
+            if (auto d = drained_.find(r); d != drained_.end()) {
+                if (state == "drained" && cores_used + gpus_used > 0)
+                    state = "draining";
+                n["reason"] = d->second.reason;
+            }
+            n["state"] = state;
+            n["cores"] = cores;
+            n["cores_used"] = cores_used;
+            n["gpus"] = gpus;
+            n["gpus_used"] = gpus_used;
+            n["properties"] = properties;
+            nodes.push_back(std::move(n));
+        }
+        broker_.respond(Message::response_to(req, {{"nodes", std::move(nodes)}}));
+    });
 }
 
 void ResourceService::on_list(const Message& request) {

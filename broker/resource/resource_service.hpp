@@ -59,6 +59,7 @@ class ResourceService {
 
     void on_described(uint32_t rank, const Message& response);
     void on_list(const Message& req);
+    void on_nodes(const Message& request);
     void on_status(const Message& req);
     void on_drain(const Message& req, bool drain);
     // Once the drain or undrain of `ranks` is on disk (or failed).

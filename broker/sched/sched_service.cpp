@@ -78,6 +78,9 @@ void SchedService::register_methods() {
     broker_.register_method("sched.queue-list", false,
                             broker_.at_rank0(with_graph([this](const Message& r) { on_queue_list(r); })));
     method("sched.queue-start", &SchedService::on_queue_start);
+    broker_.register_method("sched.stats", true, broker_.at_rank0([this](const Message& r) {
+        broker_.respond(Message::response_to(r, {{"pass", pass_seconds_.to_json()}}));
+    }));
     // Not held back until the graph is there: nothing is allocated before.
     broker_.register_method("sched.resource-status", false,
                             broker_.at_rank0([this](const Message& r) { on_resource_status(r); }));
@@ -407,6 +410,7 @@ void SchedService::schedule_soon() {
 }
 
 void SchedService::run_pass() {
+    auto began = Clock::now();
     pass_soon_ = false;
     // Each started queue in turn: a full queue blocks only its own jobs.
     // Every queue's stale plans go first, a stopped queue's too.
@@ -433,6 +437,7 @@ void SchedService::run_pass() {
     // drop it.
     if (pending > 0 && !pass_soon_)
         pass_timer_.start(std::chrono::seconds(1), [this] { run_pass(); });
+    pass_seconds_.observe(std::chrono::duration<double>(Clock::now() - began).count());
 }
 
 }  // namespace banyan

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "broker/broker.hpp"
+#include "core/histogram.hpp"
 #include "core/reactor.hpp"
 #include "sched/named_queues.hpp"
 #include "sched/sched_queue.hpp"
@@ -78,7 +79,8 @@ class SchedService {
     std::map<uint64_t, Message> waiting_;  // alloc requests, answered when the job starts
     std::vector<std::pair<Broker::Handler, Message>> early_;  // requests before the graph
     Timer pass_timer_;
-    bool pass_soon_ = false;  // pass_timer_ is armed for "now", not the retry
+    bool pass_soon_ = false;
+    Histogram pass_seconds_;  // each pass's duration (sched.stats)  // pass_timer_ is armed for "now", not the retry
 };
 
 }  // namespace banyan

@@ -1,0 +1,481 @@
+// /api/v1/ (doc/spec/http.md §4): each call is one or more requests to
+// the instance's services as the token's user, whose answers become JSON
+// with job ids as f58 strings.
+#include <filesystem>
+
+#include <pwd.h>
+
+#include <fmt/format.h>
+
+#include "broker/http/http_service.hpp"
+#include "core/config.hpp"
+#include "core/io_data.hpp"
+#include "core/job_filter.hpp"
+#include "core/jobid.hpp"
+#include "core/json_field.hpp"
+#include "core/json_parse.hpp"
+#include "core/log.hpp"
+
+namespace banyan {
+namespace {
+
+namespace http = boost::beast::http;
+
+std::string user_name_of(uint32_t uid) {
+    static std::map<uint32_t, std::string> names;  // a user's name does not change under a running instance
+    if (auto it = names.find(uid); it != names.end())
+        return it->second;
+    const passwd* pw = getpwuid(uid);
+    return names[uid] = pw ? pw->pw_name : std::to_string(uid);
+}
+
+// A job summary as the API shows it: id as f58 text, the user's name.
+void present_job(nlohmann::json& job) {
+    if (job.contains("id") && job["id"].is_number_unsigned())
+        job["id"] = format_jobid(job["id"].get<JobId>());
+    if (job.contains("userid") && job["userid"].is_number_unsigned())
+        job["user"] = user_name_of(job["userid"].get<uint32_t>());
+    if (job.contains("dependencies") && job["dependencies"].is_array())
+        for (auto& d : job["dependencies"])
+            if (d.is_object() && d.contains("target") && d["target"].is_number_unsigned())
+                d["target"] = format_jobid(d["target"].get<JobId>());
+}
+
+// Error unless every query parameter is one of `known`.
+bool known_query(const HttpCall& call, std::initializer_list<std::string_view> known) {
+    for (const auto& [name, value] : call.query)
+        if (std::find(known.begin(), known.end(), name) == known.end()) {
+            respond_error(*call.exchange, 400,
+                          fmt::format("{}: unknown query parameter '{}'", call.path, one_line(name)));
+            return false;
+        }
+    return true;
+}
+
+Result<uint64_t> query_number(const HttpCall& call, const std::string& name, uint64_t fallback) {
+    auto it = call.query.find(name);
+    if (it == call.query.end())
+        return fallback;
+    const std::string& v = it->second;
+    if (v.empty() || v.size() > 19 || v.find_first_not_of("0123456789") != std::string::npos)
+        return make_error(EINVAL, fmt::format("{}: expected a non-negative integer, got '{}'", name, one_line(v)));
+    return std::stoull(v);
+}
+
+// The jobspec (RFC 25 version 1) of POST /api/v1/jobs's fields, as
+// banyan submit makes it from its options. Error names the field.
+Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t uid) {
+    static const std::set<std::string, std::less<>> known = {
+        "command", "ntasks", "nodes", "cores_per_task", "gpus_per_task", "time_limit", "name",
+        "queue",   "cwd",    "env",   "urgency",        "exclusive",     "J"};
+    for (const auto& [key, value] : body.items())
+        if (!known.count(key))
+            return make_error(EINVAL, fmt::format("{}: unknown field (expected jobspec, or {})", key,
+                                                  "command, ntasks, nodes, cores_per_task, gpus_per_task, time_limit, "
+                                                  "name, queue, cwd, env, urgency, exclusive"));
+    const auto& command = body.contains("command") ? body["command"] : nlohmann::json();
+    if (!command.is_array() || command.empty())
+        return make_error(EINVAL, "command: expected an array of strings, not empty");
+    for (const auto& word : command)
+        if (!word.is_string())
+            return make_error(EINVAL, "command: expected an array of strings, not empty");
+    auto nodes = json_field<uint32_t>(body, "nodes", 0, "");
+    auto ntasks = json_field<uint32_t>(body, "ntasks", 0, "");
+    auto cores = json_field<uint32_t>(body, "cores_per_task", 1, "");
+    auto gpus = json_field<uint32_t>(body, "gpus_per_task", 0, "");
+    auto limit = json_field<std::string>(body, "time_limit", "", "");
+    auto name = json_field<std::string>(body, "name", "", "");
+    auto queue = json_field<std::string>(body, "queue", "", "");
+    auto cwd = json_field<std::string>(body, "cwd", "", "");
+    auto exclusive = json_field<bool>(body, "exclusive", false, "");
+    auto env = json_field<nlohmann::json>(body, "env", nlohmann::json::object(), "");
+    if (auto e = first_error(nodes, ntasks, cores, gpus, limit, name, queue, cwd, exclusive, env))
+        return make_error(EINVAL, e->message.substr(e->message.rfind('.') == 0 ? 1 : 0));
+    if (*cores < 1)
+        return make_error(EINVAL, "cores_per_task: must be at least 1");
+    uint32_t tasks = *ntasks > 0 ? *ntasks : std::max<uint32_t>(*nodes, 1);
+    if (*nodes > 0 && tasks < *nodes)
+        return make_error(EINVAL, fmt::format("ntasks: {} is fewer than the {} nodes", tasks, *nodes));
+    double duration = 0;
+    if (!limit->empty()) {
+        auto d = parse_duration(*limit);
+        if (!d || *d <= 0)
+            return make_error(EINVAL,
+                              fmt::format("time_limit: '{}': expected a duration as \"10m\"", one_line(*limit)));
+        duration = *d;
+    }
+    nlohmann::json environment = nlohmann::json::object();
+    for (const auto& [k, v] : env->items()) {
+        if (!v.is_string() || k.empty() || k.find('=') != std::string::npos)
+            return make_error(EINVAL, fmt::format("env.{}: expected NAME: \"VALUE\" strings", one_line(k)));
+        environment[k] = v;
+    }
+    std::string dir = *cwd;
+    if (dir.empty()) {
+        const passwd* pw = getpwuid(uid);
+        dir = pw && pw->pw_dir ? pw->pw_dir : "/";
+    }
+    nlohmann::json per_task = nlohmann::json::array({{{"type", "core"}, {"count", *cores}}});
+    if (*gpus > 0)
+        per_task.push_back({{"type", "gpu"}, {"count", *gpus}});
+    nlohmann::json count{{"per_slot", 1}};
+    nlohmann::json resources;
+    uint32_t n = *nodes > 0 ? *nodes : *exclusive ? 1 : 0;
+    if (n > 0) {
+        uint32_t per_node = (tasks + n - 1) / n;
+        if (tasks % n != 0)
+            count = {{"total", tasks}};
+        nlohmann::json node{{"type", "node"},
+                            {"count", n},
+                            {"with", {{{"type", "slot"}, {"count", per_node}, {"label", "task"}, {"with", per_task}}}}};
+        if (*exclusive)
+            node["exclusive"] = true;
+        resources = nlohmann::json::array({node});
+    } else {
+        resources =
+            nlohmann::json::array({{{"type", "slot"}, {"count", tasks}, {"label", "task"}, {"with", per_task}}});
+    }
+    nlohmann::json system{{"duration", duration}, {"cwd", dir}, {"environment", environment}};
+    if (!name->empty())
+        system["job"] = {{"name", *name}};
+    if (!queue->empty())
+        system["queue"] = *queue;
+    return nlohmann::json{{"version", 1},
+                          {"resources", resources},
+                          {"tasks", {{{"command", command}, {"slot", "task"}, {"count", count}}}},
+                          {"attributes", {{"system", system}}}};
+}
+
+}  // namespace
+
+void HttpService::ask(const HttpCall& call, std::string topic, nlohmann::json body,
+                      std::function<void(nlohmann::json)> ok, int wrong_state) {
+    auto exchange = call.exchange;
+    broker_.rpc_as(call.uid, call.rolemask, Message::request(std::move(topic), body, 0),
+                   [exchange, ok = std::move(ok), wrong_state](const Message& answer) {
+                       if (exchange->closed())
+                           return;
+                       if (answer.errnum != 0)
+                           return respond_error(*exchange, http_status_of(static_cast<int>(answer.errnum), wrong_state),
+                                                answer.error_text());
+                       auto payload = answer.json();
+                       if (!payload)
+                           return respond_error(*exchange, 503, payload.error().message);
+                       ok(std::move(*payload));
+                   });
+}
+
+void HttpService::api(HttpCall call) {
+    std::string_view rest = std::string_view(call.path).substr(std::string_view("/api/v1/").size());
+    std::vector<std::string> parts;
+    while (!rest.empty()) {
+        size_t slash = rest.find('/');
+        parts.emplace_back(rest.substr(0, slash));
+        rest = slash == std::string_view::npos ? "" : rest.substr(slash + 1);
+    }
+    auto method = call.exchange->request().method();
+    bool get = method == http::verb::get, post = method == http::verb::post;
+    auto only = [&](const char* allow) {
+        call.exchange->respond(
+            405, "application/json",
+            nlohmann::json{{"status", 405}, {"message", fmt::format("{}: only {}", call.path, allow)}}.dump(),
+            {{"Allow", allow}});
+    };
+    auto is = [&](std::initializer_list<std::string_view> want) {
+        if (want.size() != parts.size())
+            return false;
+        size_t i = 0;
+        for (auto w : want) {
+            if (w != "*" && w != parts[i])
+                return false;
+            i++;
+        }
+        return true;
+    };
+    if (is({"jobs"}))
+        return get ? api_jobs(call) : post ? api_submit(call) : only("GET, POST");
+    if (parts.size() >= 2 && parts[0] == "jobs") {
+        auto id = parse_jobid(parts[1]);
+        if (!id)
+            return respond_error(*call.exchange, 404, fmt::format("no such job: {}", id.error().message));
+        if (is({"jobs", "*"}))
+            return get ? api_job(call, *id) : only("GET");
+        if (is({"jobs", "*", "eventlog"}))
+            return get ? api_eventlog(call, *id) : only("GET");
+        if (is({"jobs", "*", "output"}))
+            return get ? api_output(call, *id) : only("GET");
+        if (is({"jobs", "*", "cancel"}))
+            return post ? api_cancel(call, *id) : only("POST");
+    }
+    if (is({"resources"}))
+        return get ? api_resources(call) : only("GET");
+    auto relay = [&](const char* topic, const char* key) {
+        if (!get)
+            return only("GET");
+        if (!known_query(call, {}))
+            return;
+        auto exchange = call.exchange;
+        ask(call, topic, nlohmann::json::object(), [exchange, key](nlohmann::json answer) {
+            respond_json(*exchange, 200, key ? nlohmann::json{{key, answer[key]}} : answer);
+        });
+    };
+    if (is({"queues"}))
+        return relay("job-manager.queue-list", "queues");
+    if (is({"overlay"}))
+        return relay("overlay.status", nullptr);
+    if (is({"history"})) {
+        if (!get)
+            return only("GET");
+        nlohmann::json samples = nlohmann::json::array();
+        for (const auto& s : history_)
+            samples.push_back({{"t", s.t}, {"pending", s.pending}, {"running", s.running}, {"completed", s.completed}});
+        return respond_json(*call.exchange, 200, {{"period", 10}, {"samples", std::move(samples)}});
+    }
+    if (is({"events"}))
+        return get ? api_events(call) : only("GET");
+    respond_error(*call.exchange, 404, fmt::format("no such path: {}", one_line(call.path)));
+}
+
+void HttpService::api_jobs(const HttpCall& call) {
+    if (!known_query(call, {"filter", "all", "users", "count"}))
+        return;
+    nlohmann::json body = nlohmann::json::object();
+    std::set<std::string> results;
+    if (auto f = call.query.find("filter"); f != call.query.end()) {
+        auto filter = parse_job_filter(f->second);
+        if (!filter)
+            return respond_error(*call.exchange, 400, "filter=" + filter.error().message);
+        body["states"] = filter->states;
+        results = filter->results;
+    } else if (auto a = call.query.find("all"); a != call.query.end()) {
+        if (a->second != "1" && a->second != "true")
+            return respond_error(*call.exchange, 400, "all: expected 1 (every state)");
+        body["states"] = {"depend", "priority", "sched", "run", "cleanup", "inactive"};
+    }
+    if (auto u = call.query.find("users"); u != call.query.end()) {
+        if (u->second != "all")
+            return respond_error(*call.exchange, 400, "users: expected all (every user's jobs)");
+        if (!(call.rolemask & role::owner))
+            return respond_error(*call.exchange, 403, "users=all: only the instance owner may list every user's jobs");
+        body["all_users"] = true;
+    }
+    auto count = query_number(call, "count", 0);
+    if (!count)
+        return respond_error(*call.exchange, 400, count.error().message);
+    if (*count > 0 && results.empty())
+        body["max"] = *count;
+    auto exchange = call.exchange;
+    ask(call, "job-manager.list", body, [exchange, results, max = *count](nlohmann::json answer) {
+        const auto& columns = answer["columns"];
+        const auto& rows = answer["jobs"];
+        if (!columns.is_array() || !rows.is_array())
+            return respond_error(*exchange, 503, "job-manager.list: unexpected answer");
+        nlohmann::json jobs = nlohmann::json::array();
+        for (const auto& row : rows) {
+            if (!row.is_array() || row.size() != columns.size())
+                continue;
+            nlohmann::json job = nlohmann::json::object();
+            for (size_t i = 0; i < columns.size(); i++)
+                if (!row[i].is_null() && columns[i].is_string())
+                    job[columns[i].get<std::string>()] = row[i];
+            if (!results.empty() && job.contains("state") && job["state"] == "inactive" &&
+                !(job.contains("result") && job["result"].is_string() &&
+                  results.count(job["result"].get<std::string>())))
+                continue;
+            present_job(job);
+            jobs.push_back(std::move(job));
+            if (max > 0 && jobs.size() >= max)
+                break;
+        }
+        respond_json(*exchange, 200, {{"jobs", std::move(jobs)}});
+    });
+}
+
+void HttpService::api_job(const HttpCall& call, uint64_t id) {
+    if (!known_query(call, {}))
+        return;
+    auto exchange = call.exchange;
+    ask(call, "job-manager.info", {{"id", id}}, [exchange](nlohmann::json answer) {
+        if (answer.contains("job"))
+            present_job(answer["job"]);
+        respond_json(*exchange, 200, answer);
+    });
+}
+
+void HttpService::api_eventlog(const HttpCall& call, uint64_t id) {
+    if (!known_query(call, {"follow"}))
+        return;
+    const auto& request = call.exchange->request();
+    auto accept = request.find(http::field::accept);
+    bool stream = (accept != request.end() && accept->value().find("text/event-stream") != std::string_view::npos) ||
+                  call.query.count("follow");
+    if (stream)
+        return api_eventlog_stream(call, id, 0);
+    auto exchange = call.exchange;
+    ask(call, "job-manager.eventlog", {{"id", id}}, [exchange](nlohmann::json answer) {
+        respond_json(*exchange, 200, {{"events", answer["events"]}});
+    });
+}
+
+// Events through attach: each answer brings those past what was sent; the
+// stream ends once the job is inactive and everything went out.
+void HttpService::api_eventlog_stream(const HttpCall& call, uint64_t id, uint32_t from) {
+    auto exchange = call.exchange;
+    HttpCall next = call;
+    // Output is not wanted: ask from past any position it can reach.
+    nlohmann::json body{{"id", id}, {"events_from", from}, {"output_from", UINT32_MAX}};
+    broker_.rpc_as(call.uid, call.rolemask, Message::request("job-manager.attach", body, 0),
+                   [this, exchange, next, id, from](const Message& answer) {
+                       if (exchange->closed())
+                           return;
+                       bool started = from > 0;
+                       auto payload = answer.errnum == 0 ? answer.json() : Result<nlohmann::json>(Error{});
+                       if (answer.errnum != 0 || !payload) {
+                           if (!started)
+                               return respond_error(*exchange, http_status_of(static_cast<int>(answer.errnum)),
+                                                    answer.error_text());
+                           return exchange->end_events();
+                       }
+                       if (!started)
+                           exchange->start_events(nullptr);
+                       for (const auto& ev : (*payload)["events"])
+                           exchange->send_event("job", ev.dump());
+                       auto events_next = json_field<uint32_t>(*payload, "events_next", from, "attach");
+                       auto done = json_field<bool>(*payload, "done", false, "attach");
+                       if (!events_next || !done || *done) {
+                           exchange->send_event("end", "{}");
+                           return exchange->end_events();
+                       }
+                       // The first answer may bring no event (from 0 it
+                       // always does): a stream starts at 1 or more.
+                       api_eventlog_stream(next, id, std::max<uint32_t>(*events_next, 1));
+                   });
+}
+
+void HttpService::api_output(const HttpCall& call, uint64_t id) {
+    if (!known_query(call, {"from"}))
+        return;
+    auto from = query_number(call, "from", 0);
+    if (!from || *from > UINT32_MAX)
+        return respond_error(*call.exchange, 400, from ? "from: too large" : from.error().message);
+    auto exchange = call.exchange;
+    // From event 0, attach answers at once (every job has events).
+    ask(call, "job-manager.attach", {{"id", id}, {"events_from", 0}, {"output_from", *from}},
+        [exchange, from = *from](nlohmann::json answer) {
+            nlohmann::json output = nlohmann::json::array();
+            for (const auto& chunk : answer["output"]) {
+                auto data = io_data(chunk, "output");
+                if (!data)
+                    continue;
+                output.push_back({{"rank", chunk["rank"]}, {"stream", chunk["stream"]}, {"data", std::move(*data)}});
+            }
+            auto next = json_field<uint64_t>(answer, "output_next", from, "attach");
+            bool done = answer.contains("done") && answer["done"].is_boolean() && answer["done"].get<bool>();
+            respond_json(*exchange, 200,
+                         {{"output", std::move(output)}, {"next", next.value_or(from)}, {"done", done}});
+        });
+}
+
+void HttpService::api_submit(const HttpCall& call) {
+    if (!known_query(call, {}))
+        return;
+    auto body = parse_json(call.exchange->request().body());
+    if (!body || !body->is_object())
+        return respond_error(*call.exchange, 400,
+                             body ? "the body: expected a JSON object" : "the body: " + body.error().message);
+    nlohmann::json request = nlohmann::json::object();
+    if (body->contains("jobspec")) {
+        for (const auto& [key, value] : body->items())
+            if (key != "jobspec" && key != "urgency" && key != "J")
+                return respond_error(
+                    *call.exchange, 400,
+                    fmt::format("{}: unknown field beside jobspec (expected urgency, J)", one_line(key)));
+        request["jobspec"] = (*body)["jobspec"];
+    } else {
+        auto spec = jobspec_from_fields(*body, call.uid);
+        if (!spec)
+            return respond_error(*call.exchange, 400, spec.error().message);
+        request["jobspec"] = std::move(*spec);
+    }
+    auto urgency = json_field<int64_t>(*body, "urgency", 16, "");
+    auto signature = json_field<std::string>(*body, "J", "", "");
+    if (auto e = first_error(urgency, signature))
+        return respond_error(*call.exchange, 400, e->message.substr(e->message[0] == '.' ? 1 : 0));
+    if (*urgency < 0 || *urgency > 31)
+        return respond_error(*call.exchange, 400, "urgency: expected 0 (hold) to 31 (expedite)");
+    request["urgency"] = *urgency;
+    if (!signature->empty())
+        request["J"] = *signature;
+    auto exchange = call.exchange;
+    ask(call, "job-manager.submit", request, [exchange](nlohmann::json answer) {
+        auto id = json_field<uint64_t>(answer, "id", 0, "submit");
+        respond_json(*exchange, 201, {{"id", format_jobid(id.value_or(0))}});
+    });
+}
+
+void HttpService::api_cancel(const HttpCall& call, uint64_t id) {
+    if (!known_query(call, {}))
+        return;
+    const std::string& text = call.exchange->request().body();
+    auto body = text.empty() ? Result<nlohmann::json>(nlohmann::json::object()) : parse_json(text);
+    if (!body || !body->is_object())
+        return respond_error(*call.exchange, 400,
+                             body ? "the body: expected a JSON object" : "the body: " + body.error().message);
+    for (const auto& [key, value] : body->items())
+        if (key != "note")
+            return respond_error(*call.exchange, 400, fmt::format("{}: unknown field (expected note)", one_line(key)));
+    auto note = json_field<std::string>(*body, "note", "", "");
+    if (!note)
+        return respond_error(*call.exchange, 400, "note: expected a string");
+    nlohmann::json request{{"id", id}};
+    if (!note->empty())
+        request["note"] = *note;
+    auto exchange = call.exchange;
+    ask(
+        call, "job-manager.cancel", request,
+        [exchange](nlohmann::json) { respond_json(*exchange, 200, nlohmann::json::object()); }, 409);
+}
+
+void HttpService::api_resources(const HttpCall& call) {
+    if (!known_query(call, {}))
+        return;
+    auto exchange = call.exchange;
+    HttpCall again = call;
+    ask(call, "resource.list", nlohmann::json::object(), [this, exchange, again](nlohmann::json summary) {
+        ask(again, "resource.nodes", nlohmann::json::object(), [exchange, summary](nlohmann::json nodes) {
+            respond_json(*exchange, 200, {{"summary", summary}, {"nodes", nodes["nodes"]}});
+        });
+    });
+}
+
+// Every job event the caller may see, as it is committed; the stream to
+// the job manager is cancelled when the client goes.
+void HttpService::api_events(const HttpCall& call) {
+    if (!known_query(call, {}))
+        return;
+    auto exchange = call.exchange;
+    Message request = Message::request("job-manager.events", nlohmann::json::object(), 0);
+    request.flags |= msgflag::streaming;
+    auto matchtag = std::make_shared<uint32_t>(0);
+    *matchtag = broker_.rpc_as(call.uid, call.rolemask, std::move(request), [exchange](const Message& answer) {
+        if (exchange->closed())
+            return;
+        if (answer.errnum != 0)
+            return exchange->end_events();
+        auto payload = answer.json();
+        if (!payload)
+            return;
+        for (auto& ev : (*payload)["events"]) {
+            if (ev.contains("id") && ev["id"].is_number_unsigned())
+                ev["id"] = format_jobid(ev["id"].get<JobId>());
+            exchange->send_event("job", ev.dump());
+        }
+    });
+    uint32_t uid = call.uid, rolemask = call.rolemask;
+    exchange->start_events([this, matchtag, uid, rolemask] {
+        broker_.rpc_as(uid, rolemask, Message::request("job-manager.events-cancel", {{"matchtag", *matchtag}}, 0),
+                       [](const Message&) {});
+    });
+}
+
+}  // namespace banyan

@@ -1,0 +1,72 @@
+#include "broker/job_manager/event_streams.hpp"
+
+#include <fmt/format.h>
+
+#include "broker/job_manager/job_manager.hpp"
+#include "core/json_field.hpp"
+
+namespace banyan {
+
+void EventStreams::subscribe(const Message& req) {
+    if (!req.has_flag(msgflag::streaming))
+        return jm_.broker_.respond_error(req, EPROTO, "job-manager.events: a streaming request is expected");
+    if (subscribers_.size() >= kMaxSubscribers) {
+        auto oldest = subscribers_.begin();
+        jm_.broker_.respond_error(oldest->second.req, EOVERFLOW,
+                                  fmt::format("job-manager.events: ended: more than {} streams", kMaxSubscribers));
+        subscribers_.erase(oldest);
+    }
+    auto [it, added] = subscribers_.emplace(next_subscriber_++, Subscriber{req, (req.rolemask & role::owner) != 0});
+    it->second.req.payload.reset();
+}
+
+void EventStreams::cancel(const Message& req) {
+    auto body = req.json();
+    auto matchtag = body ? json_field<uint32_t>(*body, "matchtag", 0, req.topic) : Result<uint32_t>(body.error());
+    if (!matchtag)
+        return jm_.broker_.respond_error(req, EPROTO, matchtag.error().message);
+    for (auto it = subscribers_.begin(); it != subscribers_.end(); ++it) {
+        const Message& s = it->second.req;
+        if (s.matchtag == *matchtag && s.route == req.route && s.userid == req.userid) {
+            jm_.broker_.respond_error(s, ENODATA, "job-manager.events: cancelled");
+            subscribers_.erase(it);
+            break;
+        }
+    }
+    jm_.broker_.respond(Message::response_to(req, nlohmann::json::object()));
+}
+
+void EventStreams::posted(const Job& job, uint32_t seq, const JobEvent& event) {
+    if (subscribers_.empty())
+        return;
+    uint64_t number = next_posted_++;
+    pending_.emplace(number, Pending{job.userid,
+                                     {{"id", job.id},
+                                      {"userid", job.userid},
+                                      {"seq", seq},
+                                      {"timestamp", event.timestamp},
+                                      {"name", event.name},
+                                      {"context", event.context}}});
+    // Streamed once on disk, as every answer of the job manager is.
+    jm_.db_->after_commit([this, number] { flush(number); });
+}
+
+void EventStreams::flush(uint64_t upto) {
+    auto end = pending_.upper_bound(upto);
+    if (pending_.begin() == end)
+        return;
+    for (const auto& [n, sub] : subscribers_) {
+        nlohmann::json events = nlohmann::json::array();
+        for (auto it = pending_.begin(); it != end; ++it)
+            if (sub.owner || it->second.userid == sub.req.userid)
+                events.push_back(it->second.event);
+        if (events.empty())
+            continue;
+        Message answer = Message::response_to(sub.req, {{"events", std::move(events)}});
+        answer.flags |= msgflag::streaming;
+        jm_.broker_.respond(std::move(answer));
+    }
+    pending_.erase(pending_.begin(), end);
+}
+
+}  // namespace banyan
