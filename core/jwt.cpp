@@ -95,6 +95,9 @@ Result<TokenClaims> check_token(std::string_view key, std::string_view token, in
     auto alg = json_field<std::string>(*header, "alg", "", "header");
     if (!alg || *alg != "HS256")
         return refused("its algorithm is not HS256");
+    auto typ = json_field<std::string>(*header, "typ", "JWT", "header");
+    if (!typ || *typ != "JWT")
+        return refused("its type is not JWT");
 
     jwt_t* raw = nullptr;
     std::string text(token);

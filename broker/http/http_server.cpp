@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -26,9 +27,10 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-constexpr auto kHeadTimeout = std::chrono::seconds(10);   // a request's head and body
+constexpr auto kFirstTimeout = std::chrono::seconds(10);  // a new connection's first request
 constexpr auto kIdleTimeout = std::chrono::seconds(60);   // keep-alive between requests
 constexpr auto kWriteTimeout = std::chrono::seconds(30);  // an answer going out
+constexpr auto kPingPeriod = std::chrono::seconds(25);    // an event stream's keep-alive comment
 
 // Every completion handler is an exception barrier: a bug in one
 // request's handling must not unwind through the broker's loop.
@@ -94,6 +96,7 @@ class Session : public std::enable_shared_from_this<Session> {
         server_->sessions.insert(this);
     }
     ~Session() { server_->sessions.erase(this); }
+    bool head_request() const { return request_.method() == http::verb::head; }
 
     void read_next();
     void answer(http::response<http::string_body> response);
@@ -109,6 +112,7 @@ class Session : public std::enable_shared_from_this<Session> {
     void fail_request(int status, std::string message);
     void write_next();
     void watch_for_close();
+    void schedule_ping();
 
     beast::tcp_stream stream_;
     std::shared_ptr<HttpServer::State> server_;
@@ -125,6 +129,9 @@ class Session : public std::enable_shared_from_this<Session> {
     size_t outbox_bytes_ = 0;
     std::function<void()> on_close_;
     char probe_ = 0;
+    bool first_ = true;
+    std::optional<asio::steady_timer> ping_;
+    Clock::time_point write_began_{};
 };
 
 namespace {
@@ -148,8 +155,12 @@ class Exchange : public HttpExchange {
         response.set(http::field::cache_control, "no-store");
         for (auto& [name, value] : headers)
             response.set(name, value);
-        response.body() = std::move(body);
+        size_t length = body.size();
+        if (!session_->head_request())
+            response.body() = std::move(body);
         response.prepare_payload();
+        if (session_->head_request())
+            response.content_length(length);  // HEAD: the length, no body
         session_->answer(std::move(response));
     }
     void start_events(std::function<void()> on_close) override {
@@ -178,7 +189,10 @@ void Session::read_next() {
     parser_->header_limit(static_cast<std::uint32_t>(server_->limits.max_head));
     // The idle wait before a request, then the head and body within 10 s
     // of its first byte are one timeout here: Beast's stream has one.
-    stream_.expires_after(buffer_.size() > 0 ? kHeadTimeout : kIdleTimeout);
+    // A new connection has 10 s for its first request, a kept-alive one
+    // 60 s for its next: a client that never finishes holds a slot briefly.
+    stream_.expires_after(first_ ? kFirstTimeout : kIdleTimeout);
+    first_ = false;
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
 }
@@ -247,6 +261,24 @@ void Session::start_events(std::function<void()> on_close) {
         "HTTP/1.1 200 OK\r\nServer: banyan\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n"
         "Connection: close\r\n\r\n");
     watch_for_close();
+    // A comment every 25 s: proxies keep the stream, and a peer gone
+    // without a word, or one that stopped reading, is found.
+    ping_.emplace(stream_.get_executor());
+    schedule_ping();
+}
+
+void Session::schedule_ping() {
+    ping_->expires_after(kPingPeriod);
+    ping_->async_wait([self = shared_from_this()](beast::error_code ec) {
+        barrier("stream ping", [&] {
+            if (ec || self->closed_)
+                return;
+            if (self->writing_ && Clock::now() - self->write_began_ > kWriteTimeout)
+                return self->close();  // not reading what we send
+            self->send_raw(": ping\n\n");
+            self->schedule_ping();
+        });
+    });
 }
 
 // A client of an event stream sends nothing more: a read that completes
@@ -281,6 +313,7 @@ void Session::write_next() {
     if (writing_ || outbox_.empty() || closed_)
         return;
     writing_ = true;
+    write_began_ = Clock::now();
     asio::async_write(stream_.socket(), asio::buffer(outbox_.front()),
                       [self = shared_from_this()](beast::error_code ec, size_t) {
                           barrier("stream write", [&] {
@@ -300,6 +333,9 @@ void Session::close() {
     if (closed_)
         return;
     closed_ = true;
+    server_->sessions.erase(this);  // a slot is free once closed, whoever still holds the session
+    if (ping_)
+        ping_->cancel();
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
     stream_.socket().close(ec);
@@ -323,7 +359,15 @@ void HttpServer::State::accept() {
             } else if (ec == asio::error::operation_aborted) {
                 return;
             } else {
+                // Out of file descriptors, say: try again in a moment, not at once.
                 log::warning("http", "accept: {}", ec.message());
+                auto retry = std::make_shared<asio::steady_timer>(self->acceptor.get_executor());
+                retry->expires_after(std::chrono::milliseconds(500));
+                retry->async_wait([self, retry](beast::error_code) {
+                    if (!self->stopped)
+                        self->accept();
+                });
+                return;
             }
             self->accept();
         });
@@ -355,7 +399,7 @@ HttpServer::~HttpServer() {
     beast::error_code ec;
     state_->acceptor.close(ec);
     // Sessions end as their pending operations complete: close them now.
-    std::vector<Session*> open(state_->sessions.begin(), state_->sessions.end());
+    std::vector<Session*> open(state_->sessions.begin(), state_->sessions.end());  // close() erases
     for (Session* s : open)
         s->close();
 }

@@ -315,6 +315,7 @@ bool HttpService::authenticate(HttpCall& call, bool open) {
                                {{"WWW-Authenticate", "Bearer error=\"invalid_token\""}});
         return false;
     }
+    call.anonymous = false;
     call.uid = claims->uid;
     call.rolemask = broker_.connector().role_of(claims->uid);
     return true;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,7 @@ struct HttpCall {
     std::shared_ptr<HttpExchange> exchange;
     uint32_t uid = 0;
     uint32_t rolemask = role::none;
+    bool anonymous = true;                     // no token (an open path)
     std::string path;                          // without the query
     std::map<std::string, std::string> query;  // decoded
 };
@@ -52,7 +54,8 @@ class HttpService {
     void api_jobs(const HttpCall& call);
     void api_job(const HttpCall& call, uint64_t id);
     void api_eventlog(const HttpCall& call, uint64_t id);
-    void api_eventlog_stream(const HttpCall& call, uint64_t id, uint32_t from);
+    // SSE of job events: every visible job's, or one job's to its end.
+    void stream_events(const HttpCall& call, std::optional<uint64_t> job);
     void api_output(const HttpCall& call, uint64_t id);
     void api_submit(const HttpCall& call);
     void api_cancel(const HttpCall& call, uint64_t id);

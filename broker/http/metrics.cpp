@@ -75,6 +75,7 @@ struct Scrape {
     nlohmann::json jobs, sched, nodes, overlay;
     int waiting = 4;
     std::string failed;
+    int status = 503;
 };
 
 std::string render(const Scrape& s, const std::map<int, uint64_t>& answered) {
@@ -157,21 +158,28 @@ std::string render(const Scrape& s, const std::map<int, uint64_t>& answered) {
 void HttpService::metrics(const HttpCall& call) {
     auto scrape = std::make_shared<Scrape>();
     auto exchange = call.exchange;
+    // A token's user asks as that user (the stats are the owner's); an
+    // open /metrics, configured so by the owner, as the owner.
+    uint32_t uid = call.anonymous ? getuid() : call.uid;
+    uint32_t rolemask = call.anonymous ? role::owner : call.rolemask;
     auto ask_for = [&](const char* topic, nlohmann::json Scrape::*field) {
-        broker_.rpc(Message::request(topic, nlohmann::json::object(), 0),
-                    [this, scrape, exchange, field, topic](const Message& answer) {
-                        auto payload = answer.errnum == 0 ? answer.json() : Result<nlohmann::json>(Error{});
-                        if (payload)
-                            (*scrape).*field = std::move(*payload);
-                        else if (scrape->failed.empty())
-                            scrape->failed = fmt::format("{}: {}", topic, answer.error_text());
-                        if (--scrape->waiting > 0 || exchange->closed())
-                            return;
-                        if (!scrape->failed.empty())
-                            return respond_error(*exchange, 503, scrape->failed);
-                        exchange->respond(200, "text/plain; version=0.0.4; charset=utf-8",
-                                          render(*scrape, server_ ? server_->answered() : std::map<int, uint64_t>{}));
-                    });
+        broker_.rpc_as(uid, rolemask, Message::request(topic, nlohmann::json::object(), 0),
+                       [this, scrape, exchange, field, topic](const Message& answer) {
+                           auto payload = answer.errnum == 0 ? answer.json() : Result<nlohmann::json>(Error{});
+                           if (payload)
+                               (*scrape).*field = std::move(*payload);
+                           else if (scrape->failed.empty()) {
+                               scrape->failed = fmt::format("{}: {}", topic, answer.error_text());
+                               scrape->status = http_status_of(static_cast<int>(answer.errnum));
+                           }
+                           if (--scrape->waiting > 0 || exchange->closed())
+                               return;
+                           if (!scrape->failed.empty())
+                               return respond_error(*exchange, scrape->status, scrape->failed);
+                           exchange->respond(
+                               200, "text/plain; version=0.0.4; charset=utf-8",
+                               render(*scrape, server_ ? server_->answered() : std::map<int, uint64_t>{}));
+                       });
     };
     ask_for("job-manager.stats", &Scrape::jobs);
     ask_for("sched.stats", &Scrape::sched);

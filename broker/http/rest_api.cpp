@@ -146,6 +146,29 @@ Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t 
                           {"attributes", {{"system", system}}}};
 }
 
+// Runs inside the service's answer (Broker::respond): an exception must
+// not unwind into it (the job database's commit loop, say).
+void barrier_call(const char* what, const std::function<void()>& fn) {
+    try {
+        fn();
+    } catch (const std::exception& e) {
+        log::error("http", "{}: {}", what, e.what());
+    }
+}
+
+void answered(const std::shared_ptr<HttpExchange>& exchange, const Message& answer,
+              const std::function<void(nlohmann::json)>& ok, int wrong_state) {
+    if (exchange->closed())
+        return;
+    if (answer.errnum != 0)
+        return respond_error(*exchange, http_status_of(static_cast<int>(answer.errnum), wrong_state),
+                             answer.error_text());
+    auto payload = answer.json();
+    if (!payload)
+        return respond_error(*exchange, 503, payload.error().message);
+    ok(std::move(*payload));
+}
+
 }  // namespace
 
 void HttpService::ask(const HttpCall& call, std::string topic, nlohmann::json body,
@@ -153,15 +176,7 @@ void HttpService::ask(const HttpCall& call, std::string topic, nlohmann::json bo
     auto exchange = call.exchange;
     broker_.rpc_as(call.uid, call.rolemask, Message::request(std::move(topic), body, 0),
                    [exchange, ok = std::move(ok), wrong_state](const Message& answer) {
-                       if (exchange->closed())
-                           return;
-                       if (answer.errnum != 0)
-                           return respond_error(*exchange, http_status_of(static_cast<int>(answer.errnum), wrong_state),
-                                                answer.error_text());
-                       auto payload = answer.json();
-                       if (!payload)
-                           return respond_error(*exchange, 503, payload.error().message);
-                       ok(std::move(*payload));
+                       barrier_call("answer", [&] { answered(exchange, answer, ok, wrong_state); });
                    });
 }
 
@@ -310,46 +325,11 @@ void HttpService::api_eventlog(const HttpCall& call, uint64_t id) {
     bool stream = (accept != request.end() && accept->value().find("text/event-stream") != std::string_view::npos) ||
                   call.query.count("follow");
     if (stream)
-        return api_eventlog_stream(call, id, 0);
+        return stream_events(call, id);
     auto exchange = call.exchange;
     ask(call, "job-manager.eventlog", {{"id", id}}, [exchange](nlohmann::json answer) {
         respond_json(*exchange, 200, {{"events", answer["events"]}});
     });
-}
-
-// Events through attach: each answer brings those past what was sent; the
-// stream ends once the job is inactive and everything went out.
-void HttpService::api_eventlog_stream(const HttpCall& call, uint64_t id, uint32_t from) {
-    auto exchange = call.exchange;
-    HttpCall next = call;
-    // Output is not wanted: ask from past any position it can reach.
-    nlohmann::json body{{"id", id}, {"events_from", from}, {"output_from", UINT32_MAX}};
-    broker_.rpc_as(call.uid, call.rolemask, Message::request("job-manager.attach", body, 0),
-                   [this, exchange, next, id, from](const Message& answer) {
-                       if (exchange->closed())
-                           return;
-                       bool started = from > 0;
-                       auto payload = answer.errnum == 0 ? answer.json() : Result<nlohmann::json>(Error{});
-                       if (answer.errnum != 0 || !payload) {
-                           if (!started)
-                               return respond_error(*exchange, http_status_of(static_cast<int>(answer.errnum)),
-                                                    answer.error_text());
-                           return exchange->end_events();
-                       }
-                       if (!started)
-                           exchange->start_events(nullptr);
-                       for (const auto& ev : (*payload)["events"])
-                           exchange->send_event("job", ev.dump());
-                       auto events_next = json_field<uint32_t>(*payload, "events_next", from, "attach");
-                       auto done = json_field<bool>(*payload, "done", false, "attach");
-                       if (!events_next || !done || *done) {
-                           exchange->send_event("end", "{}");
-                           return exchange->end_events();
-                       }
-                       // The first answer may bring no event (from 0 it
-                       // always does): a stream starts at 1 or more.
-                       api_eventlog_stream(next, id, std::max<uint32_t>(*events_next, 1));
-                   });
 }
 
 void HttpService::api_output(const HttpCall& call, uint64_t id) {
@@ -448,34 +428,113 @@ void HttpService::api_resources(const HttpCall& call) {
     });
 }
 
-// Every job event the caller may see, as it is committed; the stream to
-// the job manager is cancelled when the client goes.
+// Job events as Server-Sent Events (http.md §4): every job the caller may
+// see, or one job's from its first event to its last. Both ride on one
+// job-manager.events stream, subscribed first, so that nothing committed
+// between a job's eventlog and the stream is lost; the stream is
+// cancelled when the client goes.
+void HttpService::stream_events(const HttpCall& call, std::optional<JobId> job) {
+    struct Follow {
+        std::shared_ptr<HttpExchange> exchange;
+        std::optional<JobId> job;
+        bool started = false;
+        bool have_log = false;             // one job: its eventlog was sent
+        uint32_t next_seq = 0;             // ... and the next event to send
+        std::vector<nlohmann::json> held;  // ... events that came before it
+        uint32_t matchtag = 0;
+    };
+    auto follow = std::make_shared<Follow>();
+    follow->exchange = call.exchange;
+    follow->job = job;
+    uint32_t uid = call.uid, rolemask = call.rolemask;
+    // Sends one event; true once the job's stream is complete.
+    auto send = [](Follow& f, nlohmann::json ev) {
+        auto seq = json_field<uint32_t>(ev, "seq", 0, "event");
+        auto name = json_field<std::string>(ev, "name", "", "event");
+        if (f.job) {
+            if (!seq || *seq < f.next_seq)
+                return false;
+            f.next_seq = *seq + 1;
+        }
+        if (ev.contains("id") && ev["id"].is_number_unsigned())
+            ev["id"] = format_jobid(ev["id"].get<JobId>());
+        f.exchange->send_event("job", ev.dump());
+        return f.job && name && *name == "clean";
+    };
+    auto finish = [](Follow& f) {
+        f.exchange->send_event("end", "{}");
+        f.exchange->end_events();
+    };
+    Message request = Message::request("job-manager.events", nlohmann::json::object(), 0);
+    request.flags |= msgflag::streaming;
+    follow->matchtag = broker_.rpc_as(uid, rolemask, std::move(request), [follow, send, finish](const Message& answer) {
+        barrier_call("events", [&] {
+            Follow& f = *follow;
+            if (f.exchange->closed())
+                return;
+            if (answer.errnum != 0) {
+                if (!f.started)
+                    return respond_error(*f.exchange, http_status_of(static_cast<int>(answer.errnum)),
+                                         answer.error_text());
+                return f.exchange->end_events();
+            }
+            auto payload = answer.json();
+            if (!payload || !payload->contains("events"))
+                return;
+            for (auto& ev : (*payload)["events"]) {
+                if (f.job && json_field<uint64_t>(ev, "id", 0, "event").value_or(0) != *f.job)
+                    continue;
+                if (f.job && !f.have_log) {
+                    f.held.push_back(std::move(ev));
+                    continue;
+                }
+                if (send(f, std::move(ev)))
+                    return finish(f);
+            }
+        });
+    });
+    auto cancel = [this, follow, uid, rolemask] {
+        // Posted: the close may come from inside a job-manager answer.
+        broker_.reactor().post([this, matchtag = follow->matchtag, uid, rolemask] {
+            broker_.rpc_as(uid, rolemask, Message::request("job-manager.events-cancel", {{"matchtag", matchtag}}, 0),
+                           [](const Message&) {});
+        });
+    };
+    if (!job) {
+        follow->started = true;
+        return call.exchange->start_events(cancel);
+    }
+    broker_.rpc_as(uid, rolemask, Message::request("job-manager.eventlog", {{"id", *job}}, 0),
+                   [follow, send, finish, cancel](const Message& answer) {
+                       barrier_call("eventlog", [&] {
+                           Follow& f = *follow;
+                           auto payload = answer.errnum == 0 ? answer.json() : Result<nlohmann::json>(Error{});
+                           if (!payload) {
+                               cancel();
+                               return respond_error(*f.exchange, http_status_of(static_cast<int>(answer.errnum)),
+                                                    answer.error_text());
+                           }
+                           f.started = true;
+                           f.exchange->start_events(cancel);
+                           f.have_log = true;
+                           uint32_t seq = 0;
+                           bool complete = false;
+                           for (auto& ev : (*payload)["events"]) {
+                               ev["seq"] = seq++;
+                               complete = send(f, std::move(ev)) || complete;
+                           }
+                           for (auto& ev : std::exchange(f.held, {}))
+                               complete = send(f, std::move(ev)) || complete;
+                           if (complete)
+                               finish(f);
+                       });
+                   });
+}
+
 void HttpService::api_events(const HttpCall& call) {
     if (!known_query(call, {}))
         return;
-    auto exchange = call.exchange;
-    Message request = Message::request("job-manager.events", nlohmann::json::object(), 0);
-    request.flags |= msgflag::streaming;
-    auto matchtag = std::make_shared<uint32_t>(0);
-    *matchtag = broker_.rpc_as(call.uid, call.rolemask, std::move(request), [exchange](const Message& answer) {
-        if (exchange->closed())
-            return;
-        if (answer.errnum != 0)
-            return exchange->end_events();
-        auto payload = answer.json();
-        if (!payload)
-            return;
-        for (auto& ev : (*payload)["events"]) {
-            if (ev.contains("id") && ev["id"].is_number_unsigned())
-                ev["id"] = format_jobid(ev["id"].get<JobId>());
-            exchange->send_event("job", ev.dump());
-        }
-    });
-    uint32_t uid = call.uid, rolemask = call.rolemask;
-    exchange->start_events([this, matchtag, uid, rolemask] {
-        broker_.rpc_as(uid, rolemask, Message::request("job-manager.events-cancel", {{"matchtag", *matchtag}}, 0),
-                       [](const Message&) {});
-    });
+    stream_events(call, std::nullopt);
 }
 
 }  // namespace banyan

@@ -11,10 +11,11 @@ void EventStreams::subscribe(const Message& req) {
     if (!req.has_flag(msgflag::streaming))
         return jm_.broker_.respond_error(req, EPROTO, "job-manager.events: a streaming request is expected");
     if (subscribers_.size() >= kMaxSubscribers) {
-        auto oldest = subscribers_.begin();
-        jm_.broker_.respond_error(oldest->second.req, EOVERFLOW,
+        // Erased before it is answered: an answer may call back into us.
+        Message oldest = std::move(subscribers_.begin()->second.req);
+        subscribers_.erase(subscribers_.begin());
+        jm_.broker_.respond_error(oldest, EOVERFLOW,
                                   fmt::format("job-manager.events: ended: more than {} streams", kMaxSubscribers));
-        subscribers_.erase(oldest);
     }
     auto [it, added] = subscribers_.emplace(next_subscriber_++, Subscriber{req, (req.rolemask & role::owner) != 0});
     it->second.req.payload.reset();
@@ -28,8 +29,9 @@ void EventStreams::cancel(const Message& req) {
     for (auto it = subscribers_.begin(); it != subscribers_.end(); ++it) {
         const Message& s = it->second.req;
         if (s.matchtag == *matchtag && s.route == req.route && s.userid == req.userid) {
-            jm_.broker_.respond_error(s, ENODATA, "job-manager.events: cancelled");
+            Message ended = std::move(it->second.req);
             subscribers_.erase(it);
+            jm_.broker_.respond_error(ended, ENODATA, "job-manager.events: cancelled");
             break;
         }
     }
@@ -55,6 +57,9 @@ void EventStreams::flush(uint64_t upto) {
     auto end = pending_.upper_bound(upto);
     if (pending_.begin() == end)
         return;
+    // Answers go out after the loop: one may call back into us (a
+    // stream's reader gone, cancelling) and change subscribers_.
+    std::vector<Message> answers;
     for (const auto& [n, sub] : subscribers_) {
         nlohmann::json events = nlohmann::json::array();
         for (auto it = pending_.begin(); it != end; ++it)
@@ -64,9 +69,11 @@ void EventStreams::flush(uint64_t upto) {
             continue;
         Message answer = Message::response_to(sub.req, {{"events", std::move(events)}});
         answer.flags |= msgflag::streaming;
-        jm_.broker_.respond(std::move(answer));
+        answers.push_back(std::move(answer));
     }
     pending_.erase(pending_.begin(), end);
+    for (auto& answer : answers)
+        jm_.broker_.respond(std::move(answer));
 }
 
 }  // namespace banyan

@@ -31,7 +31,7 @@ class EventStreams {
   private:
     // More than this and the oldest stream is ended (EOVERFLOW): a client
     // that died without cancelling costs nothing for long.
-    static constexpr size_t kMaxSubscribers = 64;
+    static constexpr size_t kMaxSubscribers = 256;
     struct Subscriber {
         Message req;  // without payload
         bool owner;

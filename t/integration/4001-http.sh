@@ -128,6 +128,10 @@ check_output "garbage instead of HTTP: 400, then closed" '^HTTP/1.1 400' \
     sh -c "printf 'NOT HTTP AT ALL\r\n\r\n' | timeout 5 bash -c 'exec 3<>/dev/tcp/$(echo ${URL#http://} | tr : /); cat >&3; head -1 <&3' | sed 's,:.*,,;s,/[0-9]*$,,'"
 check_output "the dashboard is open by config" '^200$' sh -c "curl -s -o /dev/null -w '%{http_code}' $URL/"
 check_output "/metrics is not: 401" '^401$' sh -c "curl -s -o /dev/null -w '%{http_code}' $URL/metrics"
+check_output "HEAD: the length, no body, and the connection still good" '^HTTP/1.1 200 .*Content-Length: [1-9][0-9]* .*HTTP/1.1 200 ' \
+    sh -c "curl -s -I $URL/ $URL/index.html -H 'Connection: keep-alive' | tr -d '\r' | tr '\n' ' '"
+check_output "a user's token cannot read the owner's metrics: 403" '^403$' \
+    sh -c "curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer $user_token' $URL/metrics"
 check "the broker is still up after all that" banyan ping 0
 
 # --- metrics ---
