@@ -254,7 +254,7 @@ void HttpService::on_request(std::shared_ptr<HttpExchange> exchange) {
         return std::find(open_paths_.begin(), open_paths_.end(), p) != open_paths_.end();
     };
     if (call.path.rfind("/api/v1/", 0) == 0) {
-        if (!authenticate(call, false))
+        if (!authenticate(call, false, false))
             return;
         return api(std::move(call));
     }
@@ -262,7 +262,7 @@ void HttpService::on_request(std::shared_ptr<HttpExchange> exchange) {
         if (!is_head_or_get)
             return exchange->respond(405, "application/json", R"({"status": 405, "message": "/metrics: only GET"})",
                                      {{"Allow", "GET"}});
-        if (!authenticate(call, open("/metrics")))
+        if (!authenticate(call, open("/metrics"), false))
             return;
         return metrics(call);
     }
@@ -271,14 +271,14 @@ void HttpService::on_request(std::shared_ptr<HttpExchange> exchange) {
             return exchange->respond(405, "application/json",
                                      fmt::format(R"({{"status": 405, "message": "{}: only GET"}})", call.path),
                                      {{"Allow", "GET"}});
-        if (!authenticate(call, open("/")))
+        if (!authenticate(call, open("/"), true))
             return;
         return serve_file(call);
     }
     respond_error(*exchange, 404, fmt::format("no such path: {}", one_line(call.path)));
 }
 
-bool HttpService::authenticate(HttpCall& call, bool open) {
+bool HttpService::authenticate(HttpCall& call, bool open, bool cookie_ok) {
     const auto& request = call.exchange->request();
     std::string token;
     auto header = request.find(boost::beast::http::field::authorization);
@@ -295,7 +295,19 @@ bool HttpService::authenticate(HttpCall& call, bool open) {
             return false;
         }
         token = q->second;
+        call.token_in_query = true;
+    } else if (auto c = request.find(boost::beast::http::field::cookie); c != request.end() && cookie_ok) {
+        // The dashboard's own files only: a browser sends no header with
+        // <script src>, but the cookie set with the page (serve_file).
+        std::string_view cookies(c->value().data(), c->value().size());
+        size_t at = cookies.find("banyan_token=");
+        if (at != std::string_view::npos) {
+            std::string_view value = cookies.substr(at + 13);
+            token = value.substr(0, value.find(';'));
+        }
     }
+    if (call.token_in_query)
+        call.query_token = token;
     call.query.erase("access_token");
     if (token.empty()) {
         if (open)
@@ -326,7 +338,10 @@ void HttpService::serve_file(const HttpCall& call) {
     if (it == files_.end())
         return respond_error(*call.exchange, 404,
                              fmt::format("the dashboard is not installed ({}/web)", one_line(data_dir())));
-    call.exchange->respond(200, it->second.first, it->second.second);
+    std::map<std::string, std::string> headers;
+    if (call.token_in_query)
+        headers["Set-Cookie"] = fmt::format("banyan_token={}; Path=/; HttpOnly; SameSite=Strict", call.query_token);
+    call.exchange->respond(200, it->second.first, it->second.second, headers);
 }
 
 }  // namespace banyan

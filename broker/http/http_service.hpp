@@ -27,6 +27,8 @@ struct HttpCall {
     uint32_t uid = 0;
     uint32_t rolemask = role::none;
     bool anonymous = true;                     // no token (an open path)
+    bool token_in_query = false;               // ?access_token= (the dashboard: set as a cookie)
+    std::string query_token;
     std::string path;                          // without the query
     std::map<std::string, std::string> query;  // decoded
 };
@@ -46,7 +48,8 @@ class HttpService {
     void on_token(const Message& req);
     void on_request(std::shared_ptr<HttpExchange> exchange);
     // The token's user, or answers 401 itself and returns false.
-    bool authenticate(HttpCall& call, bool open);
+    // `cookie_ok`: the dashboard's files also take the banyan_token cookie.
+    bool authenticate(HttpCall& call, bool open, bool cookie_ok);
     void serve_file(const HttpCall& call);
 
     // rest_api.cpp

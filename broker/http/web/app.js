@@ -10,12 +10,13 @@ let stream = null;
 let sort = {key: 't_submit', desc: true};
 let filterText = '';
 
+// The token: given once as /?access_token=T (which also lets the server
+// hand out this page when / is not open), then kept for the tab.
 function token() {
-    const m = location.hash.match(/token=([^&]+)/);
-    if (m) {
-        sessionStorage.setItem('banyan-token', decodeURIComponent(m[1]));
-        const rest = location.hash.replace(/&?token=[^&]+/, '').replace(/^#&?/, '#');
-        history.replaceState(null, '', location.pathname + (rest.length > 1 ? rest : '#queue'));
+    const given = new URLSearchParams(location.search).get('access_token');
+    if (given) {
+        sessionStorage.setItem('banyan-token', given);
+        history.replaceState(null, '', location.pathname + (location.hash || '#queue'));
     }
     return sessionStorage.getItem('banyan-token') || '';
 }
@@ -142,6 +143,7 @@ function showJob(id) {
     view.append(
         el('h2', {}, 'Job ' + id), summary, el('h3', {}, 'Eventlog'), events, el('h3', {}, 'Output (tail)'), output,
         el('h3', {}, 'Resources (R)'), R);
+    // Output is read on from `next` until the job is done and all read.
     let next = 0, text = '', done = false;
     const info = async () => {
         const r = await api('jobs/' + encodeURIComponent(id));
@@ -161,16 +163,11 @@ function showJob(id) {
                 if (text.length > 20000)
                     text = text.slice(-20000);
                 output.textContent = text;
-                done = o.done || o.next === next;
-                if (o.done) {
-                    done = true;
-                    break;
-                }
                 next = o.next;
+                done = o.done;
                 if (o.output.length === 0)
                     break;
             }
-            done = false;
         } catch (e) {
             fail(e);
         }
