@@ -104,6 +104,9 @@ void add_alloc(CLI::App& app, int& exit_code);
 void add_proxy(CLI::App& app, int& exit_code);
 void add_jobs(CLI::App& app, int& exit_code);
 void add_events(CLI::App& app, int& exit_code);
+void add_top(CLI::App& app, int& exit_code);
+// Active jobs as banyan jobs lists them by default, header first (banyan top).
+std::string active_jobs_table(Client& client, bool all_users, size_t max);
 void add_token(CLI::App& app, int& exit_code);
 void add_cancel(CLI::App& app, int& exit_code);
 void add_job(CLI::App& app, int& exit_code);

@@ -200,6 +200,29 @@ std::string header(const std::vector<Segment>& format) {
     return out;
 }
 
+// The listing as text: why pending jobs wait comes from the scheduler.
+std::string table(Client& client, const JobList& jobs, const std::vector<Segment>& segments, bool with_header) {
+    std::map<JobId, std::string> reasons;
+    bool any_pending = false;
+    for (size_t i = 0; i < jobs.size(); i++)
+        any_pending = any_pending || JobView{jobs, i}.text("state", "") == "sched";
+    bool wants_info = false;
+    for (const auto& s : segments)
+        wants_info = wants_info || s.field == "info";
+    if (any_pending && wants_info) {
+        if (auto q = client.rpc("sched.queue", nlohmann::json::object(), 0))
+            for (const auto& p : (*q)["jobs"])
+                reasons[json_field<JobId>(p, "id", 0, "id").value_or(0)] =
+                    json_field<std::string>(p, "reason", "", "reason").value_or("");
+    }
+    std::string out;
+    if (with_header)
+        out = header(segments) + "\n";
+    for (size_t i = 0; i < jobs.size(); i++)
+        out += render(segments, JobView{jobs, i}, reasons) + "\n";
+    return out;
+}
+
 }  // namespace
 
 void add_jobs(CLI::App& app, int& exit_code) {
@@ -254,23 +277,17 @@ void add_jobs(CLI::App& app, int& exit_code) {
             exit_code = 0;
             return;
         }
-        std::map<JobId, std::string> reasons;
-        bool any_pending = false;
-        for (size_t i = 0; i < jobs.size(); i++)
-            any_pending = any_pending || JobView{jobs, i}.text("state", "") == "sched";
-        if (any_pending && format.find("{info") != std::string::npos) {
-            if (auto q = client.rpc("sched.queue", nlohmann::json::object(), 0))
-                for (const auto& p : (*q)["jobs"])
-                    reasons[p["id"].get<JobId>()] = json_field<std::string>(p, "reason", "", "reason").value_or("");
-        }
-        std::string out;
-        if (!no_header)
-            out = header(segments) + "\n";
-        for (size_t i = 0; i < jobs.size(); i++)
-            out += render(segments, JobView{jobs, i}, reasons) + "\n";
-        fmt::print("{}", out);
+        fmt::print("{}", table(client, jobs, segments, !no_header));
         exit_code = 0;
     });
+}
+
+std::string active_jobs_table(Client& client, bool all_users, size_t max) {
+    nlohmann::json body{{"all_users", all_users}};
+    if (max > 0)
+        body["max"] = max;
+    JobList jobs = list_jobs(client, body);
+    return table(client, jobs, parse_format(kDefaultFormat), true);
 }
 
 }  // namespace banyan::cli

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     cli::add_proxy(app, exit_code);
     cli::add_jobs(app, exit_code);
     cli::add_events(app, exit_code);
+    cli::add_top(app, exit_code);
     cli::add_token(app, exit_code);
     cli::add_cancel(app, exit_code);
     cli::add_job(app, exit_code);

@@ -99,6 +99,16 @@ Result<TokenClaims> check_token(std::string_view key, std::string_view token, in
     if (!typ || *typ != "JWT")
         return refused("its type is not JWT");
 
+    // The audience first, unverified, only to say which error it is: a
+    // token of another instance fails its signature here too.
+    auto payload_text = base64url_decode(token.substr(dot1 + 1, dot2 - dot1 - 1));
+    auto payload = payload_text ? parse_json(*payload_text) : Result<nlohmann::json>(payload_text.error());
+    if (!payload || !payload->is_object())
+        return refused("its claims are not a JSON object");
+    auto audience = json_field<std::string>(*payload, "aud", "", "claims");
+    if (!audience || *audience != token_key_id(key))
+        return refused("a token of another instance");
+
     jwt_t* raw = nullptr;
     std::string text(token);
     int rc = jwt_decode(&raw, text.c_str(), reinterpret_cast<const unsigned char*>(key.data()),
@@ -106,9 +116,6 @@ Result<TokenClaims> check_token(std::string_view key, std::string_view token, in
     JwtPtr jwt(raw);
     if (rc != 0 || !raw || jwt_get_alg(raw) != JWT_ALG_HS256)
         return refused("its signature does not match this instance's key");
-    const char* aud = jwt_get_grant(raw, "aud");
-    if (!aud || token_key_id(key) != aud)
-        return refused("a token of another instance");
     errno = 0;
     long uid = jwt_get_grant_int(raw, "uid");
     if (errno != 0 || uid < 0 || uid > 0xfffffffe)

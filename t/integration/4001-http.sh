@@ -170,6 +170,15 @@ check_output "every line is one JSON object" '^ok$' \
     python3 -c "import json,sys; [json.loads(l) for l in open('$T_DIR/events')]; print('ok')"
 check_fails "events without --follow: one line" "give --follow" banyan events
 
+# --- banyan top ---
+check_output "top -n 1: the summary and the running job" "brokers 2/2 online +cores [0-9]+/[0-9]+ in use.*" \
+    banyan top -n 1
+check_output "... lists the jobs as banyan jobs does" "JOBID +USER +NAME +ST" banyan top -n 1
+check_output "top on a terminal redraws in place until q" '^[3-9]$' \
+    bash -c "script -qfc 'banyan top -d 0.3' /dev/null < <(sleep 1.5; printf q) | grep -c 'banyan top -'"
+check_output "... and gives the terminal back (cursor shown)" 'ok' \
+    bash -c "script -qfc 'banyan top -d 0.3' /dev/null < <(sleep 0.5; printf q) | grep -q \$'\\033\\[?25h' && echo ok"
+
 # --- the OpenAPI file: every answer above matches it, every path was called ---
 check "every answer matches doc/openapi.yaml" python3 "$BANYAN_SOURCE_DIR/t/integration/openapi_check.py" \
     "$BANYAN_SOURCE_DIR/doc/openapi.yaml" "$RECORDS"
