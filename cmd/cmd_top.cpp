@@ -6,6 +6,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <ctime>
 
 #include <fmt/format.h>
@@ -16,6 +17,8 @@
 
 namespace banyan::cli {
 namespace {
+
+volatile std::sig_atomic_t stop_signal = 0;
 
 uint64_t count_of(const nlohmann::json& j, std::initializer_list<std::string_view> path, std::string_view key) {
     return json_field<uint64_t>(json_object_at(j, path), key, 0, key).value_or(0);
@@ -92,13 +95,16 @@ void add_top(CLI::App& app, int& exit_code) {
             }
         } restore{saved};
         fmt::print("\033[?25l");  // no cursor while drawing
-        while (true) {
+        // Ctrl-C, a closed terminal or a kill leave through the same door.
+        for (int s : {SIGINT, SIGTERM, SIGHUP})
+            std::signal(s, [](int signo) { stop_signal = signo; });
+        while (!stop_signal) {
             winsize ws{};
             size_t rows = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 4 ? ws.ws_row - 4 : 20;
             fmt::print("\033[H\033[2J{}", frame(client, all_users, rows));
             std::fflush(stdout);
             pollfd key{STDIN_FILENO, POLLIN, 0};
-            if (poll(&key, 1, static_cast<int>(delay * 1000)) > 0) {
+            if (poll(&key, 1, static_cast<int>(delay * 1000)) > 0 && !stop_signal) {
                 char c = 0;
                 if (read(STDIN_FILENO, &c, 1) <= 0 || c == 'q' || c == 'Q')
                     break;

@@ -175,9 +175,11 @@ check_output "top -n 1: the summary and the running job" "brokers 2/2 online +co
     banyan top -n 1
 check_output "... lists the jobs as banyan jobs does" "JOBID +USER +NAME +ST" banyan top -n 1
 check_output "top on a terminal redraws in place until q" '^[3-9]$' \
-    bash -c "script -qfc 'banyan top -d 0.3' /dev/null < <(sleep 1.5; printf q) | grep -c 'banyan top -'"
+    bash -c "timeout 30 script -qfc 'banyan top -d 0.3' /dev/null < <(sleep 1.5; printf q; sleep 30) | grep -c 'banyan top -'"
 check_output "... and gives the terminal back (cursor shown)" 'ok' \
-    bash -c "script -qfc 'banyan top -d 0.3' /dev/null < <(sleep 0.5; printf q) | grep -q \$'\\033\\[?25h' && echo ok"
+    bash -c "timeout 30 script -qfc 'banyan top -d 0.3' /dev/null < <(sleep 0.5; printf q; sleep 30) | grep -q \$'\\033\\[?25h' && echo ok"
+check_output "Ctrl-C leaves top the same way" 'ok' \
+    bash -c "timeout 30 script -qfc 'banyan top -d 0.3' /dev/null < <(sleep 0.5; printf '\\003'; sleep 30) | grep -q \$'\\033\\[?25h' && echo ok"
 
 # --- the OpenAPI file: every answer above matches it, every path was called ---
 check "every answer matches doc/openapi.yaml" python3 "$BANYAN_SOURCE_DIR/t/integration/openapi_check.py" \
