@@ -3,16 +3,18 @@
 #include <fmt/format.h>
 
 #include "cmd/cli_util.hpp"
+#include "cmd/progress.hpp"
 
 namespace banyan::cli {
 
 void add_cancel(CLI::App& app, int& exit_code) {
     static std::vector<std::string> ids;
-    static bool all = false;
+    static bool all = false, progress = false;
     static std::string message;
     auto* cmd = app.add_subcommand("cancel", "Cancel jobs");
     cmd->add_option("ID", ids, "job ids");
     cmd->add_flag("--all", all, "cancel all of your active jobs");
+    cmd->add_flag("--progress", progress, "a progress bar on stderr even when it is not a terminal (--all)");
     cmd->add_option("-m,--message", message, "the reason, recorded in the eventlog");
     cmd->callback([&exit_code] {
         if (all == !ids.empty())
@@ -32,6 +34,7 @@ void add_cancel(CLI::App& app, int& exit_code) {
             in_flight[must(client.send(
                 Message::request("job-manager.cancel", {{"id", id}, {"note", message}}, 0)))] = id;
         exit_code = 0;
+        ProgressBar bar("cancel", all ? targets.size() : 0, progress_wanted(progress));
         while (!in_flight.empty()) {
             Message m = must(client.recv());
             auto it = in_flight.find(m.matchtag);
@@ -42,6 +45,7 @@ void add_cancel(CLI::App& app, int& exit_code) {
                 exit_code = 1;
             }
             in_flight.erase(it);
+            bar.advance();
         }
         if (all)
             fmt::print(stderr, "banyan cancel: canceled {} job{}\n", targets.size(), targets.size() == 1 ? "" : "s");

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "cmd/cli_util.hpp"
+#include "cmd/progress.hpp"
 #include "core/duration.hpp"
 #include "core/idset.hpp"
 #include "core/io_data.hpp"
@@ -194,10 +195,11 @@ void add_job(CLI::App& app, int& exit_code) {
         exit_code = 0;
     });
 
-    static bool all = false;
+    static bool all = false, progress = false;
     auto* wait = job->add_subcommand("wait", "Wait for jobs to end; exit with the job's code (--all: 1 if any failed)");
     wait->add_option("ID", id_text, "job id");
     wait->add_flag("--all", all, "wait for all of your active jobs");
+    wait->add_flag("--progress", progress, "a progress bar on stderr even when it is not a terminal (--all)");
     wait->callback([&exit_code] {
         if (all == !id_text.empty())
             fail("give a job ID or --all");
@@ -213,6 +215,7 @@ void add_job(CLI::App& app, int& exit_code) {
         std::map<uint32_t, JobId> waiting;
         size_t next = 0;
         exit_code = 0;
+        ProgressBar bar("wait", jobs.size(), progress_wanted(progress));
         while (next < jobs.size() || !waiting.empty()) {
             for (; next < jobs.size() && waiting.size() < kWaitWindow; next++) {
                 JobId id = jobs.get(next, "id").get<JobId>();
@@ -229,6 +232,7 @@ void add_job(CLI::App& app, int& exit_code) {
                 exit_code = 1;
             }
             waiting.erase(it);
+            bar.advance();
         }
     });
 

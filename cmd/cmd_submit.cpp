@@ -10,6 +10,7 @@
 
 #include "cmd/cli_util.hpp"
 #include "cmd/job_signature.hpp"
+#include "cmd/progress.hpp"
 #include "cmd/submit_options.hpp"
 #include "core/idset.hpp"
 #include "core/json_field.hpp"
@@ -46,9 +47,13 @@ void check_size(const nlohmann::json& jobspec) {
 // order. With `print`, each id is printed as soon as it and all before it
 // are acknowledged, so what was printed is exactly what was accepted, even
 // if a later submission fails.
-std::vector<JobId> submit_all(Client& client, const std::vector<nlohmann::json>& jobspecs, int64_t urgency,
-                              bool print) {
+std::vector<JobId> submit_all(Client& client, const std::vector<nlohmann::json>& jobspecs, int64_t urgency, bool print,
+                              bool progress) {
     std::vector<JobId> ids(jobspecs.size());
+    // With ids printed to a terminal the bar would mix into them: it shows
+    // when they go to a file or pipe, or with --quiet.
+    ProgressBar bar("submit", jobspecs.size(),
+                    progress || ((!print || !isatty(STDOUT_FILENO)) && isatty(STDERR_FILENO)));
     // One credential per job: banyan-imp starts each credential's shells once.
     bool sign = instance_of_another_user(client);
     std::map<uint32_t, size_t> in_flight;  // matchtag -> index
@@ -71,6 +76,7 @@ std::vector<JobId> submit_all(Client& client, const std::vector<nlohmann::json>&
         ids[it->second] = (*body)["id"].get<JobId>();
         in_flight.erase(it);
         done++;
+        bar.advance();
         if (print) {
             std::string out;
             for (; printed < ids.size() && ids[printed] != 0; printed++)
@@ -229,7 +235,7 @@ void add_batch(CLI::App& app, int& exit_code) {
         jobspec["attributes"]["system"]["batch"] = {{"script", *script}};
         check_size(jobspec);
         Client client = connect_to_instance();
-        submit_all(client, {jobspec}, o.urgency, true);
+        submit_all(client, {jobspec}, o.urgency, true, false);
         exit_code = 0;
     });
 }
@@ -253,7 +259,7 @@ void add_alloc(CLI::App& app, int& exit_code) {
             jobspec["attributes"]["system"]["shell"]["options"]["stdin"] = "forward";
         check_size(jobspec);
         Client client = connect_to_instance();
-        JobId id = submit_all(client, {jobspec}, o.urgency, false).front();
+        JobId id = submit_all(client, {jobspec}, o.urgency, false, false).front();
         exit_code = attach_job(client, id, true, with_stdin);
     });
 }
@@ -261,11 +267,12 @@ void add_alloc(CLI::App& app, int& exit_code) {
 void add_submit(CLI::App& app, int& exit_code) {
     static SubmitOptions o;
     static std::string cc;
-    static bool quiet = false, wait = false, watch = false;
+    static bool quiet = false, wait = false, watch = false, progress = false;
     auto* cmd = app.add_subcommand("submit", "Submit a job; print its id");
     add_submit_options(cmd, o);
     cmd->add_option("--cc", cc, "submit a copy for each index in IDSET (e.g. 1-100); {cc} in COMMAND is the index");
     cmd->add_flag("--quiet", quiet, "do not print the job ids");
+    cmd->add_flag("--progress", progress, "a progress bar on stderr even when it is not a terminal (--cc)");
     cmd->add_flag("--wait", wait, "wait for the jobs to end; exit with the highest exit code");
     cmd->add_flag("--watch", watch, "stream the jobs' output until they end (implies --wait)");
     // Everything from the first argument that is not an option on is
@@ -293,7 +300,7 @@ void add_submit(CLI::App& app, int& exit_code) {
             });
         }
         Client client = connect_to_instance();
-        std::vector<JobId> ids = submit_all(client, jobspecs, o.urgency, !quiet);
+        std::vector<JobId> ids = submit_all(client, jobspecs, o.urgency, !quiet, progress);
         exit_code = 0;
         for (JobId id : ids) {
             int code = watch ? attach_job(client, id, false, false) : wait ? wait_job(client, id, "banyan submit") : 0;
@@ -317,7 +324,7 @@ void add_run(CLI::App& app, int& exit_code) {
         if (with_stdin)
             jobspec["attributes"]["system"]["shell"]["options"]["stdin"] = "forward";
         Client client = connect_to_instance();
-        JobId id = submit_all(client, {jobspec}, o.urgency, false).front();
+        JobId id = submit_all(client, {jobspec}, o.urgency, false, false).front();
         exit_code = attach_job(client, id, true, with_stdin);
     });
 }

@@ -138,7 +138,7 @@ check "the broker is still up after all that" banyan ping 0
 curl -s "${auth[@]}" "$URL/metrics" >"$T_DIR/m1"
 check "promtool check metrics passes" promtool check metrics <"$T_DIR/m1"
 held=$(banyan submit -N2 --urgency=0 true)
-banyan submit -n3 -c1 sleep 300 >/dev/null
+running=$(banyan submit -n3 -c1 sleep 300)
 curl -s "${auth[@]}" "$URL/metrics" >"$T_DIR/m2"
 check "promtool check metrics passes with jobs pending and running" promtool check metrics <"$T_DIR/m2"
 metric() { sed -n "s/^$1 //p" "$2"; }
@@ -155,7 +155,7 @@ banyan resource drain 1 "disk check"
 curl -s "${auth[@]}" "$URL/metrics" >"$T_DIR/m3"
 check_output "a drained node counted" '^1$' metric 'banyan_nodes{state="draining"}' "$T_DIR/m3"
 banyan resource undrain 1
-banyan cancel "$held" >/dev/null
+banyan cancel "$held" "$running" >/dev/null
 
 # --- banyan events --follow ---
 banyan events --follow --json >"$T_DIR/events" 2>&1 &
@@ -175,11 +175,23 @@ check_output "top -n 1: the summary and the running job" "brokers 2/2 online +co
     banyan top -n 1
 check_output "... lists the jobs as banyan jobs does" "JOBID +USER +NAME +ST" banyan top -n 1
 check_output "top on a terminal redraws in place until q" '^[3-9]$' \
-    bash -c "timeout 30 script -qfc 'banyan top -d 0.3' /dev/null < <(sleep 1.5; printf q; sleep 30) | grep -c 'banyan top -'"
+    bash -c "timeout 30 script -qfc 'banyan top -d 0.3' /dev/null < <(sleep 1.5; printf q; sleep 5) | grep -c 'banyan top -'"
 check_output "... and gives the terminal back (cursor shown)" 'ok' \
-    bash -c "timeout 30 script -qfc 'banyan top -d 0.3' /dev/null < <(sleep 0.5; printf q; sleep 30) | grep -q \$'\\033\\[?25h' && echo ok"
+    bash -c "timeout 30 script -qfc 'banyan top -d 0.3' /dev/null < <(sleep 0.5; printf q; sleep 5) | grep -q \$'\\033\\[?25h' && echo ok"
 check_output "Ctrl-C leaves top the same way" 'ok' \
-    bash -c "timeout 30 script -qfc 'banyan top -d 0.3' /dev/null < <(sleep 0.5; printf '\\003'; sleep 30) | grep -q \$'\\033\\[?25h' && echo ok"
+    bash -c "timeout 30 script -qfc 'banyan top -d 0.3' /dev/null < <(sleep 0.5; printf '\\003'; sleep 5) | grep -q \$'\\033\\[?25h' && echo ok"
+
+# --- progress bars: on a terminal or with --progress, never into a file unasked ---
+check_output "submit --cc --progress: a bar on stderr" 'submit \[#{30}\] 20/20 100%' \
+    bash -c "banyan submit --cc=1-20 --quiet --progress true 2>&1 >/dev/null | tr '\\r' '\\n'"
+check_output "job wait --all --progress" 'wait \[#{30}\] [0-9]+/[0-9]+ 100%' \
+    bash -c "timeout 60 banyan job wait --all --progress 2>&1 | tr '\\r' '\\n'"
+check_output "no bar into a file without --progress" '^0$' \
+    bash -c "banyan submit --cc=1-20 --quiet --urgency=0 true 2>'$T_DIR/nobar'; wc -c <'$T_DIR/nobar'"
+check_output "cancel --all --progress" 'cancel \[#{30}\] [0-9]+/[0-9]+ 100%' \
+    bash -c "banyan cancel --all --progress 2>&1 | tr '\\r' '\\n'"
+check_output "a bar on a terminal, unasked" 'submit \[#{30}\] 20/20 100%' \
+    bash -c "timeout 30 script -qfc 'banyan submit --cc=1-20 --quiet true' /dev/null | tr '\\r' '\\n'"
 
 # --- the OpenAPI file: every answer above matches it, every path was called ---
 check "every answer matches doc/openapi.yaml" python3 "$BANYAN_SOURCE_DIR/t/integration/openapi_check.py" \
