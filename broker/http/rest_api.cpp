@@ -9,6 +9,7 @@
 
 #include "broker/http/http_service.hpp"
 #include "core/config.hpp"
+#include "core/idset.hpp"
 #include "core/io_data.hpp"
 #include "core/job_filter.hpp"
 #include "core/jobid.hpp"
@@ -35,10 +36,152 @@ void present_job(nlohmann::json& job) {
         job["id"] = format_jobid(job["id"].get<JobId>());
     if (job.contains("userid") && job["userid"].is_number_unsigned())
         job["user"] = user_name_of(job["userid"].get<uint32_t>());
-    if (job.contains("dependencies") && job["dependencies"].is_array())
-        for (auto& d : job["dependencies"])
-            if (d.is_object() && d.contains("target") && d["target"].is_number_unsigned())
-                d["target"] = format_jobid(d["target"].get<JobId>());
+}
+
+// The end of the JSON value that starts at `at` in `text` (after blanks),
+// or npos when it is not one. Strings, numbers, literals, arrays and
+// objects, without building anything: the listing of 10,000 jobs is
+// rewritten in a few milliseconds (http.md §4).
+size_t skip_blanks(std::string_view text, size_t at) {
+    while (at < text.size() && (text[at] == ' ' || text[at] == '\n' || text[at] == '\t' || text[at] == '\r'))
+        at++;
+    return at;
+}
+
+size_t value_end(std::string_view text, size_t at) {
+    at = skip_blanks(text, at);
+    if (at >= text.size())
+        return std::string_view::npos;
+    char c = text[at];
+    if (c == '"') {
+        for (size_t i = at + 1; i < text.size(); i++) {
+            if (text[i] == '\\')
+                i++;
+            else if (text[i] == '"')
+                return i + 1;
+        }
+        return std::string_view::npos;
+    }
+    if (c == '[' || c == '{') {
+        char close = c == '[' ? ']' : '}';
+        size_t i = skip_blanks(text, at + 1);
+        if (i < text.size() && text[i] == close)
+            return i + 1;
+        while (i < text.size()) {
+            if (c == '{') {  // "key":
+                i = value_end(text, i);
+                i = i == std::string_view::npos ? i : skip_blanks(text, i);
+                if (i >= text.size() || text[i] != ':')
+                    return std::string_view::npos;
+                i++;
+            }
+            i = value_end(text, i);
+            i = i == std::string_view::npos ? i : skip_blanks(text, i);
+            if (i >= text.size())
+                return std::string_view::npos;
+            if (text[i] == close)
+                return i + 1;
+            if (text[i] != ',')
+                return std::string_view::npos;
+            i++;
+        }
+        return std::string_view::npos;
+    }
+    size_t i = at;
+    while (i < text.size() && text[i] != ',' && text[i] != ']' && text[i] != '}' && text[i] != ' ')
+        i++;
+    return i > at ? i : std::string_view::npos;
+}
+
+// The elements of the array `text`, as spans of its text.
+Result<std::vector<std::string_view>> array_items(std::string_view text) {
+    std::vector<std::string_view> items;
+    size_t i = skip_blanks(text, 0);
+    auto bad = make_error(EPROTO, "job-manager.list: unexpected answer");
+    if (i >= text.size() || text[i] != '[')
+        return bad;
+    i = skip_blanks(text, i + 1);
+    if (i < text.size() && text[i] == ']')
+        return items;
+    while (i < text.size()) {
+        size_t start = skip_blanks(text, i), end = value_end(text, start);
+        if (end == std::string_view::npos)
+            return bad;
+        items.push_back(text.substr(start, end - start));
+        i = skip_blanks(text, end);
+        if (i < text.size() && text[i] == ']')
+            return items;
+        if (i >= text.size() || text[i] != ',')
+            return bad;
+        i++;
+    }
+    return bad;
+}
+
+// job-manager.list's answer ({"columns": [...], "jobs": [[row]...]}, rows
+// in column order) as the API's {"jobs": [job objects]}, written straight
+// from its text: ids as f58 text, each user's name beside the uid, rows of
+// inactive jobs without one of `results` left out, at most `max` (0: all).
+Result<std::string> jobs_listing(std::string_view payload, const std::set<std::string>& results, uint64_t max) {
+    auto bad = make_error(EPROTO, "job-manager.list: unexpected answer");
+    size_t c = payload.find("\"columns\":"), j = payload.find("\"jobs\":");
+    if (c == std::string_view::npos || j == std::string_view::npos)
+        return bad;
+    size_t c_end = value_end(payload, c + 10), j_end = value_end(payload, j + 7);
+    if (c_end == std::string_view::npos || j_end == std::string_view::npos)
+        return bad;
+    auto columns_json = parse_json(payload.substr(c + 10, c_end - c - 10));
+    if (!columns_json || !columns_json->is_array())
+        return bad;
+    std::vector<std::string> columns;
+    for (const auto& col : *columns_json)
+        columns.push_back(col.is_string() ? col.get<std::string>() : "");
+    auto rows = array_items(payload.substr(j + 7, j_end - j - 7));
+    if (!rows)
+        return rows.error();
+    auto column = [&](std::string_view name) {
+        return static_cast<size_t>(std::find(columns.begin(), columns.end(), name) - columns.begin());
+    };
+    size_t state_col = column("state"), result_col = column("result");
+    std::string out = "{\"jobs\":[";
+    uint64_t kept = 0;
+    for (std::string_view row_text : *rows) {
+        auto values = array_items(row_text);
+        if (!values || values->size() != columns.size())
+            return bad;
+        const auto& v = *values;
+        if (!results.empty() && state_col < v.size() && v[state_col] == "\"inactive\"") {
+            std::string_view result = result_col < v.size() ? v[result_col] : "";
+            if (result.size() < 2 || !results.count(std::string(result.substr(1, result.size() - 2))))
+                continue;
+        }
+        out += kept ? ",{" : "{";
+        bool first = true;
+        for (size_t i = 0; i < columns.size(); i++) {
+            if (v[i] == "null")
+                continue;
+            out += first ? "\"" : ",\"";
+            first = false;
+            out += columns[i];
+            out += "\":";
+            if (columns[i] == "id") {
+                auto id = parse_decimal(v[i], UINT64_MAX, "id");
+                if (!id)
+                    return bad;
+                out += '"' + format_jobid(*id) + '"';
+            } else {
+                out += v[i];
+                if (columns[i] == "userid")
+                    if (auto uid = parse_decimal(v[i], UINT32_MAX, "userid"))
+                        out += ",\"user\":" + nlohmann::json(user_name_of(static_cast<uint32_t>(*uid))).dump();
+            }
+        }
+        out += '}';
+        if (++kept == max)
+            break;
+    }
+    out += "]}";
+    return out;
 }
 
 // Error unless every query parameter is one of `known`.
@@ -280,30 +423,22 @@ void HttpService::api_jobs(const HttpCall& call) {
     if (*count > 0 && results.empty())
         body["max"] = *count;
     auto exchange = call.exchange;
-    ask(call, "job-manager.list", body, [exchange, results, max = *count](nlohmann::json answer) {
-        const auto& columns = answer["columns"];
-        const auto& rows = answer["jobs"];
-        if (!columns.is_array() || !rows.is_array())
-            return respond_error(*exchange, 503, "job-manager.list: unexpected answer");
-        nlohmann::json jobs = nlohmann::json::array();
-        for (const auto& row : rows) {
-            if (!row.is_array() || row.size() != columns.size())
-                continue;
-            nlohmann::json job = nlohmann::json::object();
-            for (size_t i = 0; i < columns.size(); i++)
-                if (!row[i].is_null() && columns[i].is_string())
-                    job[columns[i].get<std::string>()] = row[i];
-            if (!results.empty() && job.contains("state") && job["state"] == "inactive" &&
-                !(job.contains("result") && job["result"].is_string() &&
-                  results.count(job["result"].get<std::string>())))
-                continue;
-            present_job(job);
-            jobs.push_back(std::move(job));
-            if (max > 0 && jobs.size() >= max)
-                break;
-        }
-        respond_json(*exchange, 200, {{"jobs", std::move(jobs)}});
-    });
+    // Rewritten from the answer's text, not parsed: 10,000 jobs in
+    // milliseconds (bench/http).
+    broker_.rpc_as(call.uid, call.rolemask, Message::request("job-manager.list", body, 0),
+                   [exchange, results, max = *count](const Message& answer) {
+                       barrier_call("list", [&] {
+                           if (exchange->closed())
+                               return;
+                           if (answer.errnum != 0)
+                               return respond_error(*exchange, http_status_of(static_cast<int>(answer.errnum)),
+                                                    answer.error_text());
+                           auto text = jobs_listing(answer.payload.value_or(""), results, max);
+                           if (!text)
+                               return respond_error(*exchange, 503, text.error().message);
+                           exchange->respond(200, "application/json", std::move(*text), {});
+                       });
+                   });
 }
 
 void HttpService::api_job(const HttpCall& call, uint64_t id) {
