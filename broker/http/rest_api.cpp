@@ -144,6 +144,7 @@ Result<std::string> jobs_listing(std::string_view payload, const std::set<std::s
     };
     size_t state_col = column("state"), result_col = column("result");
     std::string out = "{\"jobs\":[";
+    out.reserve(payload.size() + payload.size() / 2);  // names and f58 ids are a little longer
     uint64_t kept = 0;
     for (std::string_view row_text : *rows) {
         auto values = array_items(row_text);

@@ -378,6 +378,10 @@ void JobManager::on_list(const Message& req) {
     // list in well under 100 ms.
     static const std::string columns = nlohmann::json(Job::summary_columns()).dump();
     std::string text = "{\"columns\":" + columns + ",\"jobs\":[";
+    size_t size = text.size() + 2;
+    for (const Job* j : selected)
+        size += j->summary_row().size() + 1;
+    text.reserve(size);
     for (const Job* j : selected) {
         text += j->summary_row();
         text += ',';
