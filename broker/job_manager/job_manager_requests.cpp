@@ -1,5 +1,6 @@
 // The job-manager.* requests (doc/spec/jobs.md §7).
 #include <algorithm>
+#include <array>
 #include <csignal>
 #include <ctime>
 
@@ -168,15 +169,14 @@ void JobManager::on_queue_list(const Message& req) {
 
 // job-manager.stats (owner only): the numbers /metrics shows (http.md §5).
 void JobManager::on_stats(const Message& req) {
-    std::map<std::string, uint64_t> states;
-    for (size_t i = 0; i <= static_cast<size_t>(JobState::inactive); i++)
-        states[std::string(state_name(static_cast<JobState>(i)))] = 0;
+    constexpr size_t kStates = static_cast<size_t>(JobState::inactive) + 1;
+    std::array<uint64_t, kStates> by_state{};                     // counted by index: a scrape walks every job
     std::map<std::string, std::pair<uint64_t, uint64_t>> queues;  // pending, running
     for (const auto& q : queues_.queues)
         queues[q.name];
     uint64_t demand_nodes = 0, demand_cores = 0, demand_gpus = 0;
     for (const auto& [id, j] : jobs_) {
-        states[std::string(state_name(j.state))]++;
+        by_state[static_cast<size_t>(j.state)]++;
         if (j.state == JobState::inactive)
             continue;
         bool pending = j.state < JobState::run;
@@ -188,6 +188,9 @@ void JobManager::on_stats(const Message& req) {
             demand_gpus += j.ngpus;
         }
     }
+    nlohmann::json states = nlohmann::json::object();
+    for (size_t i = 0; i < kStates; i++)
+        states[std::string(state_name(static_cast<JobState>(i)))] = by_state[i];
     nlohmann::json by_queue = nlohmann::json::object();
     for (const auto& [name, c] : queues)
         by_queue[name] = {{"pending", c.first}, {"running", c.second}};
