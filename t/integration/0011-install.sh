@@ -12,7 +12,8 @@ for f in bin/banyan bin/banyan-sched-query sbin/banyan-broker libexec/banyan/ban
 done
 for f in share/man/man1/banyan.1.gz share/man/man1/banyan-submit.1.gz share/man/man5/banyan.toml.5.gz \
     share/man/man8/banyan-broker.8.gz share/man/man8/banyan-imp.8.gz etc/banyan/banyan.toml etc/banyan/imp.toml \
-    lib/systemd/system/banyan.service share/bash-completion/completions/banyan share/doc/banyan/README.md; do
+    lib/systemd/system/banyan.service share/bash-completion/completions/banyan share/doc/banyan/README.md \
+    share/banyan/web/index.html share/banyan/web/app.js share/banyan/web/style.css; do
     check "$f is installed" test -s "$P/$f"
 done
 check "every doc/man page is installed as a man page" \
@@ -46,8 +47,10 @@ fi
 cat >"$T_DIR/run.sh" <<'SCRIPT'
 check_output "the installed start finds the installed broker and shell" "^2$" \
     sh -c 'banyan run -N2 hostname | wc -l'
+check_output "the installed broker serves the installed dashboard" "<title>Banyan</title>" \
+    sh -c 'curl -s "http://$(banyan uptime | sed -n "s,.*http http://,,p")/?access_token=$(banyan token create)"'
 SCRIPT
-env PATH="$P/bin:/usr/bin:/bin" "$P/bin/banyan" start --test-size=2 bash "$T_DIR/run.sh"
+env PATH="$P/bin:/usr/bin:/bin" "$P/bin/banyan" start --test-size=2 -S http.listen=127.0.0.1:0 bash "$T_DIR/run.sh"
 check "the instance ran from the installed tree" test $? = 0
 
 check_output "the bash completion offers subcommands" "submit" \
