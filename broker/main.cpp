@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include <malloc.h>
 #include <sys/prctl.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -108,6 +109,12 @@ int main(int argc, char** argv) {
         command.erase(command.begin());
     else if (!command.empty() && command.front().rfind('-', 0) == 0)
         return fail(fmt::format("unknown option {} (see --help)", command.front()));
+    // Large answers (a 10,000-job listing is a few MB of text) reuse the
+    // heap instead of fresh pages each time: glibc would return the freed
+    // top of the heap to the kernel and fault it back in on the next
+    // request, which on a VM costs more than building the text.
+    mallopt(M_TRIM_THRESHOLD, 16 << 20);
+    mallopt(M_MMAP_THRESHOLD, 16 << 20);
     become_init_if_pid1();
     follow_starter();
     std::signal(SIGPIPE, SIG_IGN);

@@ -22,12 +22,23 @@ namespace {
 
 namespace http = boost::beast::http;
 
-std::string user_name_of(uint32_t uid) {
-    static std::map<uint32_t, std::string> names;  // a user's name does not change under a running instance
+// A user's name does not change under a running instance: looked up once
+// per uid, kept with its JSON text for the listings.
+struct UserName {
+    std::string name, json;
+};
+const UserName& user_of(uint32_t uid) {
+    static std::map<uint32_t, UserName> names;
     if (auto it = names.find(uid); it != names.end())
         return it->second;
     const passwd* pw = getpwuid(uid);
-    return names[uid] = pw ? pw->pw_name : std::to_string(uid);
+    std::string name = pw ? pw->pw_name : std::to_string(uid);
+    std::string json = nlohmann::json(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    return names[uid] = {std::move(name), std::move(json)};
+}
+
+std::string user_name_of(uint32_t uid) {
+    return user_of(uid).name;
 }
 
 // A job summary as the API shows it: id as f58 text, the user's name.
@@ -93,29 +104,29 @@ size_t value_end(std::string_view text, size_t at) {
     return i > at ? i : std::string_view::npos;
 }
 
-// The elements of the array `text`, as spans of its text.
-Result<std::vector<std::string_view>> array_items(std::string_view text) {
-    std::vector<std::string_view> items;
+// The elements of the array `text`, as spans of its text, into `items`
+// (reused from row to row); false when it is not an array.
+bool array_items(std::string_view text, std::vector<std::string_view>& items) {
+    items.clear();
     size_t i = skip_blanks(text, 0);
-    auto bad = make_error(EPROTO, "job-manager.list: unexpected answer");
     if (i >= text.size() || text[i] != '[')
-        return bad;
+        return false;
     i = skip_blanks(text, i + 1);
     if (i < text.size() && text[i] == ']')
-        return items;
+        return true;
     while (i < text.size()) {
         size_t start = skip_blanks(text, i), end = value_end(text, start);
         if (end == std::string_view::npos)
-            return bad;
+            return false;
         items.push_back(text.substr(start, end - start));
         i = skip_blanks(text, end);
         if (i < text.size() && text[i] == ']')
-            return items;
+            return true;
         if (i >= text.size() || text[i] != ',')
-            return bad;
+            return false;
         i++;
     }
-    return bad;
+    return false;
 }
 
 // job-manager.list's answer ({"columns": [...], "jobs": [[row]...]}, rows
@@ -136,9 +147,9 @@ Result<std::string> jobs_listing(std::string_view payload, const std::set<std::s
     std::vector<std::string> columns;
     for (const auto& col : *columns_json)
         columns.push_back(col.is_string() ? col.get<std::string>() : "");
-    auto rows = array_items(payload.substr(j + 7, j_end - j - 7));
-    if (!rows)
-        return rows.error();
+    std::vector<std::string_view> rows;
+    if (!array_items(payload.substr(j + 7, j_end - j - 7), rows))
+        return bad;
     auto column = [&](std::string_view name) {
         return static_cast<size_t>(std::find(columns.begin(), columns.end(), name) - columns.begin());
     };
@@ -146,11 +157,10 @@ Result<std::string> jobs_listing(std::string_view payload, const std::set<std::s
     std::string out = "{\"jobs\":[";
     out.reserve(payload.size() + payload.size() / 2);  // names and f58 ids are a little longer
     uint64_t kept = 0;
-    for (std::string_view row_text : *rows) {
-        auto values = array_items(row_text);
-        if (!values || values->size() != columns.size())
+    std::vector<std::string_view> v;
+    for (std::string_view row_text : rows) {
+        if (!array_items(row_text, v) || v.size() != columns.size())
             return bad;
-        const auto& v = *values;
         if (!results.empty() && state_col < v.size() && v[state_col] == "\"inactive\"") {
             std::string_view result = result_col < v.size() ? v[result_col] : "";
             if (result.size() < 2 || !results.count(std::string(result.substr(1, result.size() - 2))))
@@ -169,12 +179,14 @@ Result<std::string> jobs_listing(std::string_view payload, const std::set<std::s
                 auto id = parse_decimal(v[i], UINT64_MAX, "id");
                 if (!id)
                     return bad;
-                out += '"' + format_jobid(*id) + '"';
+                out += '"';
+                out += format_jobid(*id);
+                out += '"';
             } else {
                 out += v[i];
                 if (columns[i] == "userid")
                     if (auto uid = parse_decimal(v[i], UINT32_MAX, "userid"))
-                        out += ",\"user\":" + nlohmann::json(user_name_of(static_cast<uint32_t>(*uid))).dump();
+                        (out += ",\"user\":") += user_of(static_cast<uint32_t>(*uid)).json;
             }
         }
         out += '}';
