@@ -397,6 +397,8 @@ void HttpService::api(HttpCall call) {
     if (is({"history"})) {
         if (!get)
             return only("GET");
+        if (!known_query(call, {}))
+            return;
         nlohmann::json samples = nlohmann::json::array();
         for (const auto& s : history_)
             samples.push_back({{"t", s.t}, {"pending", s.pending}, {"running", s.running}, {"completed", s.completed}});

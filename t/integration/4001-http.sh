@@ -169,11 +169,18 @@ check "events --follow ends on SIGINT" wait $follower
 check_output "every line is one JSON object" '^ok$' \
     python3 -c "import json,sys; [json.loads(l) for l in open('$T_DIR/events')]; print('ok')"
 check_fails "events without --follow: one line" "give --follow" banyan events
+check_output "events --follow as text: TIME JOBID NAME CONTEXT, and it ends when its output closes" \
+    '^[0-9-]+T[0-9:.]+Z f[1-9A-HJ-NP-Za-km-z]+ submit \{"urgency":16,"userid":[0-9]+\}$' \
+    bash -c "(sleep 0.5; banyan submit true >/dev/null) & timeout 20 banyan events --follow | head -1; wait"
+check_fails "a token from an instance that serves no HTTP: one line" "serves no HTTP: set \[http\] listen" \
+    env BANYAN_URI= HWLOC_SYNTHETIC="core:1 pu:1" banyan start --test-size=1 banyan token create
 
 # --- banyan top ---
 check_output "top -n 1: the summary and the running job" "brokers 2/2 online +cores [0-9]+/[0-9]+ in use.*" \
     banyan top -n 1
 check_output "... lists the jobs as banyan jobs does" "JOBID +USER +NAME +ST" banyan top -n 1
+check_output "top -A --iterations 2 --delay: two frames" '^2$' \
+    bash -c "banyan top -A --iterations 2 --delay 0.1 | grep -c 'banyan top -'"
 check_output "top on a terminal redraws in place until q" '^[3-9]$' \
     bash -c "timeout 30 script -qfc 'banyan top -d 0.3' /dev/null < <(sleep 1.5; printf q; sleep 5) | grep -c 'banyan top -'"
 check_output "... and gives the terminal back (cursor shown)" 'ok' \

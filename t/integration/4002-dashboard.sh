@@ -8,7 +8,8 @@
 need_tools chromium
 
 start_cluster 2 '[http]
-listen = "127.0.0.1:0"'
+listen = "127.0.0.1:0"
+open = ["/metrics"]'
 CLEANUP+=("banyan shutdown")
 wait_for "the instance runs" 20 banyan ready
 URL=http://$(banyan uptime | sed -n 's,.*http http://,,p')
@@ -31,14 +32,18 @@ export -f browse dom
 export URL TOKEN
 
 check_output "without a token the page is refused" '^401$' sh -c "curl -s -o /dev/null -w '%{http_code}' $URL/"
+check_output "... while /metrics, open by config, is served without one" '^200 # HELP banyan_jobs ' \
+    sh -c "curl -s -w '%{http_code} ' -o '$T_DIR/m' $URL/metrics; head -1 '$T_DIR/m'"
 check_output "the page loads its own files only (no CDN)" '^ok$' \
     sh -c "curl -s '$URL/?access_token=$TOKEN' | grep -Eq 'src=\"https?:|href=\"https?:' && echo cdn || echo ok"
 
-id=$(banyan submit --job-name=web-probe sh -c 'echo from-the-job; sleep 3')
+# The job runs until the test lets it end: the page is looked at while it runs.
+id=$(banyan submit --job-name=web-probe sh -c "echo from-the-job; while [ ! -e '$T_DIR/go' ]; do sleep 0.1; done")
 wait_for "the job runs" 10 sh -c "banyan jobs -o '{id} {state}' | grep -q '$id run'"
 check_output "the queue page shows the CLI job running" "<tr data-job=\"$id\" data-state=\"run\"" dom queue
 shot queue 1280,800 queue
 shot queue 390,844 queue-phone
+touch "$T_DIR/go"
 banyan job wait "$id" >/dev/null
 check_output "... and then completed" "<tr data-job=\"$id\" data-state=\"inactive\" data-result=\"completed\"" dom queue
 check_output "the filter box is there, and the columns sort" '<th class="sorted desc" data-key="t_submit">' dom queue

@@ -96,7 +96,8 @@ def main():
                 failures.append(f"{what}: method not in the OpenAPI file")
             continue
         called.add((template, r["method"].lower()))
-        response = op["responses"].get(str(r["status"]))
+        # "default": the errors any operation may give (http.md §3).
+        response = op["responses"].get(str(r["status"]), op["responses"].get("default"))
         if response is None:
             failures.append(f"{what}: status not in the OpenAPI file")
             continue
