@@ -32,18 +32,15 @@ constexpr auto kIdleTimeout = std::chrono::seconds(60);   // keep-alive between 
 constexpr auto kWriteTimeout = std::chrono::seconds(30);  // an answer going out
 constexpr auto kPingPeriod = std::chrono::seconds(25);    // an event stream's keep-alive comment
 
-// Every completion handler is an exception barrier: a bug in one
-// request's handling must not unwind through the broker's loop.
-template <class Fn>
-void barrier(const char* what, Fn&& fn) {
+}  // namespace
+
+void http_barrier(const char* what, const std::function<void()>& fn) {
     try {
         fn();
     } catch (const std::exception& e) {
         log::error("http", "{}: {}", what, e.what());
     }
 }
-
-}  // namespace
 
 Result<tcp::endpoint> parse_listen_address(const std::string& listen) {
     auto bad = [&](std::string_view why) {
@@ -198,7 +195,7 @@ void Session::read_next() {
 }
 
 void Session::on_read(beast::error_code ec) {
-    barrier("read", [&] {
+    http_barrier("read", [&] {
         if (closed_)
             return;
         if (ec == http::error::body_limit)
@@ -237,7 +234,7 @@ void Session::answer(http::response<http::string_body> response) {
     auto message = std::make_shared<http::response<http::string_body>>(std::move(response));
     stream_.expires_after(kWriteTimeout);
     http::async_write(stream_, *message, [self = shared_from_this(), message](beast::error_code ec, size_t) {
-        barrier("write", [&] {
+        http_barrier("write", [&] {
             if (ec || !self->keep_alive_)
                 return self->close();
             self->read_next();
@@ -270,7 +267,7 @@ void Session::start_events(std::function<void()> on_close) {
 void Session::schedule_ping() {
     ping_->expires_after(kPingPeriod);
     ping_->async_wait([self = shared_from_this()](beast::error_code ec) {
-        barrier("stream ping", [&] {
+        http_barrier("stream ping", [&] {
             if (ec || self->closed_)
                 return;
             if (self->writing_ && Clock::now() - self->write_began_ > kWriteTimeout)
@@ -285,7 +282,7 @@ void Session::schedule_ping() {
 // means it closed (or broke the protocol), and either way it is done.
 void Session::watch_for_close() {
     stream_.socket().async_read_some(asio::buffer(&probe_, 1), [self = shared_from_this()](beast::error_code, size_t) {
-        barrier("stream close", [&] { self->close(); });
+        http_barrier("stream close", [&] { self->close(); });
     });
 }
 
@@ -316,7 +313,7 @@ void Session::write_next() {
     write_began_ = Clock::now();
     asio::async_write(stream_.socket(), asio::buffer(outbox_.front()),
                       [self = shared_from_this()](beast::error_code ec, size_t) {
-                          barrier("stream write", [&] {
+                          http_barrier("stream write", [&] {
                               self->writing_ = false;
                               if (ec)
                                   return self->close();
@@ -345,7 +342,7 @@ void Session::close() {
 
 void HttpServer::State::accept() {
     acceptor.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
-        barrier("accept", [&] {
+        http_barrier("accept", [&] {
             if (self->stopped)
                 return;
             if (!ec) {

@@ -72,6 +72,11 @@ class HttpServer {
     std::shared_ptr<State> state_;
 };
 
+// Runs `fn`, logging what it throws: every callback of the HTTP code (Asio
+// completions, answers of the services) is an exception barrier, so a bug
+// in one request's handling never unwinds into the broker's loop.
+void http_barrier(const char* what, const std::function<void()>& fn);
+
 // "HOST:PORT" into an endpoint. Error: "LISTEN: expected HOST:PORT ...".
 Result<boost::asio::ip::tcp::endpoint> parse_listen_address(const std::string& listen);
 

@@ -77,11 +77,6 @@ Result<size_t> parse_size(const Config& config, std::string_view key, size_t fal
     return static_cast<size_t>(n * scale);
 }
 
-std::string user_name(uint32_t uid) {
-    const passwd* pw = getpwuid(uid);
-    return pw ? pw->pw_name : std::to_string(uid);
-}
-
 }  // namespace
 
 int http_status_of(int errnum, int wrong_state) {
@@ -213,7 +208,7 @@ void HttpService::on_token(const Message& req) {
     }
     TokenClaims claims;
     claims.uid = *uid;
-    claims.user = user_name(*uid);
+    claims.user = user_name_of(*uid);
     claims.issued = std::time(nullptr);
     claims.expires = claims.issued + static_cast<int64_t>(life);
     auto token = make_token(token_key_, claims);

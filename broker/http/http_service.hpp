@@ -91,6 +91,8 @@ class HttpService {
     Timer history_timer_;
 };
 
+// A user's name, looked up once per uid (rest_api.cpp).
+std::string user_name_of(uint32_t uid);
 // The HTTP status of an error answer's errnum (http.md §3).
 int http_status_of(int errnum, int wrong_state = 400);
 // {"status": N, "message": TEXT} and its answer.

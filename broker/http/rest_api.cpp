@@ -37,9 +37,13 @@ const UserName& user_of(uint32_t uid) {
     return names[uid] = {std::move(name), std::move(json)};
 }
 
+}  // namespace
+
 std::string user_name_of(uint32_t uid) {
     return user_of(uid).name;
 }
+
+namespace {
 
 // A job summary as the API shows it: id as f58 text, the user's name.
 void present_job(nlohmann::json& job) {
@@ -302,16 +306,6 @@ Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t 
                           {"attributes", {{"system", system}}}};
 }
 
-// Runs inside the service's answer (Broker::respond): an exception must
-// not unwind into it (the job database's commit loop, say).
-void barrier_call(const char* what, const std::function<void()>& fn) {
-    try {
-        fn();
-    } catch (const std::exception& e) {
-        log::error("http", "{}: {}", what, e.what());
-    }
-}
-
 void answered(const std::shared_ptr<HttpExchange>& exchange, const Message& answer,
               const std::function<void(nlohmann::json)>& ok, int wrong_state) {
     if (exchange->closed())
@@ -332,7 +326,7 @@ void HttpService::ask(const HttpCall& call, std::string topic, nlohmann::json bo
     auto exchange = call.exchange;
     broker_.rpc_as(call.uid, call.rolemask, Message::request(std::move(topic), body, 0),
                    [exchange, ok = std::move(ok), wrong_state](const Message& answer) {
-                       barrier_call("answer", [&] { answered(exchange, answer, ok, wrong_state); });
+                       http_barrier("answer", [&] { answered(exchange, answer, ok, wrong_state); });
                    });
 }
 
@@ -442,7 +436,7 @@ void HttpService::api_jobs(const HttpCall& call) {
     // milliseconds (bench/http).
     broker_.rpc_as(call.uid, call.rolemask, Message::request("job-manager.list", body, 0),
                    [exchange, results, max = *count](const Message& answer) {
-                       barrier_call("list", [&] {
+                       http_barrier("list", [&] {
                            if (exchange->closed())
                                return;
                            if (answer.errnum != 0)
@@ -618,7 +612,7 @@ void HttpService::stream_events(const HttpCall& call, std::optional<JobId> job) 
     Message request = Message::request("job-manager.events", nlohmann::json::object(), 0);
     request.flags |= msgflag::streaming;
     follow->matchtag = broker_.rpc_as(uid, rolemask, std::move(request), [follow, send, finish](const Message& answer) {
-        barrier_call("events", [&] {
+        http_barrier("events", [&] {
             Follow& f = *follow;
             if (f.exchange->closed())
                 return;
@@ -656,7 +650,7 @@ void HttpService::stream_events(const HttpCall& call, std::optional<JobId> job) 
     }
     broker_.rpc_as(uid, rolemask, Message::request("job-manager.eventlog", {{"id", *job}}, 0),
                    [follow, send, finish, cancel](const Message& answer) {
-                       barrier_call("eventlog", [&] {
+                       http_barrier("eventlog", [&] {
                            Follow& f = *follow;
                            auto payload = answer.errnum == 0 ? answer.json() : Result<nlohmann::json>(Error{});
                            if (!payload) {
