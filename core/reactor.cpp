@@ -8,6 +8,7 @@
 #include <linux/sched.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -302,11 +303,65 @@ std::string describe(const ChildFailure& f, const SpawnOptions& options) {
     return fmt::format("{}: {}", name, std::strerror(f.err));
 }
 
+// The child's stack while it shares this process's memory (below): one per
+// thread that spawns, made once. A megabyte leaves room for execvpe, which
+// searches PATH and runs scripts with buffers on the stack.
+constexpr size_t kChildStackSize = size_t{1} << 20;
+
+char* child_stack() {
+    thread_local char* stack = [] {
+        void* p =
+            mmap(nullptr, kChildStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+    }();
+    return stack;
+}
+
+[[noreturn]] void run_child_plan(void* plan) {
+    run_child(*static_cast<ChildPlan*>(plan));
+}
+
+#if defined(__x86_64__)
+// clone3 whose child calls fn(arg) on the stack given in args and never
+// returns. The C library has no clone3 wrapper, and a child on a stack of
+// its own cannot return from syscall(): it would pop a return address that
+// is not there. Returns the pid, or -errno.
+long clone3_calling(clone_args* args, void (*fn)(void*), void* arg) {
+    long ret;
+    register void (*call_fn)(void*) asm("r12") = fn;
+    register void* call_arg asm("r13") = arg;
+    asm volatile(
+        "syscall\n\t"
+        "test %%rax, %%rax\n\t"
+        "jnz 1f\n\t"
+        "xor %%ebp, %%ebp\n\t"
+        "mov %%r13, %%rdi\n\t"
+        "call *%%r12\n\t"
+        "ud2\n"
+        "1:"
+        : "=a"(ret)
+        : "a"(SYS_clone3), "D"(args), "S"(sizeof *args), "r"(call_fn), "r"(call_arg)
+        : "rcx", "r11", "memory");
+    return ret;
+}
+constexpr bool kShareMemory = true;
+#else
+long clone3_calling(clone_args*, void (*)(void*), void*) {
+    return -ENOSYS;
+}
+constexpr bool kShareMemory = false;
+#endif
+
 // Starts the child, in `cgroup_fd` when it is >= 0, and returns its pid and
 // a pidfd. clone3 starts it straight in the cgroup: moving a process there
 // afterwards (a write to cgroup.procs) costs ~10 ms, most of a small job's
-// launch. Where clone3 is refused (old kernels, container seccomp filters
-// answer ENOSYS) the child joins the cgroup itself.
+// launch. The child shares this process's memory until it executes
+// (CLONE_VM, as posix_spawn does): a copy of the broker's page tables, and
+// the copy-on-write faults that followed in both processes, cost ~30 ms of
+// CPU per job (doc/spec/shell.md §1). Where that cannot be had, a copy
+// (clone3 without CLONE_VM); where clone3 is refused (old kernels,
+// container seccomp filters answer ENOSYS), fork, and the child joins the
+// cgroup itself.
 Result<std::pair<pid_t, int>> clone_child(ChildPlan& plan) {
     clone_args args{};
     int pidfd = -1;
@@ -316,17 +371,33 @@ Result<std::pair<pid_t, int>> clone_child(ChildPlan& plan) {
     args.cgroup = plan.cgroup_fd >= 0 ? static_cast<uint64_t>(plan.cgroup_fd) : 0;
     int cgroup_fd = plan.cgroup_fd;
     plan.cgroup_fd = -1;
-    // No handler of ours may run in the child before it resets them.
+    // No handler of ours may run in the child before it resets them: with
+    // shared memory, one would run on this process's data.
     sigset_t all, saved;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &saved);
-    long pid = syscall(SYS_clone3, &args, sizeof args);
+    long pid = -1;
+    char* stack = kShareMemory ? child_stack() : nullptr;
+    if (stack) {
+        clone_args shared = args;
+        shared.flags |= CLONE_VM;
+        shared.stack = reinterpret_cast<uint64_t>(stack);
+        shared.stack_size = kChildStackSize;
+        long rc = clone3_calling(&shared, run_child_plan, &plan);
+        pid = rc < 0 ? -1 : rc;
+        errno = rc < 0 ? static_cast<int>(-rc) : 0;
+    }
+    if (!stack || (pid < 0 && errno == ENOSYS)) {
+        pid = syscall(SYS_clone3, &args, sizeof args);
+        if (pid == 0)
+            run_child(plan);
+    }
     if (pid < 0 && errno == ENOSYS) {
         plan.cgroup_fd = cgroup_fd;
         pid = fork();
+        if (pid == 0)
+            run_child(plan);
     }
-    if (pid == 0)
-        run_child(plan);
     int err = errno;
     pthread_sigmask(SIG_SETMASK, &saved, nullptr);
     if (pid < 0)

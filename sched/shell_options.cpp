@@ -137,6 +137,7 @@ Result<ShellOptions> read_shell_options(const nlohmann::json& system) {
         return *e;
     opts.signal = *warning;
     opts.cpu_affinity = *cpu;
+    opts.cpu_affinity_given = o.contains("cpu-affinity");
     opts.gpu_affinity = *gpu;
     opts.exit_timeout = *timeout;
     opts.rlimits = std::move(*limits);

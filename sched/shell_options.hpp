@@ -23,6 +23,7 @@ enum class Affinity { on, per_task, off };
 struct ShellOptions {
     Profile profile = Profile::none;
     Affinity cpu_affinity = Affinity::on;
+    bool cpu_affinity_given = false;  // -o cpu-affinity was given (not the default)
     Affinity gpu_affinity = Affinity::on;
     std::optional<double> exit_timeout = 30.0;  // seconds; nullopt: none
     std::string stdout_path, stderr_path;       // templates; empty: to rank 0

@@ -4,10 +4,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
-#include <sys/statvfs.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -92,6 +93,13 @@ std::vector<std::string> last_of_each_name(std::vector<std::string> env) {
             out.push_back(std::move(*it));
     std::reverse(out.begin(), out.end());
     return out;
+}
+
+bool has_variable(const std::vector<std::string>& env, std::string_view name) {
+    for (const auto& e : env)
+        if (e.size() > name.size() && e[name.size()] == '=' && e.starts_with(name))
+            return true;
+    return false;
 }
 
 // The exec service's saved topology, or this shell's own discovery where
@@ -407,15 +415,43 @@ void Shell::warn_if_shm_small() {
                             free_bytes >> 20, job_->host_of(job_->rank), needed >> 20, job_->local.ntasks));
 }
 
+// Whether this job's tasks on this host outnumber the CPUs they may run
+// on (their binding, else the shell's own affinity), or may share them
+// with other brokers' jobs (brokers sharing the host).
+bool Shell::ranks_oversubscribe(const std::vector<TaskBinding>& bindings) const {
+    const ShellJob& job = *job_;
+    if (job.host_brokers > 1)
+        return true;
+    uint64_t tasks_here = 0;
+    for (const auto& b : job.map.blocks)
+        if (b.rank == job.rank || job.host_of(b.rank) == job.host_of(job.rank))
+            tasks_here += b.ntasks;
+    std::set<int> cpus;
+    for (const auto& b : bindings)
+        cpus.insert(b.cpus.begin(), b.cpus.end());
+    if (cpus.empty()) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (sched_getaffinity(0, sizeof set, &set) != 0)
+            return false;
+        return tasks_here > static_cast<uint64_t>(CPU_COUNT(&set));
+    }
+    return tasks_here > cpus.size();
+}
+
 Result<void> Shell::launch_tasks() {
     const ShellJob& job = *job_;
     warn_if_shm_small();
     const RankChildren& mine = job.R.ranks.at(job.rank);
-    auto bindings = task_bindings(job.options.cpu_affinity == Affinity::off || !topology_
-                                      ? std::vector<std::vector<int>>()
-                                      : topology_->core_cpus(),
-                                  mine.cores, mine.gpus, job.local.ntasks, job.options.cpu_affinity,
-                                  job.options.gpu_affinity);
+    // Where brokers share a host, another broker may hand out the same
+    // cores: binding would stack tasks of two jobs on one core.
+    Affinity cpu_affinity = job.options.cpu_affinity;
+    if (job.host_brokers > 1 && !job.options.cpu_affinity_given)
+        cpu_affinity = Affinity::off;
+    auto bindings = task_bindings(
+        cpu_affinity == Affinity::off || !topology_ ? std::vector<std::vector<int>>() : topology_->core_cpus(),
+        mine.cores, mine.gpus, job.local.ntasks, cpu_affinity, job.options.gpu_affinity);
+    bool yield = ranks_oversubscribe(bindings);
     std::string command = resolve_command(job.command[0], job.environment);
     for (uint32_t i = 0; i < job.local.ntasks; i++) {
         uint32_t rank = job.local.first_task + i;
@@ -436,6 +472,11 @@ Result<void> Shell::launch_tasks() {
         env.push_back("BANYAN_JOB_TMPDIR=" + job.tmpdir);
         if (!bindings[i].gpus.empty())
             env.push_back("CUDA_VISIBLE_DEVICES=" + bindings[i].gpus);
+        // As mpirun does when it oversubscribes: an MPI rank that polls
+        // while it waits would take the CPU from the rank it waits for.
+        // A value the job set itself wins.
+        if (yield && !has_variable(job.environment, "OMPI_MCA_mpi_yield_when_idle"))
+            env.push_back("OMPI_MCA_mpi_yield_when_idle=1");
         if (pmix_) {
             auto pmix_env = pmix_->task_environment(rank);
             if (!pmix_env)

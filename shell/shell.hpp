@@ -53,6 +53,7 @@ class Shell {
     void start(const nlohmann::json& request);
     Result<void> prepare();
     Result<void> launch_tasks();
+    bool ranks_oversubscribe(const std::vector<TaskBinding>& bindings) const;
     void warn_if_shm_small();
     void on_task_change();
     void emit_output(uint32_t task, bool is_stderr, std::string data);

@@ -1,5 +1,7 @@
 #include "shell/shell_job.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/json_field.hpp"
@@ -41,8 +43,10 @@ Result<ShellJob> ShellJob::parse(const nlohmann::json& m) {
     auto uri = json_field<std::string>(m, "uri", "", "shell");
     auto tmpdir = json_field<std::string>(m, "tmpdir", "", "shell");
     auto topology = json_field<std::string>(m, "topology", "", "shell");
-    if (auto e = first_error(id, rank, uri, tmpdir, topology))
+    auto host_brokers = json_field<uint32_t>(m, "host_brokers", 1, "shell");
+    if (auto e = first_error(id, rank, uri, tmpdir, topology, host_brokers))
         return *e;
+    job.host_brokers = std::max<uint32_t>(*host_brokers, 1);
     job.id = *id;
     job.rank = *rank;
     job.uri = *uri;

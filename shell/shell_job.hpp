@@ -29,6 +29,7 @@ struct ShellJob {
     std::string cwd;
     std::string uri;     // the broker's socket, for BANYAN_URI
     std::string tmpdir;  // this shell's own directory (PMIx rendezvous files)
+    uint32_t host_brokers = 1;  // brokers of the instance on this host (exec service); > 1: cores overlap
     std::string topology;  // this machine's hwloc XML, saved by the exec service; empty: discover
     ShellOptions options;
 

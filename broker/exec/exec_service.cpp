@@ -180,6 +180,18 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
         else
             log::warning("exec", "{}; each shell discovers it", saved.error().message);
     }
+    // Brokers sharing a host (a test instance, or several ranks given one
+    // host name) each claim all of its cores: the same core can then be
+    // handed out twice, so their shells do not bind tasks (shell.md §5).
+    const Bootstrap& boot = broker.bootstrap();
+    svc->host_brokers_ = 0;
+    for (uint32_t r = 0; r < boot.size; r++)
+        svc->host_brokers_ += boot.host_of(r) == boot.host_of(boot.rank) ? 1 : 0;
+    if (svc->host_brokers_ > 1 && boot.rank == 0)
+        log::info("exec",
+                  "{} brokers of this instance share host {} and each claims all its cores: tasks are not bound "
+                  "to cores unless -o cpu-affinity asks, and MPI ranks yield when idle",
+                  svc->host_brokers_, boot.host_of(boot.rank));
     ExecService* s = svc.get();
     broker.register_method("exec.run", true, [s](const Message& r) { s->on_run(r); });
     broker.register_method("exec.kill", true, [s](const Message& r) { s->on_kill(r); });
@@ -438,6 +450,8 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     request["broker_uid"] = getuid();
     if (topology_xml_)
         request["topology"] = *topology_xml_;
+    if (host_brokers_ > 1)
+        request["host_brokers"] = host_brokers_;
     job.channel->send(request);
     return {};
 }

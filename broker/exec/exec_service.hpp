@@ -102,6 +102,7 @@ class ExecService {
     double perilog_timeout_ =
         60;  // exec.prolog-timeout, seconds       // exec.imp: starts the shells of other users' jobs
     std::optional<std::string> cgroup_parent_;  // where job cgroups go; nullopt: none
+    uint32_t host_brokers_ = 1;                 // brokers of this instance on this host, this one included
     std::optional<std::string> topology_xml_;   // this machine's hwloc XML, for the shells; nullopt: none
     std::map<JobId, std::unique_ptr<LocalJob>> jobs_;
     std::map<std::pair<JobId, uint64_t>, Fence> fences_;  // at a job's first rank

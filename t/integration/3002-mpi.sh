@@ -59,6 +59,37 @@ set -u
 check_output "ranks load the shell's topology, not their own discovery" '^2 0$' \
     sh -c "OMPI_MCA_hwloc_base_verbose=1 banyan run -n2 $MPI_DIR/mpi-hello 2>&1 |
            awk '/loading topology from XML/ {x++} /discovering topology/ {d++} END {print x+0, d+0}'"
+# A job that never used PMI leaves nothing behind that the next one needs:
+# MPI right after a burst of jobs that did not call it.
+banyan submit --cc=1-100 true >/dev/null
+banyan job wait --all
+check_output "no job of a burst of 100 non-MPI jobs failed" '^0$' \
+    sh -c "banyan jobs -a --no-header -f failed,canceled,timeout | wc -l"
+check_output "Open MPI (PMIx) hello right after the burst" '^2$' \
+    sh -c "banyan run -n2 $MPI_DIR/mpi-hello | grep -c 'of 2 on'"
+check_output "MPICH (PMI-1) hello right after the burst" '^2$' \
+    sh -c "banyan run -n2 $MPI_DIR/mpich-hello | grep -c 'of 2 on'"
+check_output "one rank on its own cores: Open MPI is not told to yield" '^yield=$' \
+    env -u OMPI_MCA_mpi_yield_when_idle banyan run -n1 sh -c 'echo yield=$OMPI_MCA_mpi_yield_when_idle'
 SCRIPT
 # (Sanitizer runs keep hwloc's PCI plugin off: it leaks 1 KB per load.)
 env ${sanitizer_components:+HWLOC_COMPONENTS=$sanitizer_components} banyan start --test-size=1 bash "$T_DIR/topology.sh"
+
+# Brokers sharing a host each claim all its cores (doc/spec/shell.md §5):
+# their shells do not bind, and MPI ranks yield when idle, unless the job
+# asks otherwise.
+cat >"$T_DIR/shared-host.sh" <<'SCRIPT'
+set -u
+all=$(awk '/^Cpus_allowed_list/ {print $2}' /proc/self/status)
+check_output "brokers sharing a host: tasks unbound (every CPU: $all)" "^$all $all\$" \
+    sh -c "banyan run -N2 -n2 awk '/^Cpus_allowed_list/ {print \$2}' /proc/self/status | sort | tr '\n' ' ' | sed 's/ \$//'"
+check_output "... and told to yield when idle" '^1 1$' \
+    sh -c "env -u OMPI_MCA_mpi_yield_when_idle banyan run -N2 -n2 sh -c 'echo \$OMPI_MCA_mpi_yield_when_idle' | tr '\n' ' ' | sed 's/ \$//'"
+check_output "... a value the job sets wins" '^0$' \
+    banyan run -N2 -n2 --env OMPI_MCA_mpi_yield_when_idle=0 sh -c 'test $BANYAN_TASK_RANK = 0 && echo $OMPI_MCA_mpi_yield_when_idle; true'
+check_output "Open MPI hello over two brokers of one host" '^2$' \
+    sh -c "banyan run -N2 -n2 $MPI_DIR/mpi-hello | grep -c 'of 2 on'"
+check_output "the instance's log says the cores overlap" 'share host .* each claims all its cores' \
+    banyan dmesg
+SCRIPT
+env ${sanitizer_components:+HWLOC_COMPONENTS=$sanitizer_components} banyan start --test-size=2 bash "$T_DIR/shared-host.sh"
