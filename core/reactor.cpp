@@ -229,6 +229,7 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 struct ChildPlan {
     const char* program;
     char** argv;
+    size_t argc;
     char** envp;
     const char* cwd;  // nullptr: inherit
     bool new_process_group;
@@ -304,15 +305,26 @@ std::string describe(const ChildFailure& f, const SpawnOptions& options) {
 }
 
 // The child's stack while it shares this process's memory (below): one per
-// thread that spawns, made once. A megabyte leaves room for execvpe, which
-// searches PATH and runs scripts with buffers on the stack.
+// thread that spawns, made once, with a guard page under it (an overflow
+// must fault, not write over this process's heap). A megabyte leaves room
+// for execvpe, which searches PATH and runs scripts with buffers on the
+// stack: a copy of argv among them, so a child with a larger argv than
+// kMaxSharedArgv gets a copy of the parent instead.
 constexpr size_t kChildStackSize = size_t{1} << 20;
+constexpr size_t kMaxSharedArgv = 32768;
 
 char* child_stack() {
     thread_local char* stack = [] {
-        void* p =
-            mmap(nullptr, kChildStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-        return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+        const size_t guard = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+        void* p = mmap(nullptr, guard + kChildStackSize, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+        if (p == MAP_FAILED)
+            return static_cast<char*>(nullptr);
+        if (mprotect(p, guard, PROT_NONE) != 0) {
+            munmap(p, guard + kChildStackSize);
+            return static_cast<char*>(nullptr);
+        }
+        return static_cast<char*>(p) + guard;
     }();
     return stack;
 }
@@ -321,7 +333,17 @@ char* child_stack() {
     run_child(*static_cast<ChildPlan*>(plan));
 }
 
-#if defined(__x86_64__)
+// Sanitizer runtimes keep per-thread state that a child on a foreign
+// stack, in the same memory, would corrupt: they get the copy.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define BANYAN_CHILD_SHARES_MEMORY 0
+#elif defined(__x86_64__)
+#define BANYAN_CHILD_SHARES_MEMORY 1
+#else
+#define BANYAN_CHILD_SHARES_MEMORY 0
+#endif
+
+#if BANYAN_CHILD_SHARES_MEMORY
 // clone3 whose child calls fn(arg) on the stack given in args and never
 // returns. The C library has no clone3 wrapper, and a child on a stack of
 // its own cannot return from syscall(): it would pop a return address that
@@ -357,8 +379,8 @@ constexpr bool kShareMemory = false;
 // afterwards (a write to cgroup.procs) costs ~10 ms, most of a small job's
 // launch. The child shares this process's memory until it executes
 // (CLONE_VM, as posix_spawn does): a copy of the broker's page tables, and
-// the copy-on-write faults that followed in both processes, cost ~30 ms of
-// CPU per job (doc/spec/shell.md §1). Where that cannot be had, a copy
+// the copy-on-write faults that followed in both processes, cost ~20 ms of
+// CPU per job on a VM (doc/spec/shell.md §1). Where that cannot be had, a copy
 // (clone3 without CLONE_VM); where clone3 is refused (old kernels,
 // container seccomp filters answer ENOSYS), fork, and the child joins the
 // cgroup itself.
@@ -377,7 +399,7 @@ Result<std::pair<pid_t, int>> clone_child(ChildPlan& plan) {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &saved);
     long pid = -1;
-    char* stack = kShareMemory ? child_stack() : nullptr;
+    char* stack = kShareMemory && plan.argc <= kMaxSharedArgv ? child_stack() : nullptr;
     if (stack) {
         clone_args shared = args;
         shared.flags |= CLONE_VM;
@@ -437,6 +459,7 @@ Result<std::unique_ptr<Subprocess>> Subprocess::spawn(Reactor& reactor, const Sp
     }
     ChildPlan plan{.program = options.program.empty() ? argv[0] : options.program.c_str(),
                    .argv = argv.data(),
+                   .argc = options.argv.size(),
                    .envp = options.env ? envp.data() : environ,
                    .cwd = options.cwd.empty() ? nullptr : options.cwd.c_str(),
                    .new_process_group = options.new_process_group,

@@ -73,6 +73,23 @@ std::string describe_wait_status(int wait_status) {
     return fmt::format("exited with status {} before it reported", exit_code_from_wait_status(wait_status));
 }
 
+// How many brokers of the instance run on this broker's host: those its
+// host list names alike; without a list, all of them when the overlay is
+// made of Unix sockets (ipc://, one machine: banyan start --test-size),
+// else this one (a nested instance's brokers run one per node of its
+// job, on cores the enclosing instance gave each alone).
+uint32_t host_brokers(const Bootstrap& boot) {
+    if (!boot.hosts.empty()) {
+        uint32_t n = 0;
+        const std::string mine = boot.host_of(boot.rank);
+        for (uint32_t r = 0; r < boot.size; r++)
+            n += boot.host_of(r) == mine ? 1 : 0;
+        return std::max<uint32_t>(n, 1);
+    }
+    const std::string& overlay = boot.parent_uri.empty() ? boot.bind_uri : boot.parent_uri;
+    return overlay.starts_with("ipc://") ? boot.size : 1;
+}
+
 }  // namespace
 
 struct ExecService::LocalJob {
@@ -184,9 +201,7 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     // host name) each claim all of its cores: the same core can then be
     // handed out twice, so their shells do not bind tasks (shell.md §5).
     const Bootstrap& boot = broker.bootstrap();
-    svc->host_brokers_ = 0;
-    for (uint32_t r = 0; r < boot.size; r++)
-        svc->host_brokers_ += boot.host_of(r) == boot.host_of(boot.rank) ? 1 : 0;
+    svc->host_brokers_ = host_brokers(boot);
     if (svc->host_brokers_ > 1 && boot.rank == 0)
         log::info("exec",
                   "{} brokers of this instance share host {} and each claims all its cores: tasks are not bound "
