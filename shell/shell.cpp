@@ -417,15 +417,13 @@ void Shell::warn_if_shm_small() {
 
 // Whether this job's tasks on this host outnumber the CPUs they may run
 // on (their binding, else the shell's own affinity), or may share them
-// with other brokers' jobs (brokers sharing the host).
+// with other brokers' jobs (brokers sharing the host). With this broker
+// alone on its host, this shell's tasks are the job's only ones here.
 bool Shell::ranks_oversubscribe(const std::vector<TaskBinding>& bindings) const {
     const ShellJob& job = *job_;
     if (job.host_brokers > 1)
         return true;
-    uint64_t tasks_here = 0;
-    for (const auto& b : job.map.blocks)
-        if (b.rank == job.rank || job.host_of(b.rank) == job.host_of(job.rank))
-            tasks_here += b.ntasks;
+    const uint64_t tasks_here = job.local.ntasks;
     std::set<int> cpus;
     for (const auto& b : bindings)
         cpus.insert(b.cpus.begin(), b.cpus.end());
