@@ -1,12 +1,17 @@
 #include "shell/pmix_server.hpp"
 
 #include <atomic>
+#include <cerrno>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <set>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -180,6 +185,11 @@ std::vector<std::string> node_names(const ShellJob& job, const std::vector<const
     return names;
 }
 
+// The library's own namespace, as its clients' server URI names it.
+std::string server_nspace(const ShellJob& job) {
+    return fmt::format("banyan-shell.{}.{}", format_jobid(job.id), job.rank);
+}
+
 Result<void> register_namespace(const ShellJob& job, const std::string& nspace, void* hwloc_topology) {
     std::vector<const TaskMap::Block*> nodes;  // shells that run tasks
     for (const auto& b : job.map.blocks)
@@ -275,16 +285,74 @@ Result<void> register_namespace(const ShellJob& job, const std::string& nspace, 
 
 }  // namespace
 
-Result<std::unique_ptr<PmixServer>> PmixServer::start(Reactor& reactor, const ShellJob& job, void* hwloc_topology,
-                                                      Handlers handlers) {
-    if (g_state)
-        return make_error(EBUSY, "PMIx: a server already runs in this process");
-    static pmix_server_module_t module{};
-    module.client_connected = on_client_connected;
-    module.client_finalized = on_client_finalized;
-    module.abort = on_abort;
-    module.fence_nb = on_fence;
-    module.direct_modex = on_direct_modex;
+namespace {
+
+// OpenPMIx's version ("4.2.2rc2"), as its server gives it to clients in
+// PMIX_VERSION: the second word of PMIx_Get_version().
+std::string library_version() {
+    std::string_view text = PMIx_Get_version();
+    constexpr std::string_view prefix = "OpenPMIx ";
+    if (!text.starts_with(prefix))
+        return "";
+    text.remove_prefix(prefix.size());
+    return std::string(text.substr(0, text.find_first_of(" ,")));
+}
+
+// The port of a PMIx server URI ("NSPACE.RANK;tcp4://127.0.0.1:PORT").
+std::optional<uint16_t> uri_port(std::string_view uri) {
+    size_t colon = uri.rfind(':');
+    if (colon == std::string_view::npos)
+        return std::nullopt;
+    char* end = nullptr;
+    std::string digits(uri.substr(colon + 1));
+    unsigned long port = std::strtoul(digits.c_str(), &end, 10);
+    if (digits.empty() || *end != '\0' || port == 0 || port > 65535)
+        return std::nullopt;
+    return static_cast<uint16_t>(port);
+}
+
+bool is_server_uri(std::string_view variable) {
+    return variable.starts_with("PMIX_SERVER_URI");
+}
+
+// The library's environment for `proc`, as "K=V" strings.
+Result<std::vector<std::string>> library_environment(const std::string& nspace, uint32_t task) {
+    pmix_proc_t proc;
+    PMIX_LOAD_PROCID(&proc, nspace.c_str(), task);
+    char** env = nullptr;
+    if (pmix_status_t rc = PMIx_server_setup_fork(&proc, &env); rc != PMIX_SUCCESS)
+        return pmix_error(rc, "setup fork");
+    std::vector<std::string> out;
+    for (char** e = env; e && *e; e++)
+        out.emplace_back(*e);
+    PMIX_ARGV_FREE(env);
+    return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PmixServer>> PmixServer::open(Reactor& reactor, const ShellJob& job, void* hwloc_topology,
+                                                     Handlers handlers) {
+    std::unique_ptr<PmixServer> server(new PmixServer(reactor, job, hwloc_topology));
+    server->version_ = library_version();
+    if (server->version_.empty())
+        return make_error(ENOTSUP,
+                          fmt::format("PMIx: cannot read the library's version from \"{}\"", PMIx_Get_version()));
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    server->hostname_ = host;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return make_error(errno, fmt::format("PMIx: socket: {}", std::strerror(errno)));
+    server->listen_fd_.reset(fd);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof addr;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd, 128) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0)
+        return make_error(errno, fmt::format("PMIx: a loopback port for the tasks: {}", std::strerror(errno)));
+    server->port_ = ntohs(addr.sin_port);
     auto state = std::make_shared<State>();
     state->reactor = &reactor;
     state->handlers = std::move(handlers);
@@ -293,35 +361,105 @@ Result<std::unique_ptr<PmixServer>> PmixServer::start(Reactor& reactor, const Sh
     for (const auto& b : job.map.blocks)
         state->shared_host =
             state->shared_host || (b.rank != job.rank && b.ntasks > 0 && job.host_of(b.rank) == job.host_of(job.rank));
-    g_state = state;
+    server->state_ = std::move(state);
+    server->accept_watch_ = std::make_unique<FdWatcher>(reactor, fd, FdWatcher::Event::readable,
+                                                        [s = server.get()] { s->on_task_connecting(); });
+    return server;
+}
+
+void PmixServer::on_task_connecting() {
+    for (;;) {
+        UniqueFd task(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (!task)
+            return;  // none left (EAGAIN), or the task gave up
+        if (!library_port_ && !library_failed_) {
+            auto port = start_library();
+            if (port) {
+                library_port_ = *port;
+                check_environment();
+            } else {
+                library_failed_ = true;
+                state_->handlers.failed(port.error().message);
+            }
+        }
+        if (!library_port_)
+            continue;  // closing it fails the task's PMIx_Init
+        UniqueFd library(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        addr.sin_port = htons(*library_port_);
+        // Loopback: connect completes at once (the library's backlog
+        // aside, which a handful of local tasks never fill).
+        if (!library || connect(library.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+            log::error("shell", "PMIx: connecting a task to the library: {}", std::strerror(errno));
+            continue;
+        }
+        std::erase_if(relays_, [](const auto& r) { return !r->open(); });
+        relays_.push_back(std::make_unique<SocketRelay>(reactor_, std::move(task), std::move(library)));
+    }
+}
+
+Result<uint16_t> PmixServer::start_library() {
+    if (g_state)
+        return make_error(EBUSY, "PMIx: a server already runs in this process");
+    static pmix_server_module_t module{};
+    module.client_connected = on_client_connected;
+    module.client_finalized = on_client_finalized;
+    module.abort = on_abort;
+    module.fence_nb = on_fence;
+    module.direct_modex = on_direct_modex;
+    g_state = state_;
     // The munge security plugin waits ~2 s for a munged that may not run;
     // the tasks are this shell's own children, so the native (uid) check
-    // is all that is needed.
+    // is all that is needed. The shared-memory data stores name files the
+    // tasks' environment (given before the library started) cannot name.
     setenv("PMIX_MCA_psec", "native", 0);
+    setenv("PMIX_MCA_gds", "hash", 1);
     InfoList init;
     // Several shells share a host in test instances and when jobs share a
     // node: each server keeps its rendezvous files in its own directory.
-    init.add_string(PMIX_SERVER_TMPDIR, job.tmpdir);
-    init.add_string(PMIX_SYSTEM_TMPDIR, job.tmpdir);
+    init.add_string(PMIX_SERVER_TMPDIR, job_.tmpdir);
+    init.add_string(PMIX_SYSTEM_TMPDIR, job_.tmpdir);
     init.add_bool(PMIX_SERVER_SYSTEM_SUPPORT, false);
     init.add_bool(PMIX_SERVER_REMOTE_CONNECTIONS, false);
-    init.add_string(PMIX_SERVER_NSPACE, fmt::format("banyan-shell.{}.{}", format_jobid(job.id), job.rank));
-    init.add_rank(PMIX_SERVER_RANK, job.rank);
-    pmix_topology_t topology{const_cast<char*>("hwloc"), hwloc_topology};
-    if (hwloc_topology)
+    init.add_string(PMIX_SERVER_NSPACE, server_nspace(job_));
+    init.add_rank(PMIX_SERVER_RANK, job_.rank);
+    pmix_topology_t topology{const_cast<char*>("hwloc"), hwloc_topology_};
+    if (hwloc_topology_)
         init.add(PMIX_TOPOLOGY2, &topology, PMIX_TOPO);
     if (pmix_status_t rc = PMIx_server_init(&module, init.data(), init.size()); rc != PMIX_SUCCESS) {
         g_state.reset();
         return pmix_error(rc, "server init");
     }
-    std::unique_ptr<PmixServer> server(new PmixServer());
-    server->state_ = state;
-    if (auto r = register_namespace(job, state->nspace, hwloc_topology); !r)
+    if (auto r = register_namespace(job_, state_->nspace, hwloc_topology_); !r)
         return r.error();  // ~PmixServer finalizes
-    return server;
+    auto env = library_environment(state_->nspace, job_.local.first_task);
+    if (!env)
+        return env.error();
+    for (const auto& e : *env)
+        if (is_server_uri(e))
+            if (auto port = uri_port(e))
+                return *port;
+    return make_error(EPROTO, "PMIx: the library gives its clients no server address");
+}
+
+void PmixServer::check_environment() {
+    auto library = library_environment(state_->nspace, job_.local.first_task);
+    if (!library)
+        return log::warning("shell", "{}", library.error().message);
+    std::vector<std::string> given = task_environment(job_.local.first_task);
+    std::set<std::string> ours(given.begin(), given.end());
+    for (const auto& e : *library)
+        if (!is_server_uri(e) && !ours.count(e))
+            log::warning("shell", "PMIx: the library sets {}, which the tasks were not given", e);
 }
 
 PmixServer::~PmixServer() {
+    accept_watch_.reset();
+    relays_.clear();
+    if (!library_port_ && g_state != state_)
+        return;  // the library never started
     {
         std::lock_guard lock(state_->mutex);
         state_->stopped = true;
@@ -333,16 +471,24 @@ PmixServer::~PmixServer() {
     g_state.reset();
 }
 
-Result<std::vector<std::string>> PmixServer::task_environment(uint32_t task) {
-    pmix_proc_t proc;
-    PMIX_LOAD_PROCID(&proc, state_->nspace.c_str(), task);
-    char** env = nullptr;
-    if (pmix_status_t rc = PMIx_server_setup_fork(&proc, &env); rc != PMIX_SUCCESS)
-        return pmix_error(rc, "setup fork");
-    std::vector<std::string> out;
-    for (char** e = env; e && *e; e++)
-        out.emplace_back(*e);
-    PMIX_ARGV_FREE(env);
+std::vector<std::string> PmixServer::task_environment(uint32_t task) const {
+    std::string uri = fmt::format("{}.{};tcp4://127.0.0.1:{}", server_nspace(job_), job_.rank, port_);
+    std::vector<std::string> out{
+        "PMIX_NAMESPACE=" + state_->nspace,
+        fmt::format("PMIX_RANK={}", task),
+        "PMIX_SERVER_URI2=" + uri,
+        "PMIX_SERVER_URI21=" + uri,
+        "PMIX_SERVER_URI3=" + uri,
+        "PMIX_SERVER_URI4=" + uri,
+        "PMIX_SERVER_URI41=" + uri,
+        "PMIX_SECURITY_MODE=native",
+        "PMIX_GDS_MODULE=hash",
+        "PMIX_BFROP_BUFFER_TYPE=PMIX_BFROP_BUFFER_NON_DESC",
+        "PMIX_SERVER_TMPDIR=" + job_.tmpdir,
+        "PMIX_SYSTEM_TMPDIR=" + job_.tmpdir,
+        "PMIX_HOSTNAME=" + hostname_,
+        "PMIX_VERSION=" + version_,
+    };
     // Open MPI 4 takes a process that no launcher it knows (mpirun, Slurm,
     // Flux) started for a singleton, whatever PMIx says: without its
     // "orte" detector it asks PMIx. The shell binds the tasks itself.

@@ -370,13 +370,17 @@ Result<void> Shell::prepare() {
     mkdir(job_->tmpdir.c_str(), 0700);
     topology_ = machine_topology(job_->topology);
     if (job_->options.pmix) {
-        auto pmix = PmixServer::start(
+        auto pmix = PmixServer::open(
             reactor_, *job_, topology_ ? topology_->hwloc() : nullptr,
             {.fence =
                  [this](uint64_t seq, std::string data) {
                      fence(std::move(data), [this, seq](std::string all) { pmix_->fence_done(seq, std::move(all)); });
                  },
-             .abort = [this](uint32_t task, int status, std::string msg) { on_abort(task, status, msg); }});
+             .abort = [this](uint32_t task, int status, std::string msg) { on_abort(task, status, msg); },
+             .failed =
+                 [this](std::string why) {
+                     emit_output(job_->local.first_task, true, fmt::format("banyan-shell: {}\n", why));
+                 }});
         if (pmix)
             pmix_ = std::move(*pmix);
         else  // programs that do not use PMIx still run
@@ -477,9 +481,7 @@ Result<void> Shell::launch_tasks() {
             env.push_back("OMPI_MCA_mpi_yield_when_idle=1");
         if (pmix_) {
             auto pmix_env = pmix_->task_environment(rank);
-            if (!pmix_env)
-                return pmix_env.error();
-            env.insert(env.end(), pmix_env->begin(), pmix_env->end());
+            env.insert(env.end(), pmix_env.begin(), pmix_env.end());
         }
         UniqueFd pmi_fd;  // the task's end, closed here once it runs
         if (pmi_simple_) {

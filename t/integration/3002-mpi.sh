@@ -59,6 +59,10 @@ set -u
 check_output "ranks load the shell's topology, not their own discovery" '^2 0$' \
     sh -c "OMPI_MCA_hwloc_base_verbose=1 banyan run -n2 $MPI_DIR/mpi-hello 2>&1 |
            awk '/loading topology from XML/ {x++} /discovering topology/ {d++} END {print x+0, d+0}'"
+# PMIx starts on first use (doc/spec/shell.md §4.3): the library's
+# progress thread is the shell's only other thread.
+check_output "a job that never calls PMIx: its shell never starts the PMIx library (one thread)" '^1$' \
+    banyan run sh -c 'ls /proc/$PPID/task | wc -l'
 # A job that never used PMI leaves nothing behind that the next one needs:
 # MPI right after a burst of jobs that did not call it.
 banyan submit --cc=1-100 true >/dev/null
@@ -73,7 +77,23 @@ check_output "one rank on its own cores: Open MPI is not told to yield" '^yield=
     env -u OMPI_MCA_mpi_yield_when_idle banyan run -n1 sh -c 'echo yield=$OMPI_MCA_mpi_yield_when_idle'
 SCRIPT
 # (Sanitizer runs keep hwloc's PCI plugin off: it leaks 1 KB per load.)
-env ${sanitizer_components:+HWLOC_COMPONENTS=$sanitizer_components} banyan start --test-size=1 bash "$T_DIR/topology.sh"
+env ${sanitizer_components:+HWLOC_COMPONENTS=$sanitizer_components} banyan start --test-size=1 bash "$T_DIR/topology.sh" \
+    2>"$T_DIR/topology.err"
+cat "$T_DIR/topology.err" >&2
+check "the tasks' PMIx environment is the library's own: the shells logged no variable that differs" \
+    sh -c "! grep 'which the tasks were not given' '$T_DIR/topology.err'"
+
+# A PMIx library that cannot start (here: told to use a component it does
+# not have) fails the MPI job that needs it, saying why, once.
+cat >"$T_DIR/pmix-fails.sh" <<'SCRIPT'
+set -u
+check_fails "the PMIx library cannot start: the job fails and its stderr says why" '^banyan-shell: PMIx server init: ' \
+    env -u PMIX_MCA_bfrops banyan run -n2 "$MPI_DIR/mpi-hello"
+cp "$T_DIR/last.out" "$T_DIR/pmix-fails.out"
+check_output "... once" '^1$' grep -c '^banyan-shell: PMIx' "$T_DIR/pmix-fails.out"
+check_output "a job that does not call PMIx runs as before" '^ok$' env -u PMIX_MCA_bfrops banyan run echo ok
+SCRIPT
+PMIX_MCA_bfrops=nonesuch banyan start --test-size=1 bash "$T_DIR/pmix-fails.sh"
 
 # Brokers sharing a host each claim all its cores (doc/spec/shell.md §5):
 # their shells do not bind, and MPI ranks yield when idle, unless the job

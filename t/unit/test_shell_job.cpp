@@ -1,13 +1,17 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <new>
 #include <optional>
 #include <stdexcept>
+#include <string>
 
+#include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,9 +19,11 @@
 #include "broker/exec/job_cgroup.hpp"
 #include "core/reactor.hpp"
 #include "core/text_file.hpp"
+#include "core/unique_fd.hpp"
 #include "shell/binding.hpp"
 #include "shell/pmix_barrier.hpp"
 #include "shell/shell_job.hpp"
+#include "shell/socket_relay.hpp"
 
 using namespace banyan;
 
@@ -190,4 +196,73 @@ TEST_CASE("the PMIx callbacks' barrier turns every throw into a status", "[shell
     CHECK(pmix_barrier([]() -> pmix_status_t { throw std::bad_alloc(); }) == PMIX_ERR_OUT_OF_RESOURCE);
     CHECK(pmix_barrier([]() -> pmix_status_t { throw std::runtime_error("injected"); }) == PMIX_ERROR);
     CHECK(pmix_barrier([]() -> pmix_status_t { throw 7; }) == PMIX_ERROR);
+}
+
+namespace {
+
+// Reads from `fd` on the loop until `bytes` came or EOF; what came.
+std::string read_on_loop(Reactor& reactor, int fd, size_t bytes, bool* eof = nullptr) {
+    std::string got;
+    bool ended = false;
+    FdWatcher watch(reactor, fd, FdWatcher::Event::readable, [&] {
+        char buf[65536];
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n > 0)
+            got.append(buf, static_cast<size_t>(n));
+        else if (n == 0)
+            ended = true;
+    });
+    auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (got.size() < bytes && !ended && Clock::now() < deadline)
+        reactor.run_for(std::chrono::milliseconds(5));
+    if (eof)
+        *eof = ended;
+    return got;
+}
+
+}  // namespace
+
+TEST_CASE("the PMIx relay passes bytes both ways, in order, and closes both sides together", "[shell]") {
+    Reactor reactor;
+    int task[2], library[2];
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, task) == 0);
+    REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, library) == 0);
+    UniqueFd task_end(task[0]), library_end(library[0]);
+    SocketRelay relay(reactor, UniqueFd(task[1]), UniqueFd(library[1]));
+    fcntl(task_end.get(), F_SETFL, O_NONBLOCK);
+    fcntl(library_end.get(), F_SETFL, O_NONBLOCK);
+
+    REQUIRE(write(task_end.get(), "hello", 5) == 5);
+    CHECK(read_on_loop(reactor, library_end.get(), 5) == "hello");
+    REQUIRE(write(library_end.get(), "world", 5) == 5);
+    CHECK(read_on_loop(reactor, task_end.get(), 5) == "world");
+
+    // More than the socket buffers and the relay's queue limit hold, while
+    // the reader is slow to start: everything arrives, in order.
+    std::string big(12 << 20, '\0');
+    for (size_t i = 0; i < big.size(); i++)
+        big[i] = static_cast<char>(i * 7 + i / 4096);
+    size_t sent = 0;
+    std::string got;
+    FdWatcher writer(reactor, library_end.get(), FdWatcher::Event::writable, [&] {
+        if (sent < big.size()) {
+            ssize_t n = write(library_end.get(), big.data() + sent, std::min<size_t>(big.size() - sent, 1 << 20));
+            if (n > 0)
+                sent += static_cast<size_t>(n);
+        }
+    });
+    for (int i = 0; i < 20; i++)
+        reactor.run_for(std::chrono::milliseconds(5));
+    got = read_on_loop(reactor, task_end.get(), big.size());
+    CHECK(sent == big.size());
+    CHECK(got.size() == big.size());
+    CHECK(got == big);
+    CHECK(relay.open());
+
+    // The library closes: the task sees EOF, and the relay is done.
+    library_end.reset();
+    bool eof = false;
+    CHECK(read_on_loop(reactor, task_end.get(), 1, &eof).empty());
+    CHECK(eof);
+    CHECK_FALSE(relay.open());
 }
