@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "broker/broker.hpp"
 #include "broker/exec/job_cgroup.hpp"
@@ -52,8 +53,8 @@ class ExecService {
     struct Ended {
         int status;
         double time;
-        bool started;               // every local task had run
-        std::deque<ForRank0> kept;  // what rank 0 did not take
+        bool started;                // every local task had run
+        std::vector<ForRank0> kept;  // what rank 0 did not take; a vector: empty, it holds no memory
     };
     // Sends in order: kept, with everything after it, while rank 0 is away.
     void send_to_job_manager(JobId id, LocalJob& job, ForRank0 message);
