@@ -120,14 +120,11 @@ class TestInstance {
 
     std::string uri() const { return fmt::format("local://{}/rank-0/local.sock", dir_); }
 
-    // Runs the loop until `done()` or `seconds` pass (never, when nullopt);
-    // true if done.
-    bool wait_until(const std::function<bool()>& done, std::optional<double> seconds) {
-        std::optional<Clock::time_point> deadline;
-        if (seconds)
-            deadline = Clock::now() + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(*seconds));
+    // Runs the loop until `done()` or `seconds` pass; true if done.
+    bool wait_until(const std::function<bool()>& done, double seconds) {
+        auto deadline = Clock::now() + std::chrono::duration_cast<Duration>(std::chrono::duration<double>(seconds));
         while (!done()) {
-            if (deadline && Clock::now() >= *deadline)
+            if (Clock::now() >= deadline)
                 return false;
             reactor_.run_for(std::chrono::milliseconds(5));
         }
@@ -211,6 +208,7 @@ int run_test_instance(const StartOptions& o) {
     auto proc = Subprocess::spawn(reactor, {.argv = command, .new_process_group = false}, [&](int s) {
         status = s;
         done = true;
+        reactor.stop();
     });
     int exit_code = 127;
     if (!proc) {
@@ -218,7 +216,10 @@ int run_test_instance(const StartOptions& o) {
     } else {
         std::optional<SignalWatcher> term(std::in_place, reactor, std::vector<int>{SIGTERM},
                                           [&](int) { (void)(*proc)->signal(SIGTERM); });
-        instance.wait_until([&] { return done; }, std::nullopt);
+        // Woken by the command's exit, not polling: a command may run for
+        // hours, and every wake costs a CPU the jobs would use.
+        while (!done)
+            reactor.run();
         exit_code = exit_code_from_wait_status(status);
     }
     std::signal(SIGINT, SIG_DFL);
