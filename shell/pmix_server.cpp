@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -298,17 +299,39 @@ std::string library_version() {
     return std::string(text.substr(0, text.find_first_of(" ,")));
 }
 
-// The port of a PMIx server URI ("NSPACE.RANK;tcp4://127.0.0.1:PORT").
+constexpr std::string_view kLoopbackUri = ";tcp4://127.0.0.1:";
+
+// The port of a PMIx server URI on IPv4 loopback
+// ("NSPACE.RANK;tcp4://127.0.0.1:PORT"), the only address the shell relays
+// to (PMIX_SERVER_REMOTE_CONNECTIONS is false).
 std::optional<uint16_t> uri_port(std::string_view uri) {
-    size_t colon = uri.rfind(':');
-    if (colon == std::string_view::npos)
+    size_t at = uri.find(kLoopbackUri);
+    if (at == std::string_view::npos)
         return std::nullopt;
+    std::string digits(uri.substr(at + kLoopbackUri.size()));
     char* end = nullptr;
-    std::string digits(uri.substr(colon + 1));
     unsigned long port = std::strtoul(digits.c_str(), &end, 10);
     if (digits.empty() || *end != '\0' || port == 0 || port > 65535)
         return std::nullopt;
     return static_cast<uint16_t>(port);
+}
+
+// `variable` ("K=V") with the port of a loopback server URI replaced.
+std::string with_port(const std::string& variable, uint16_t port) {
+    size_t at = variable.find(kLoopbackUri);
+    if (at == std::string::npos)
+        return variable;
+    return variable.substr(0, at + kLoopbackUri.size()) + std::to_string(port);
+}
+
+// This host's name as the library has it by default (its
+// pmix_keep_fqdn_hostnames is off): up to the first dot. The shell hands
+// it to the library too, so the two never differ.
+std::string short_hostname() {
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    std::string name = host;
+    return name.substr(0, name.find('.'));
 }
 
 bool is_server_uri(std::string_view variable) {
@@ -338,9 +361,7 @@ Result<std::unique_ptr<PmixServer>> PmixServer::open(Reactor& reactor, const She
     if (server->version_.empty())
         return make_error(ENOTSUP,
                           fmt::format("PMIx: cannot read the library's version from \"{}\"", PMIx_Get_version()));
-    char host[256] = "";
-    gethostname(host, sizeof host - 1);
-    server->hostname_ = host;
+    server->hostname_ = short_hostname();
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return make_error(errno, fmt::format("PMIx: socket: {}", std::strerror(errno)));
@@ -370,16 +391,34 @@ Result<std::unique_ptr<PmixServer>> PmixServer::open(Reactor& reactor, const She
 void PmixServer::on_task_connecting() {
     for (;;) {
         UniqueFd task(accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (!task && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+            // The connection stays pending: not watched again for a while,
+            // or the loop would spin on it.
+            log::warning("shell", "PMIx: accepting a task's connection: {}; trying again in 100 ms",
+                         std::strerror(errno));
+            accept_watch_.reset();
+            retry_accept_.start(std::chrono::milliseconds(100), [this] {
+                accept_watch_ = std::make_unique<FdWatcher>(reactor_, listen_fd_.get(), FdWatcher::Event::readable,
+                                                            [this] { on_task_connecting(); });
+            });
+            return;
+        }
         if (!task)
             return;  // none left (EAGAIN), or the task gave up
         if (!library_port_ && !library_failed_) {
-            auto port = start_library();
-            if (port) {
-                library_port_ = *port;
-                check_environment();
+            auto env = start_library();
+            std::optional<uint16_t> port;
+            for (const auto& e : env ? *env : std::vector<std::string>())
+                if (is_server_uri(e) && !port)
+                    port = uri_port(e);
+            if (env && !port)
+                env = make_error(EPROTO, "PMIx setup fork: no server address on IPv4 loopback for the clients");
+            if (env) {
+                library_port_ = port;
+                check_environment(*env);
             } else {
                 library_failed_ = true;
-                state_->handlers.failed(port.error().message);
+                state_->handlers.failed(env.error().message);
             }
         }
         if (!library_port_)
@@ -395,14 +434,19 @@ void PmixServer::on_task_connecting() {
             log::error("shell", "PMIx: connecting a task to the library: {}", std::strerror(errno));
             continue;
         }
-        std::erase_if(relays_, [](const auto& r) { return !r->open(); });
+        // PMIx writes a header, then a body: relayed as they come, they
+        // must not wait for an acknowledgement (Nagle) on either leg.
+        int on = 1;
+        setsockopt(task.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+        setsockopt(library.get(), IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+        std::erase_if(relays_, [](const auto& r) { return r->done(); });
         relays_.push_back(std::make_unique<SocketRelay>(reactor_, std::move(task), std::move(library)));
     }
 }
 
-Result<uint16_t> PmixServer::start_library() {
+Result<std::vector<std::string>> PmixServer::start_library() {
     if (g_state)
-        return make_error(EBUSY, "PMIx: a server already runs in this process");
+        return make_error(EBUSY, "PMIx server init: a server already runs in this process");
     static pmix_server_module_t module{};
     module.client_connected = on_client_connected;
     module.client_finalized = on_client_finalized;
@@ -414,7 +458,9 @@ Result<uint16_t> PmixServer::start_library() {
     // the tasks are this shell's own children, so the native (uid) check
     // is all that is needed. The shared-memory data stores name files the
     // tasks' environment (given before the library started) cannot name.
-    setenv("PMIX_MCA_psec", "native", 0);
+    // Both are what the tasks' environment says: a site's own choice in
+    // the broker's environment would make the two sides disagree.
+    setenv("PMIX_MCA_psec", "native", 1);
     setenv("PMIX_MCA_gds", "hash", 1);
     InfoList init;
     // Several shells share a host in test instances and when jobs share a
@@ -425,6 +471,7 @@ Result<uint16_t> PmixServer::start_library() {
     init.add_bool(PMIX_SERVER_REMOTE_CONNECTIONS, false);
     init.add_string(PMIX_SERVER_NSPACE, server_nspace(job_));
     init.add_rank(PMIX_SERVER_RANK, job_.rank);
+    init.add_string(PMIX_HOSTNAME, hostname_);
     pmix_topology_t topology{const_cast<char*>("hwloc"), hwloc_topology_};
     if (hwloc_topology_)
         init.add(PMIX_TOPOLOGY2, &topology, PMIX_TOPO);
@@ -434,32 +481,23 @@ Result<uint16_t> PmixServer::start_library() {
     }
     if (auto r = register_namespace(job_, state_->nspace, hwloc_topology_); !r)
         return r.error();  // ~PmixServer finalizes
-    auto env = library_environment(state_->nspace, job_.local.first_task);
-    if (!env)
-        return env.error();
-    for (const auto& e : *env)
-        if (is_server_uri(e))
-            if (auto port = uri_port(e))
-                return *port;
-    return make_error(EPROTO, "PMIx: the library gives its clients no server address");
+    return library_environment(state_->nspace, job_.local.first_task);
 }
 
-void PmixServer::check_environment() {
-    auto library = library_environment(state_->nspace, job_.local.first_task);
-    if (!library)
-        return log::warning("shell", "{}", library.error().message);
-    std::vector<std::string> given = task_environment(job_.local.first_task);
-    std::set<std::string> ours(given.begin(), given.end());
-    for (const auto& e : *library)
-        if (!is_server_uri(e) && !ours.count(e))
+void PmixServer::check_environment(const std::vector<std::string>& library) {
+    std::set<std::string> ours;
+    for (const auto& e : task_environment(job_.local.first_task))
+        ours.insert(is_server_uri(e) ? with_port(e, *library_port_) : e);
+    for (const auto& e : library)
+        if (!ours.count(e))
             log::warning("shell", "PMIx: the library sets {}, which the tasks were not given", e);
 }
 
 PmixServer::~PmixServer() {
     accept_watch_.reset();
     relays_.clear();
-    if (!library_port_ && g_state != state_)
-        return;  // the library never started
+    if (g_state != state_)
+        return;  // the library never started (or failed to)
     {
         std::lock_guard lock(state_->mutex);
         state_->stopped = true;

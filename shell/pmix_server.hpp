@@ -51,12 +51,15 @@ class PmixServer {
 
   private:
     PmixServer(Reactor& reactor, const ShellJob& job, void* hwloc_topology)
-        : reactor_(reactor), job_(job), hwloc_topology_(hwloc_topology) {}
+        : reactor_(reactor), job_(job), hwloc_topology_(hwloc_topology), retry_accept_(reactor) {}
     void on_task_connecting();
-    // Starts the library; the port it listens on.
-    Result<uint16_t> start_library();
-    // Logs each variable the library would set otherwise than the shell did.
-    void check_environment();
+    // Starts the library and registers the job (blocking the shell's loop
+    // meanwhile, ~10 ms: output waits, signals wait); the environment the
+    // library gives the first local task.
+    Result<std::vector<std::string>> start_library();
+    // Logs each variable of `library` (the library's environment for the
+    // first local task) that the shell gave otherwise or not at all.
+    void check_environment(const std::vector<std::string>& library);
 
     Reactor& reactor_;
     const ShellJob& job_;
@@ -66,6 +69,7 @@ class PmixServer {
     UniqueFd listen_fd_;
     uint16_t port_ = 0;  // the tasks'
     std::unique_ptr<FdWatcher> accept_watch_;
+    Timer retry_accept_;                    // out of fds: accept again later
     std::optional<uint16_t> library_port_;  // once started
     bool library_failed_ = false;
     std::vector<std::unique_ptr<SocketRelay>> relays_;

@@ -19,10 +19,17 @@ void make_nonblocking(int fd) {
 }  // namespace
 
 SocketRelay::SocketRelay(Reactor& reactor, UniqueFd a, UniqueFd b) : reactor_(reactor) {
+    bool duplicated = true;
     for (auto [side, fd] : {std::pair{&a_, &a}, std::pair{&b_, &b}}) {
         make_nonblocking(fd->get());
-        side->writer = std::make_unique<PipeWriter>(reactor_, fcntl(fd->get(), F_DUPFD_CLOEXEC, 0));
+        int writer_fd = fcntl(fd->get(), F_DUPFD_CLOEXEC, 0);
+        duplicated = duplicated && writer_fd >= 0;
+        side->writer = std::make_unique<PipeWriter>(reactor_, writer_fd);
         side->fd = std::move(*fd);
+    }
+    if (!duplicated) {  // out of fds: both connections close now
+        end();
+        return;
     }
     // A side that drained what the other sent may read the other again.
     a_.writer->on_drained([this] {

@@ -19,6 +19,9 @@ class SocketRelay {
     SocketRelay(const SocketRelay&) = delete;
     SocketRelay& operator=(const SocketRelay&) = delete;
     bool open() const { return open_; }
+    // Ended, and what was queued for either side written (or dropped: the
+    // side was gone): nothing more to do.
+    bool done() const { return !open_ && a_.writer->queued_bytes() == 0 && b_.writer->queued_bytes() == 0; }
 
   private:
     struct Side {

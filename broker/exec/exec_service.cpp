@@ -686,6 +686,7 @@ void ExecService::finish(JobId id, int status, double time) {
                       time,
                       it->second->started,
                       {std::make_move_iterator(kept.begin()), std::make_move_iterator(kept.end())}});
+    kept.clear();  // moved out: nothing is sent twice before the job is removed
     broker_.reactor().post([this, id] { remove_job(id); });
     for (auto f = fences_.lower_bound({id, 0}); f != fences_.end() && f->first.first == id;)
         f = fences_.erase(f);
