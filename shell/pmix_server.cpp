@@ -30,9 +30,6 @@ namespace banyan {
 struct PmixServer::State {
     Reactor* reactor = nullptr;
     Handlers handlers;
-    std::string nspace;
-    std::string tmpdir;
-    bool shared_host = false;  // another shell of the job runs on this host
     std::mutex mutex;
     uint64_t next_fence = 0;
     std::map<uint64_t, std::pair<pmix_modex_cbfunc_t, void*>> fences;  // waiting for fence_done
@@ -374,14 +371,13 @@ Result<std::unique_ptr<PmixServer>> PmixServer::open(Reactor& reactor, const She
         getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0)
         return make_error(errno, fmt::format("PMIx: a loopback port for the tasks: {}", std::strerror(errno)));
     server->port_ = ntohs(addr.sin_port);
+    server->nspace_ = fmt::format("banyan.{}", format_jobid(job.id));
+    for (const auto& b : job.map.blocks)
+        server->shared_host_ =
+            server->shared_host_ || (b.rank != job.rank && b.ntasks > 0 && job.host_of(b.rank) == job.host_of(job.rank));
     auto state = std::make_shared<State>();
     state->reactor = &reactor;
     state->handlers = std::move(handlers);
-    state->nspace = fmt::format("banyan.{}", format_jobid(job.id));
-    state->tmpdir = job.tmpdir;
-    for (const auto& b : job.map.blocks)
-        state->shared_host =
-            state->shared_host || (b.rank != job.rank && b.ntasks > 0 && job.host_of(b.rank) == job.host_of(job.rank));
     server->state_ = std::move(state);
     server->accept_watch_ = std::make_unique<FdWatcher>(reactor, fd, FdWatcher::Event::readable,
                                                         [s = server.get()] { s->on_task_connecting(); });
@@ -479,9 +475,9 @@ Result<std::vector<std::string>> PmixServer::start_library() {
         g_state.reset();
         return pmix_error(rc, "server init");
     }
-    if (auto r = register_namespace(job_, state_->nspace, hwloc_topology_); !r)
+    if (auto r = register_namespace(job_, nspace_, hwloc_topology_); !r)
         return r.error();  // ~PmixServer finalizes
-    return library_environment(state_->nspace, job_.local.first_task);
+    return library_environment(nspace_, job_.local.first_task);
 }
 
 void PmixServer::check_environment(const std::vector<std::string>& library) {
@@ -512,7 +508,7 @@ PmixServer::~PmixServer() {
 std::vector<std::string> PmixServer::task_environment(uint32_t task) const {
     std::string uri = fmt::format("{}.{};tcp4://127.0.0.1:{}", server_nspace(job_), job_.rank, port_);
     std::vector<std::string> out{
-        "PMIX_NAMESPACE=" + state_->nspace,
+        "PMIX_NAMESPACE=" + nspace_,
         fmt::format("PMIX_RANK={}", task),
         "PMIX_SERVER_URI2=" + uri,
         "PMIX_SERVER_URI21=" + uri,
@@ -536,9 +532,9 @@ std::vector<std::string> PmixServer::task_environment(uint32_t task) const {
     // Brokers sharing a host (a test instance) run shells whose tasks have
     // the same host name, job and local ranks: Open MPI's shared-memory
     // files would collide in /dev/shm, so they go to the shell's own dir.
-    if (state_->shared_host) {
-        out.emplace_back("OMPI_MCA_btl_vader_backing_directory=" + state_->tmpdir);
-        out.emplace_back("OMPI_MCA_orte_tmpdir_base=" + state_->tmpdir);
+    if (shared_host_) {
+        out.emplace_back("OMPI_MCA_btl_vader_backing_directory=" + job_.tmpdir);
+        out.emplace_back("OMPI_MCA_orte_tmpdir_base=" + job_.tmpdir);
     }
     return out;
 }

@@ -64,6 +64,8 @@ class PmixServer {
     Reactor& reactor_;
     const ShellJob& job_;
     void* hwloc_topology_;
+    std::string nspace_;        // the job's: banyan.ID
+    bool shared_host_ = false;  // another shell of the job runs on this host
     std::string version_;  // the library's, for PMIX_VERSION
     std::string hostname_;
     UniqueFd listen_fd_;

@@ -101,7 +101,7 @@ struct ExecService::LocalJob {
     bool started = false;   // every local task runs
     // What rank 0 did not take (no route to it), and all after it, in
     // order: sent again at exec.reattach.
-    std::deque<ForRank0> kept;
+    std::vector<ForRank0> kept;
     size_t kept_bytes = 0;     // of output
     bool output_lost = false;  // past kKeptOutputLimit: output dropped, with one notice
     uint32_t leader = 0;  // the first rank of R: where fences meet
@@ -680,13 +680,9 @@ void ExecService::finish(JobId id, int status, double time) {
     // Kept whether answered or not: the answer may die with rank 0, and
     // this broker with it (rank 0's own jobs): kept in a file too.
     // Ends are kept for exec.reattach-timeout: at 1,000 jobs a second, an
-    // empty deque each (~550 bytes) came to hundreds of MB.
-    auto& kept = it->second->kept;
-    remember_end(id, {status,
-                      time,
-                      it->second->started,
-                      {std::make_move_iterator(kept.begin()), std::make_move_iterator(kept.end())}});
-    kept.clear();  // moved out: nothing is sent twice before the job is removed
+    // empty deque each (~550 bytes) came to hundreds of MB; an empty vector
+    // holds nothing.
+    remember_end(id, {status, time, it->second->started, std::exchange(it->second->kept, {})});
     broker_.reactor().post([this, id] { remove_job(id); });
     for (auto f = fences_.lower_bound({id, 0}); f != fences_.end() && f->first.first == id;)
         f = fences_.erase(f);

@@ -54,7 +54,7 @@ class ExecService {
         int status;
         double time;
         bool started;                // every local task had run
-        std::vector<ForRank0> kept;  // what rank 0 did not take; a vector: empty, it holds no memory
+        std::vector<ForRank0> kept;  // what rank 0 did not take
     };
     // Sends in order: kept, with everything after it, while rank 0 is away.
     void send_to_job_manager(JobId id, LocalJob& job, ForRank0 message);
