@@ -95,13 +95,6 @@ std::vector<std::string> last_of_each_name(std::vector<std::string> env) {
     return out;
 }
 
-bool has_variable(const std::vector<std::string>& env, std::string_view name) {
-    for (const auto& e : env)
-        if (e.size() > name.size() && e[name.size()] == '=' && e.starts_with(name))
-            return true;
-    return false;
-}
-
 // The exec service's saved topology, or this shell's own discovery where
 // there is none or it cannot be read; nullptr when hwloc does not describe
 // this machine.
@@ -464,7 +457,14 @@ Result<void> Shell::launch_tasks() {
         setup.spawn.program = command;
         setup.spawn.cwd = job.cwd;
         setup.spawn.cpus = bindings[i].cpus;
-        std::vector<std::string> env = job.environment;
+        // As mpirun does when it oversubscribes: an MPI rank that polls
+        // while it waits would take the CPU from the rank it waits for.
+        // Before the job's environment, so a value the job set wins
+        // (last_of_each_name).
+        std::vector<std::string> env;
+        if (yield)
+            env.push_back("OMPI_MCA_mpi_yield_when_idle=1");
+        env.insert(env.end(), job.environment.begin(), job.environment.end());
         env.push_back("BANYAN_JOB_ID=" + format_jobid(job.id));
         env.push_back(fmt::format("BANYAN_TASK_RANK={}", rank));
         env.push_back(fmt::format("BANYAN_TASK_LOCAL_ID={}", i));
@@ -474,11 +474,6 @@ Result<void> Shell::launch_tasks() {
         env.push_back("BANYAN_JOB_TMPDIR=" + job.tmpdir);
         if (!bindings[i].gpus.empty())
             env.push_back("CUDA_VISIBLE_DEVICES=" + bindings[i].gpus);
-        // As mpirun does when it oversubscribes: an MPI rank that polls
-        // while it waits would take the CPU from the rank it waits for.
-        // A value the job set itself wins.
-        if (yield && !has_variable(job.environment, "OMPI_MCA_mpi_yield_when_idle"))
-            env.push_back("OMPI_MCA_mpi_yield_when_idle=1");
         if (pmix_) {
             auto pmix_env = pmix_->task_environment(rank);
             env.insert(env.end(), pmix_env.begin(), pmix_env.end());
