@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -208,31 +209,34 @@ void add_job(CLI::App& app, int& exit_code) {
             exit_code = wait_job(client, job_id_argument(id_text), "banyan job wait");
             return;
         }
-        JobList jobs = list_jobs(client, nlohmann::json::object());
-        // A window of waits at a time: the broker reads at most 4096
-        // unanswered requests of one connection.
-        constexpr size_t kWaitWindow = 512;
-        std::map<uint32_t, JobId> waiting;
-        size_t next = 0;
+        // One streaming request: the job manager takes the list at once
+        // and answers each job as it ends, so none is purged in between.
+        Message request = Message::request("job-manager.wait-all", nlohmann::json::object(), 0);
+        request.flags |= msgflag::streaming;
+        uint32_t matchtag = must(client.send(std::move(request)));
+        std::optional<ProgressBar> bar;
         exit_code = 0;
-        ProgressBar bar("wait", jobs.size(), progress_wanted(progress));
-        while (next < jobs.size() || !waiting.empty()) {
-            for (; next < jobs.size() && waiting.size() < kWaitWindow; next++) {
-                JobId id = jobs.get(next, "id").get<JobId>();
-                waiting[must(client.send(Message::request("job-manager.wait", {{"id", id}}, 0)))] = id;
-            }
+        for (;;) {
             Message m = must(client.recv());
-            auto it = waiting.find(m.matchtag);
-            if (it == waiting.end())
+            if (m.type != MessageType::response || m.matchtag != matchtag)
                 continue;
-            auto r = response_payload(m);
-            if (!r || r->value("result", "") != "completed") {
-                fmt::print(stderr, "banyan job wait: {}: {}\n", format_jobid(it->second),
-                           !r ? r.error().message : r->value("note", r->value("result", "failed")));
+            if (m.errnum == ENODATA)
+                break;
+            auto r = must(response_payload(m));
+            if (!bar) {  // the first answer: how many there are
+                bar.emplace("wait", must(json_field<uint64_t>(r, "jobs", 0, "wait-all")), progress_wanted(progress));
+                continue;
+            }
+            auto id = json_field<uint64_t>(r, "id", 0, "wait-all");
+            auto result = json_field<std::string>(r, "result", "", "wait-all");
+            auto note = json_field<std::string>(r, "note", "", "wait-all");
+            if (auto e = first_error(id, result, note))
+                fail(e->message);
+            if (*result != "completed") {
+                fmt::print(stderr, "banyan job wait: {}: {}\n", format_jobid(*id), note->empty() ? *result : *note);
                 exit_code = 1;
             }
-            waiting.erase(it);
-            bar.advance();
+            bar->advance();
         }
     });
 

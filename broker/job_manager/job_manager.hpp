@@ -70,6 +70,7 @@ class JobManager {
     void on_eventlog(const Message& req);
     void on_attach(const Message& req);
     void on_wait(const Message& req);
+    void on_wait_all(const Message& req);
     void on_cancel(const Message& req);
     void on_kill(const Message& req);
     void on_urgency(const Message& req);

@@ -57,6 +57,7 @@ void JobManager::register_methods() {
     method("job-manager.eventlog", false, &JobManager::on_eventlog);
     method("job-manager.attach", false, &JobManager::on_attach);
     method("job-manager.wait", false, &JobManager::on_wait);
+    method("job-manager.wait-all", false, &JobManager::on_wait_all);
     method("job-manager.cancel", false, &JobManager::on_cancel);
     method("job-manager.kill", false, &JobManager::on_kill);
     method("job-manager.urgency", false, &JobManager::on_urgency);
@@ -516,6 +517,21 @@ void JobManager::on_wait(const Message& req) {
     if (!job)
         return;
     watchers_.wait(req, *job);
+}
+
+void JobManager::on_wait_all(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    if (!body->is_object())
+        return broker_.respond_error(req, EPROTO, "job-manager.wait-all: expected {}");
+    if (!req.has_flag(msgflag::streaming))
+        return broker_.respond_error(req, EPROTO, "job-manager.wait-all: a streaming request is expected");
+    std::vector<JobId> ids;  // ascending, as jobs_ is
+    for (const auto& [id, job] : jobs_)
+        if (job.userid == req.userid && job.state != JobState::inactive && !unstored_.count(id))
+            ids.push_back(id);
+    watchers_.wait_all(req, std::move(ids));
 }
 
 void JobManager::on_cancel(const Message& req) {

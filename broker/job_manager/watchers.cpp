@@ -1,5 +1,7 @@
 #include "broker/job_manager/watchers.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "broker/job_manager/job_manager.hpp"
@@ -112,11 +114,41 @@ void Watchers::wait(const Message& req, const Job& job) {
     waits_.emplace(job.id, std::move(waiting));
 }
 
+void Watchers::wait_all(const Message& req, std::vector<JobId> ids) {
+    size_t open = 0;
+    for (const auto& [n, w] : wait_alls_)
+        open += w.req.userid == req.userid;
+    if (open >= kWaitAllsPerUser)
+        return jm_.broker_.respond_error(
+            req, EBUSY, fmt::format("job-manager.wait-all: uid {} has {} open already", req.userid, open));
+    jm_.broker_.respond(Message::response_to(req, {{"jobs", ids.size()}}));
+    if (ids.empty())
+        return jm_.broker_.respond_error(req, ENODATA, "job-manager.wait-all: done");
+    Message waiting = req;
+    waiting.payload.reset();
+    size_t count = ids.size();
+    wait_alls_.emplace(next_watch_++, WaitAll{std::move(waiting), std::move(ids), count});
+}
+
 void Watchers::inactive(const Job& job) {
     auto [first, last] = waits_.equal_range(job.id);
     for (auto it = first; it != last; ++it)
         jm_.respond_once_stored(Message::response_to(it->second, wait_answer(job)));
     waits_.erase(first, last);
+    for (auto it = wait_alls_.begin(); it != wait_alls_.end();) {
+        WaitAll& w = it->second;
+        if (w.req.userid != job.userid || !std::binary_search(w.ids.begin(), w.ids.end(), job.id)) {
+            ++it;
+            continue;
+        }
+        jm_.respond_once_stored(Message::response_to(w.req, wait_answer(job)));  // streaming, as asked
+        if (--w.unanswered > 0) {
+            ++it;
+            continue;
+        }
+        jm_.respond_once_stored(Message::error_to(w.req, ENODATA, "job-manager.wait-all: done"));
+        it = wait_alls_.erase(it);
+    }
 }
 
 }  // namespace banyan

@@ -2,11 +2,13 @@
 // job-manager.attach is answered with the committed events and output
 // past what the caller has seen, as soon as there are any (read on the
 // database's reader thread after each commit that brought the job news);
-// job-manager.wait is answered once the job is INACTIVE and on disk.
+// job-manager.wait is answered once the job is INACTIVE and on disk, and
+// job-manager.wait-all streams that answer for each job of its list.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -31,6 +33,8 @@ class Watchers {
     void attach(const Message& req, JobId id, uint32_t events_from, uint32_t output_from);
     // Answered at once if the job is inactive already.
     void wait(const Message& req, const Job& job);
+    // `ids`: the caller's active jobs, in ascending order.
+    void wait_all(const Message& req, std::vector<JobId> ids);
     // After every commit.
     void committed();
     // Its waits are answered once this is on disk.
@@ -49,11 +53,20 @@ class Watchers {
     void read_for_attach(uint64_t watch_id);
     void answer_attach(uint64_t watch_id, const Result<AttachNews>& news);
     static nlohmann::json wait_answer(const Job& job);
+    // A caller may hold this many wait-all streams at once: each holds its
+    // list until its last job ends, whether or not the caller is there.
+    static constexpr size_t kWaitAllsPerUser = 16;
+    struct WaitAll {
+        Message req;             // without payload
+        std::vector<JobId> ids;  // ascending
+        size_t unanswered;
+    };
 
     JobManager& jm_;
     std::map<uint64_t, Watch> attaches_;  // by a number of their own
     uint64_t next_watch_ = 1;
     std::multimap<JobId, Message> waits_;
+    std::map<uint64_t, WaitAll> wait_alls_;  // by a number of their own
 };
 
 }  // namespace banyan

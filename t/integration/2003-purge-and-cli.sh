@@ -12,6 +12,38 @@ check_output "inactive-limit=5: only the 5 newest inactive jobs are kept" '^5$' 
 SCRIPT
 banyan start --test-size=1 -S job-manager.inactive-limit=5 bash "$T_DIR/limit.sh"
 
+# job wait --all takes its list at rank 0 in one request: jobs that end and
+# are purged while it waits (a list, then a wait each, found them gone:
+# "no such job") are still answered, with their results.
+cat >"$T_DIR/wait-all.sh" <<'SCRIPT'
+set -u
+banyan submit --cc=1-1500 -S exec.test.run_duration=0 true >/dev/null
+check_output "1,500 jobs under inactive-limit=5: wait --all prints nothing and exits 0" '^rc=0$' \
+    sh -c 'banyan job wait --all 2>&1; echo rc=$?'
+banyan submit --cc=1-2 false >/dev/null
+check_output "a failed job: its id and result on stderr, exit 1" '^banyan job wait: f[1-9A-HJ-NP-Za-km-z]+: failed$' \
+    sh -c 'banyan job wait --all 2>&1; test $? = 1'
+check_output "nothing active: exits 0 at once" '^rc=0$' sh -c 'banyan job wait --all 2>&1; echo rc=$?'
+check_output "a request that is not streaming: one line" 'a streaming request is expected' \
+    sh -c 'banyan-test-client rpc job-manager.wait-all "{}" 2>&1'
+banyan submit --urgency=0 --cc=1-2 true >held.ids
+# 16 waits of the two held jobs; each draws its bar (0/2) once it has its list.
+pids=()
+for i in $(seq 16); do
+    banyan job wait --all --progress 2>"wait.$i.err" &
+    pids+=($!)
+done
+wait_for "16 waits have their lists" 20 sh -c 'test $(grep -l " 0/2 " wait.*.err | wc -l) = 16'
+check_output "a 17th open wait --all: one line, exit 1" '^banyan job wait: job-manager.wait-all: uid [0-9]+ has 16 open already$' \
+    sh -c 'banyan job wait --all 2>&1; test $? = 1'
+banyan cancel $(cat held.ids) >/dev/null
+wait_for "the 16 waits end once their jobs do" 20 \
+    bash -c 'for p; do kill -0 $p 2>/dev/null && exit 1; done; exit 0' _ "${pids[@]}"
+check_output "each reported the two canceled jobs" '^32$' sh -c 'cat wait.*.err | tr "\\r" "\\n" | grep -c ": canceled"'
+check_output "and new ones are taken again" '^rc=0$' sh -c 'banyan job wait --all 2>&1; echo rc=$?'
+SCRIPT
+(cd "$T_DIR" && banyan start --test-size=2 -S job-manager.inactive-limit=5 bash "$T_DIR/wait-all.sh")
+
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
     need_munged # a guest's submit is signed
     cat >"$T_DIR/flood.sh" <<'SCRIPT'
