@@ -23,6 +23,9 @@ check_output "1,500 jobs under inactive-limit=5: wait --all prints nothing and e
 banyan submit --cc=1-2 false >/dev/null
 check_output "a failed job: its id and result on stderr, exit 1" '^banyan job wait: f[1-9A-HJ-NP-Za-km-z]+: failed$' \
     sh -c 'banyan job wait --all 2>&1; test $? = 1'
+banyan submit --cc=1-3 true >/dev/null
+check_output "from rank 1 (answers relayed from rank 0): exits 0" '^rc=0$' \
+    bash -c 'BANYAN_URI="local://$(instance_dir)/rank-1/local.sock" banyan job wait --all 2>&1; echo rc=$?'
 check_output "nothing active: exits 0 at once" '^rc=0$' sh -c 'banyan job wait --all 2>&1; echo rc=$?'
 check_output "a request that is not streaming: one line" 'a streaming request is expected' \
     sh -c 'banyan-test-client rpc job-manager.wait-all "{}" 2>&1'
