@@ -24,31 +24,6 @@ std::string command_path(const CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app("banyan: the Banyan workload manager", "banyan");
-    app.require_subcommand(1);
-    int exit_code = 0;
-    cli::add_start(app, exit_code);
-    cli::add_shutdown(app, exit_code);
-    cli::add_ping(app, exit_code);
-    cli::add_overlay(app, exit_code);
-    cli::add_uptime(app, exit_code);
-    cli::add_ready(app, exit_code);
-    cli::add_dmesg(app, exit_code);
-    cli::add_keygen(app, exit_code);
-    cli::add_resource(app, exit_code);
-    cli::add_queue(app, exit_code);
-    cli::add_submit(app, exit_code);
-    cli::add_run(app, exit_code);
-    cli::add_batch(app, exit_code);
-    cli::add_alloc(app, exit_code);
-    cli::add_proxy(app, exit_code);
-    cli::add_jobs(app, exit_code);
-    cli::add_events(app, exit_code);
-    cli::add_top(app, exit_code);
-    cli::add_token(app, exit_code);
-    cli::add_cancel(app, exit_code);
-    cli::add_job(app, exit_code);
-    app.footer("banyan --job ID COMMAND...: COMMAND against job ID's nested instance (ID1/ID2 through nested ones)");
     // banyan --job ID COMMAND...: COMMAND with BANYAN_URI set to the job's
     // nested instance (doc/spec/instances.md §5).
     if (argc > 1 && (std::strcmp(argv[1], "--job") == 0 || std::strncmp(argv[1], "--job=", 6) == 0)) {
@@ -79,11 +54,31 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
-    if (argc > 1 && argv[1][0] != '-') {
-        bool known = false;
-        for (const auto* sub : app.get_subcommands({}))
-            known = known || sub->get_name() == argv[1];
-        if (!known) {
+    CLI::App app("banyan: the Banyan workload manager", "banyan");
+    app.require_subcommand(1);
+    int exit_code = 0;
+    app.footer("banyan --job ID COMMAND...: COMMAND against job ID's nested instance (ID1/ID2 through nested ones)");
+    // Only the command given is built (its options are most of a short
+    // command's run time); help and unknown names build them all.
+    const std::pair<const char*, void (*)(CLI::App&, int&)> commands[] = {
+        {"start", cli::add_start},     {"shutdown", cli::add_shutdown}, {"ping", cli::add_ping},
+        {"overlay", cli::add_overlay}, {"uptime", cli::add_uptime},     {"ready", cli::add_ready},
+        {"dmesg", cli::add_dmesg},     {"keygen", cli::add_keygen},     {"resource", cli::add_resource},
+        {"queue", cli::add_queue},     {"submit", cli::add_submit},     {"run", cli::add_run},
+        {"batch", cli::add_batch},     {"alloc", cli::add_alloc},       {"proxy", cli::add_proxy},
+        {"jobs", cli::add_jobs},       {"events", cli::add_events},     {"top", cli::add_top},
+        {"token", cli::add_token},     {"cancel", cli::add_cancel},     {"job", cli::add_job},
+    };
+    bool built = false;
+    for (const auto& [name, add] : commands)
+        if (argc > 1 && std::strcmp(argv[1], name) == 0) {
+            add(app, exit_code);
+            built = true;
+        }
+    if (!built) {
+        for (const auto& [name, add] : commands)
+            add(app, exit_code);
+        if (argc > 1 && argv[1][0] != '-') {
             std::fprintf(stderr, "banyan: '%s' is not a banyan command (see banyan --help)\n", argv[1]);
             return 2;
         }
