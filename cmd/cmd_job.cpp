@@ -82,6 +82,49 @@ int wait_job(Client& client, JobId id, std::string_view who) {
     return result && *result == "completed" ? 0 : 1;
 }
 
+// banyan job wait --all: one streaming request; the job manager takes the
+// list at once and answers each job as it ends, so none is purged in
+// between. 1 if any did not complete.
+int wait_all_jobs(Client& client, bool progress) {
+    Message request = Message::request("job-manager.wait-all", nlohmann::json::object(), 0);
+    request.flags |= msgflag::streaming;
+    uint32_t matchtag = must(client.send(std::move(request)));
+    std::optional<ProgressBar> bar;
+    uint64_t expected = 0, answered = 0;
+    int exit_code = 0;
+    for (;;) {
+        Message m = must(client.recv());
+        if (m.type != MessageType::response || m.matchtag != matchtag)
+            continue;
+        if (m.errnum == ENODATA && bar)
+            break;
+        auto r = must(response_payload(m));
+        if (!bar) {  // the first answer: how many there are
+            if (!r.contains("jobs"))
+                fail("unexpected reply from the instance: no job count");
+            expected = must(json_field<uint64_t>(r, "jobs", 0, "wait-all"));
+            bar.emplace("wait", expected, progress_wanted(progress));
+            continue;
+        }
+        auto id = json_field<uint64_t>(r, "id", 0, "wait-all");
+        auto result = json_field<std::string>(r, "result", "", "wait-all");
+        auto note = json_field<std::string>(r, "note", "", "wait-all");
+        if (auto e = first_error(id, result, note))
+            fail(e->message);
+        if (!r.contains("id") || result->empty())
+            fail("unexpected reply from the instance: an answer without its job");
+        if (*result != "completed") {
+            bar->print_line(fmt::format("banyan job wait: {}: {}", format_jobid(*id), note->empty() ? *result : *note));
+            exit_code = 1;
+        }
+        answered++;
+        bar->advance();
+    }
+    if (answered != expected)
+        fail(fmt::format("unexpected reply from the instance: {} answers for {} jobs", answered, expected));
+    return exit_code;
+}
+
 int attach_job(Client& client, JobId id, bool interactive, bool with_stdin) {
     std::string jid = format_jobid(id);
     if (interactive) {
@@ -209,35 +252,7 @@ void add_job(CLI::App& app, int& exit_code) {
             exit_code = wait_job(client, job_id_argument(id_text), "banyan job wait");
             return;
         }
-        // One streaming request: the job manager takes the list at once
-        // and answers each job as it ends, so none is purged in between.
-        Message request = Message::request("job-manager.wait-all", nlohmann::json::object(), 0);
-        request.flags |= msgflag::streaming;
-        uint32_t matchtag = must(client.send(std::move(request)));
-        std::optional<ProgressBar> bar;
-        exit_code = 0;
-        for (;;) {
-            Message m = must(client.recv());
-            if (m.type != MessageType::response || m.matchtag != matchtag)
-                continue;
-            if (m.errnum == ENODATA)
-                break;
-            auto r = must(response_payload(m));
-            if (!bar) {  // the first answer: how many there are
-                bar.emplace("wait", must(json_field<uint64_t>(r, "jobs", 0, "wait-all")), progress_wanted(progress));
-                continue;
-            }
-            auto id = json_field<uint64_t>(r, "id", 0, "wait-all");
-            auto result = json_field<std::string>(r, "result", "", "wait-all");
-            auto note = json_field<std::string>(r, "note", "", "wait-all");
-            if (auto e = first_error(id, result, note))
-                fail(e->message);
-            if (*result != "completed") {
-                fmt::print(stderr, "banyan job wait: {}: {}\n", format_jobid(*id), note->empty() ? *result : *note);
-                exit_code = 1;
-            }
-            bar->advance();
-        }
+        exit_code = wait_all_jobs(client, progress);
     });
 
     static std::string urgency_text;

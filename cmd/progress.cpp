@@ -34,6 +34,14 @@ void ProgressBar::advance(size_t n) {
         draw();
 }
 
+void ProgressBar::print_line(std::string_view line) {
+    if (shown_)
+        std::fputs("\r\033[K", stderr);
+    fmt::print(stderr, "{}\n", line);
+    if (shown_)
+        draw();
+}
+
 void ProgressBar::draw() {
     constexpr size_t kWidth = 30;
     last_draw_ = std::chrono::steady_clock::now();

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace banyan::cli {
 
@@ -22,6 +23,8 @@ class ProgressBar {
     ProgressBar(const ProgressBar&) = delete;
     ProgressBar& operator=(const ProgressBar&) = delete;
     void advance(size_t n = 1);
+    // Prints `line` (and a newline) on stderr above the bar, not after it.
+    void print_line(std::string_view line);
 
   private:
     void draw();

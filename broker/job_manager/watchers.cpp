@@ -115,12 +115,22 @@ void Watchers::wait(const Message& req, const Job& job) {
 }
 
 void Watchers::wait_all(const Message& req, std::vector<JobId> ids) {
+    // Over the cap, the caller's oldest stream ends: one whose client went
+    // away (Ctrl-C) would otherwise hold its place until its jobs end.
+    auto oldest = wait_alls_.end();
     size_t open = 0;
-    for (const auto& [n, w] : wait_alls_)
-        open += w.req.userid == req.userid;
-    if (open >= kWaitAllsPerUser)
-        return jm_.broker_.respond_error(
-            req, EBUSY, fmt::format("job-manager.wait-all: uid {} has {} open already", req.userid, open));
+    for (auto it = wait_alls_.begin(); it != wait_alls_.end(); ++it)
+        if (it->second.req.userid == req.userid && open++ == 0)
+            oldest = it;
+    if (open >= kWaitAllsPerUser) {
+        // Erased before it is answered: an answer may call back into us.
+        Message ended = std::move(oldest->second.req);
+        wait_alls_.erase(oldest);
+        jm_.broker_.respond_error(ended, EOVERFLOW,
+                                  fmt::format("job-manager.wait-all: ended: uid {} opened more than {} at once "
+                                              "(the oldest ends first)",
+                                              req.userid, kWaitAllsPerUser));
+    }
     jm_.broker_.respond(Message::response_to(req, {{"jobs", ids.size()}}));
     if (ids.empty())
         return jm_.broker_.respond_error(req, ENODATA, "job-manager.wait-all: done");

@@ -33,7 +33,12 @@ class Watchers {
     void attach(const Message& req, JobId id, uint32_t events_from, uint32_t output_from);
     // Answered at once if the job is inactive already.
     void wait(const Message& req, const Job& job);
-    // `ids`: the caller's active jobs, in ascending order.
+    // job-manager.wait-all: answers {jobs: N} before it returns (and, for
+    // none, ENODATA), then each of `ids` (the caller's active jobs,
+    // ascending) once it is inactive and on disk, then ENODATA. The
+    // caller's oldest stream is ended (EOVERFLOW) when it has
+    // kWaitAllsPerUser already; nothing else ends one (no timeout, no
+    // news of a client gone).
     void wait_all(const Message& req, std::vector<JobId> ids);
     // After every commit.
     void committed();
@@ -55,6 +60,7 @@ class Watchers {
     static nlohmann::json wait_answer(const Job& job);
     // A caller may hold this many wait-all streams at once: each holds its
     // list until its last job ends, whether or not the caller is there.
+    // wait_alls_ is scanned at each job's end: a few streams a user.
     static constexpr size_t kWaitAllsPerUser = 16;
     struct WaitAll {
         Message req;             // without payload

@@ -4,6 +4,14 @@
 # exit status, and a clean shutdown that leaves no process behind.
 . "$(dirname "$0")/lib.sh"
 
+# The built programs load their libraries from the system's directories and
+# those their libraries name, never from the directory they run in (an
+# empty run path entry): a job's working directory could supply them.
+for program in banyan banyan-broker banyan-shell banyan-imp; do
+    check "$program's run path has no empty entry" \
+        sh -c "! readelf -d '$BANYAN_BUILD_DIR/bin/$program' | grep -E 'R(UN)?PATH' | grep -qE '\[:|::|:\]'"
+done
+
 inside() {
     dir=$(instance_dir)
     echo "$dir" >"$T_DIR/instance"

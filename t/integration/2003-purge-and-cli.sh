@@ -17,16 +17,34 @@ banyan start --test-size=1 -S job-manager.inactive-limit=5 bash "$T_DIR/limit.sh
 # "no such job") are still answered, with their results.
 cat >"$T_DIR/wait-all.sh" <<'SCRIPT'
 set -u
-banyan submit --cc=1-1500 -S exec.test.run_duration=0 true >/dev/null
-check_output "1,500 jobs under inactive-limit=5: wait --all prints nothing and exits 0" '^rc=0$' \
-    sh -c 'banyan job wait --all 2>&1; echo rc=$?'
-banyan submit --cc=1-2 false >/dev/null
-check_output "a failed job: its id and result on stderr, exit 1" '^banyan job wait: f[1-9A-HJ-NP-Za-km-z]+: failed$' \
-    sh -c 'banyan job wait --all 2>&1; test $? = 1'
-banyan submit --cc=1-3 true >/dev/null
-check_output "from rank 1 (answers relayed from rank 0): exits 0" '^rc=0$' \
-    bash -c 'BANYAN_URI="local://$(instance_dir)/rank-1/local.sock" banyan job wait --all 2>&1; echo rc=$?'
-check_output "nothing active: exits 0 at once" '^rc=0$' sh -c 'banyan job wait --all 2>&1; echo rc=$?'
+# bar FILE: the progress bar's states and the lines above it, one a line.
+bar() { tr '\r' '\n' <"$1" | sed 's/\x1b\[K//g'; }
+export -f bar
+# Jobs that wait 3 s for their begin time, so that the wait has its list
+# before any ends; then all 1,500 end and are purged while it waits.
+banyan submit --cc=1-1500 --begin-time=+3s -S exec.test.run_duration=0 true >/dev/null
+check_output "1,500 jobs under inactive-limit=5: wait --all answers every one, exits 0" '^1500/1500 100% rc=0$' \
+    bash -c 'banyan job wait --all --progress 2>purge.err; rc=$?; echo "$(bar purge.err | tail -1 | grep -o "[0-9]*/[0-9]* [0-9]*%") rc=$rc"'
+check_output "none of them 'no such job'" '^0$' bash -c 'bar purge.err | grep -c "no such job"'
+banyan submit --urgency=0 --cc=1-2 false >failed.ids
+banyan job wait --all --progress 2>failed.err &
+w=$!
+wait_for "the wait has the two held jobs" 20 bash -c 'bar failed.err | grep -q " 0/2 "'
+for id in $(cat failed.ids); do banyan job urgency "$id" default; done
+wait "$w"
+check_output "two failed jobs: exit 1" '^1$' echo "$?"
+check_output "each failed job's id and result on stderr" '^2$' \
+    bash -c 'bar failed.err | grep -cE "^banyan job wait: f[1-9A-HJ-NP-Za-km-z]+: failed$"'
+banyan submit --urgency=0 --cc=1-3 true >held.ids
+BANYAN_URI="local://$(instance_dir)/rank-1/local.sock" banyan job wait --all --progress 2>rank1.err &
+w=$!
+wait_for "a wait from rank 1 has the three held jobs" 20 bash -c 'bar rank1.err | grep -q " 0/3 "'
+for id in $(cat held.ids); do banyan job urgency "$id" default; done
+wait "$w"
+rc=$?
+check_output "from rank 1 (answers relayed from rank 0): 3/3, exit 0" '^3/3 100% rc=0$' \
+    bash -c "echo \"\$(bar rank1.err | tail -1 | grep -o '[0-9]*/[0-9]* [0-9]*%') rc=$rc\""
+check_output "nothing active: exits 0 at once" '^rc=0$' sh -c 'timeout 10 banyan job wait --all 2>&1; echo rc=$?'
 check_output "a request that is not streaming: one line" 'a streaming request is expected' \
     sh -c 'banyan-test-client rpc job-manager.wait-all "{}" 2>&1'
 banyan submit --urgency=0 --cc=1-2 true >held.ids
@@ -37,13 +55,15 @@ for i in $(seq 16); do
     pids+=($!)
 done
 wait_for "16 waits have their lists" 20 sh -c 'test $(grep -l " 0/2 " wait.*.err | wc -l) = 16'
-check_output "a 17th open wait --all: one line, exit 1" '^banyan job wait: job-manager.wait-all: uid [0-9]+ has 16 open already$' \
-    sh -c 'banyan job wait --all 2>&1; test $? = 1'
+banyan job wait --all --progress 2>wait.17.err &
+pids+=($!)
+wait_for "a 17th ends the oldest, with one line" 20 sh -c \
+    'grep -l "^banyan job wait: job-manager.wait-all: ended: uid [0-9]* opened more than 16 at once (the oldest ends first)$" wait.*.err'
+check_output "just one of the first 16" '^1$' sh -c 'grep -l "opened more than 16" wait.*.err | wc -l'
 banyan cancel $(cat held.ids) >/dev/null
-wait_for "the 16 waits end once their jobs do" 20 \
+wait_for "the other 16 waits end once their jobs do" 20 \
     bash -c 'for p; do kill -0 $p 2>/dev/null && exit 1; done; exit 0' _ "${pids[@]}"
-check_output "each reported the two canceled jobs" '^32$' sh -c 'cat wait.*.err | tr "\\r" "\\n" | grep -c ": canceled"'
-check_output "and new ones are taken again" '^rc=0$' sh -c 'banyan job wait --all 2>&1; echo rc=$?'
+check_output "each reported the two canceled jobs" '^32$' sh -c 'cat wait.*.err | tr "\r" "\n" | grep -c ": canceled"'
 SCRIPT
 (cd "$T_DIR" && banyan start --test-size=2 -S job-manager.inactive-limit=5 bash "$T_DIR/wait-all.sh")
 
