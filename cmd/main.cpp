@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
     int exit_code = 0;
     app.footer("banyan --job ID COMMAND...: COMMAND against job ID's nested instance (ID1/ID2 through nested ones)");
     // Only the command given is built (its options are most of a short
-    // command's run time); help and unknown names build them all.
+    // command's run time); help builds them all.
     const std::pair<const char*, void (*)(CLI::App&, int&)> commands[] = {
         {"start", cli::add_start},     {"shutdown", cli::add_shutdown}, {"ping", cli::add_ping},
         {"overlay", cli::add_overlay}, {"uptime", cli::add_uptime},     {"ready", cli::add_ready},
@@ -75,14 +75,13 @@ int main(int argc, char** argv) {
             add(app, exit_code);
             built = true;
         }
-    if (!built) {
+    if (!built && argc > 1 && argv[1][0] != '-') {
+        std::fprintf(stderr, "banyan: '%s' is not a banyan command (see banyan --help)\n", argv[1]);
+        return 2;
+    }
+    if (!built)  // help, or no command: all of them, to list
         for (const auto& [name, add] : commands)
             add(app, exit_code);
-        if (argc > 1 && argv[1][0] != '-') {
-            std::fprintf(stderr, "banyan: '%s' is not a banyan command (see banyan --help)\n", argv[1]);
-            return 2;
-        }
-    }
     // `banyan submit|run|start [OPTIONS] -- COMMAND...`: COMMAND may start with "-".
     if (argc > 2 && (std::strcmp(argv[1], "submit") == 0 || std::strcmp(argv[1], "run") == 0 ||
                      std::strcmp(argv[1], "start") == 0 || std::strcmp(argv[1], "batch") == 0 ||
