@@ -484,16 +484,24 @@ Result<std::unique_ptr<Subprocess>> Subprocess::spawn(Reactor& reactor, const Sp
         return make_error(failure.err, describe(failure, options));
     }
 
+    if (pidfd < 0) {
+        int err = errno;
+        Subprocess reaper;  // kills and reaps it
+        reaper.pid_ = pid;
+        reaper.own_group_ = options.new_process_group;
+        return make_error(err, fmt::format("pidfd_open: {}", std::strerror(err)));
+    }
+    fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+    return adopt(reactor, pid, pidfd, options.new_process_group, std::move(on_exit));
+}
+
+std::unique_ptr<Subprocess> Subprocess::adopt(Reactor& reactor, pid_t pid, int pidfd, bool own_group,
+                                              std::function<void(int)> on_exit) {
     std::unique_ptr<Subprocess> proc(new Subprocess());
     proc->pid_ = pid;
-    proc->own_group_ = options.new_process_group;
+    proc->own_group_ = own_group;
     proc->on_exit_ = std::move(on_exit);
     proc->pidfd_ = pidfd;
-    if (proc->pidfd_ < 0) {
-        int err = errno;
-        return make_error(err, fmt::format("pidfd_open: {}", std::strerror(err)));  // ~Subprocess reaps it
-    }
-    fcntl(proc->pidfd_, F_SETFD, FD_CLOEXEC);
     Subprocess* self = proc.get();
     proc->watcher_ = std::make_unique<FdWatcher>(reactor, proc->pidfd_, FdWatcher::Event::readable,
                                                  [self] { self->on_pidfd_readable(); });

@@ -118,6 +118,12 @@ class Subprocess {
     // program name in the message.
     static Result<std::unique_ptr<Subprocess>> spawn(Reactor& reactor, const SpawnOptions& options,
                                                      std::function<void(int wait_status)> on_exit);
+    // Takes charge of a child of this process that another process started
+    // for it (clone3 with CLONE_PARENT: the shell fork server, doc/spec/
+    // shell.md §1.1): `pidfd` (owned) is watched as spawn's is; `own_group`:
+    // it leads a process group of its own.
+    static std::unique_ptr<Subprocess> adopt(Reactor& reactor, pid_t pid, int pidfd, bool own_group,
+                                             std::function<void(int wait_status)> on_exit);
     ~Subprocess();
     Subprocess(const Subprocess&) = delete;
     Subprocess& operator=(const Subprocess&) = delete;

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -66,6 +67,66 @@ Result<UniqueFd> listen_unix(const std::string& path, int backlog) {
         listen(fd.get(), backlog) < 0)
         return make_error(errno, fmt::format("{}: {}", path, std::strerror(errno)));
     return fd;
+}
+
+namespace {
+constexpr size_t kMaxPassedFds = 8;
+}
+
+Result<void> send_with_fds(int socket, std::string_view data, std::span<const int> fds) {
+    if (fds.size() > kMaxPassedFds)
+        return make_error(EINVAL, fmt::format("{} descriptors in one message (at most {})", fds.size(), kMaxPassedFds));
+    iovec iov{const_cast<char*>(data.data()), data.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (!fds.empty()) {
+        msg.msg_control = control;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+        cmsghdr* c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+        std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+    }
+    ssize_t n;
+    while ((n = sendmsg(socket, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+    }
+    if (n < 0)
+        return make_error(errno, fmt::format("sendmsg: {}", std::strerror(errno)));
+    return {};
+}
+
+Result<size_t> receive_with_fds(int socket, std::span<char> buffer, std::vector<UniqueFd>& fds) {
+    iovec iov{buffer.data(), buffer.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n;
+    while ((n = recvmsg(socket, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+    }
+    if (n < 0)
+        return make_error(errno, fmt::format("recvmsg: {}", std::strerror(errno)));
+    size_t before = fds.size();
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; i++) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            fds.emplace_back(fd);
+        }
+    }
+    if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+        fds.resize(before);
+        return make_error(EMSGSIZE, "recvmsg: the message or its descriptors did not fit");
+    }
+    return static_cast<size_t>(n);
 }
 
 }  // namespace banyan

@@ -12,12 +12,16 @@
 
 #include "core/json_parse.hpp"
 #include "core/log.hpp"
+#include "shell/fork_server.hpp"
 #include "shell/shell.hpp"
 
 int main(int argc, char** argv) {
     // banyan-imp passes the jobspec the user signed on fd 3.
     bool signed_fd = argc == 2 && std::strcmp(argv[1], "--signed-jobspec-fd=3") == 0;
-    if ((argc > 1 && !signed_fd) || isatty(0)) {
+    bool fork_server = argc == 2 && std::strcmp(argv[1], "--fork-server") == 0;
+    if (fork_server && !isatty(0))
+        banyan::serve_forks(argv[1]);  // returns in a job's shell, forked
+    else if ((argc > 1 && !signed_fd) || isatty(0)) {
         std::fprintf(stderr, "banyan-shell: started by the exec service of banyan-broker, not by hand\n");
         return 2;
     }

@@ -152,6 +152,7 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     if (!shell)
         return shell.error();
     svc->shell_path_ = *shell;
+    svc->fork_shells_ = !config.has("exec.job-shell") && ShellForkServer::supported();
     for (auto [key, field] : {std::pair{"exec.prolog", &svc->prolog_}, std::pair{"exec.epilog", &svc->epilog_}})
         if (config.has(key)) {
             auto command = config.get_string(key);
@@ -438,14 +439,13 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
         .stdout_fd = from_shell[1],
         .fd3 = imp_request ? imp_request.get() : -1,
         .cgroup_fd = job.cgroup ? job.cgroup->fd() : -1};
-    auto on_exit = [this, id](int status) { on_shell_exit(id, status); };
-    auto proc = Subprocess::spawn(broker_.reactor(), shell, on_exit);
+    auto proc = spawn_shell(id, shell);
     if (!proc && job.cgroup) {
         log::warning("exec", "{}: cannot start the shell in {} ({}); process groups only", format_jobid(id),
                      job.cgroup->dir(), proc.error().message);
         job.cgroup.reset();
         shell.cgroup_fd = -1;
-        proc = Subprocess::spawn(broker_.reactor(), shell, on_exit);
+        proc = spawn_shell(id, shell);
     }
     close(to_shell[0]);
     close(from_shell[1]);
@@ -469,6 +469,26 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
         request["host_brokers"] = host_brokers_;
     job.channel->send(request);
     return {};
+}
+
+Result<std::unique_ptr<Subprocess>> ExecService::spawn_shell(JobId id, const SpawnOptions& options) {
+    auto on_exit = [this, id](int status) { on_shell_exit(id, status); };
+    if (fork_shells_ && options.argv[0] == shell_path_) {  // not banyan-imp (another user's job)
+        if (!fork_server_ || !fork_server_->usable()) {
+            auto server = ShellForkServer::start(broker_.reactor(), shell_path_);
+            if (server)
+                fork_server_ = std::move(*server);
+            else
+                log::warning("exec", "{}; executing each shell", server.error().message);
+        }
+        if (fork_server_ && fork_server_->usable()) {
+            auto proc = fork_server_->fork_shell(options.stdin_fd, options.stdout_fd, options.cgroup_fd, on_exit);
+            if (proc || fork_server_->usable())
+                return proc;
+            log::warning("exec", "{}: {}; executing its shell", format_jobid(id), proc.error().message);
+        }
+    }
+    return Subprocess::spawn(broker_.reactor(), options, on_exit);
 }
 
 void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {

@@ -21,6 +21,7 @@
 
 #include "broker/broker.hpp"
 #include "broker/exec/job_cgroup.hpp"
+#include "broker/exec/shell_fork_server.hpp"
 #include "core/jobid.hpp"
 #include "core/unique_fd.hpp"
 
@@ -39,6 +40,9 @@ class ExecService {
     explicit ExecService(Broker& broker);
     void on_run(const Message& req);
     Result<void> start_shell(JobId id, LocalJob& job, nlohmann::json request);
+    // The shell as `options` says: forked by the fork server where it can
+    // be (doc/spec/shell.md §1.1), else executed.
+    Result<std::unique_ptr<Subprocess>> spawn_shell(JobId id, const SpawnOptions& options);
     // Connects to the shells a dead broker left in the run directory.
     void adopt_orphaned_shells();
     void on_shell_message(JobId id, Result<nlohmann::json> message);
@@ -98,6 +102,8 @@ class ExecService {
     Duration kill_timeout_;
     double reattach_timeout_ = 300;  // seconds
     std::string shell_path_;
+    bool fork_shells_ = false;                        // Banyan's own shell: its owner's jobs' are forked (§1.1)
+    std::unique_ptr<ShellForkServer> fork_server_;  // started at the first such job
     std::optional<std::string> imp_path_;
     std::optional<std::string> prolog_, epilog_;  // exec.prolog / exec.epilog
     double perilog_timeout_ =

@@ -15,8 +15,12 @@ b=$(banyan submit -n2 sh -c 'sleep 3; exit 7')
 wait_for "B runs" 20 sh -c "banyan jobs --no-header -o '{id} {st}' | grep -q '^$b R'"
 a=$(banyan submit -N2 -n4 sh -c 'for i in $(seq 1 30); do echo "$BANYAN_TASK_RANK $i"; sleep 0.3; done')
 wait_for "A runs on ranks 1-2" 20 sh -c "banyan jobs --no-header -o '{id} {st}' | grep -q '^$a R'"
-kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")"
+rank0=$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")
+server=$(pgrep -P "$rank0" -f -- '--fork-server')
+kill -9 "$rank0"
 crashed=$(date +%s.%N)
+check "rank 0 had a shell fork server" [ -n "$server" ]
+wait_for "which ends with its broker (B's shell, forked by it, goes on)" 10 sh -c "! kill -0 $server 2>/dev/null"
 sleep 4.5   # B ends meanwhile
 restarted=$(date +%s.%N)
 start_broker "$T_DIR/c.toml" 0

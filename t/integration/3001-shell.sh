@@ -155,6 +155,38 @@ check_fails "a --cwd that does not exist" '^banyan: job .*: exec: true: cannot c
 SCRIPT
 banyan start --test-size=2 bash "$T_DIR/shell.sh"
 
+# The shells of the owner's jobs are forked by the exec service's fork
+# server (shell.md §1.1): the broker's children all the same, shown as any
+# shell, in a process group of their own; a server that dies is replaced
+# at the next job. With exec.job-shell set, shells are executed instead.
+cat >"$T_DIR/fork.sh" <<'SCRIPT'
+set -u
+banyan run sh -c 'echo $(ps -o ppid= -p $PPID) $PPID $(ps -o pgid= -p $PPID); tr "\0" " " </proc/$PPID/cmdline' \
+    >"$T_DIR/fork.out"
+read -r broker shell group <"$T_DIR/fork.out"
+check_output "the job's shell is the broker's child" '^banyan-broker$' ps -o comm= -p "$broker"
+check "it leads its own process group" [ "$shell" = "$group" ]
+check_output "ps shows it as an executed shell (no --fork-server)" 'banyan-shell *$' sed -n 2p "$T_DIR/fork.out"
+check_output "one fork server, the broker's child" '^1$' sh -c "pgrep -P $broker -f -- '--fork-server' | wc -l"
+server=$(pgrep -P "$broker" -f -- '--fork-server')
+kill -9 "$server"
+wait_for "the killed server is gone" 10 sh -c "! kill -0 $server 2>/dev/null"
+check_output "the next job runs" '^after$' banyan run echo after
+check_output "in a shell of a new server" '^1$' sh -c "pgrep -P $broker -f -- '--fork-server' | grep -vx $server | wc -l"
+check_output "100 jobs in a row complete, as the 2 before them" '^102$' sh -c \
+    "banyan submit --cc=1-100 --quiet true; banyan job wait --all; banyan jobs -a --no-header -f completed -o '{id}' | wc -l"
+check_fails "a fork server started by hand: one line" '^banyan-shell: --fork-server is started by the exec service' \
+    sh -c "banyan-shell --fork-server </dev/null"
+SCRIPT
+banyan start --test-size=1 bash "$T_DIR/fork.sh"
+cat >"$T_DIR/exec.sh" <<'SCRIPT'
+set -u
+broker=$(banyan run sh -c 'ps -o ppid= -p $PPID' | tr -d ' ')
+check_output "exec.job-shell: the job ran" '^banyan-broker$' ps -o comm= -p "$broker"
+check_output "and no fork server was started" '^0$' sh -c "pgrep -P $broker -f -- '--fork-server' | wc -l"
+SCRIPT
+banyan start --test-size=1 -S exec.job-shell="\"$(command -v banyan-shell)\"" bash "$T_DIR/exec.sh"
+
 # The per-job output limit: cut, with a notice where it stops.
 cat >"$T_DIR/limit.sh" <<'SCRIPT'
 set -u

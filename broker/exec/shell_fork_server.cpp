@@ -1,0 +1,88 @@
+#include "broker/exec/shell_fork_server.hpp"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/unix_socket.hpp"
+
+namespace banyan {
+namespace {
+
+constexpr int kAnswerTimeoutMs = 1000;
+
+}  // namespace
+
+bool ShellForkServer::supported() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    return false;
+#else
+    return true;
+#endif
+}
+
+Result<std::unique_ptr<ShellForkServer>> ShellForkServer::start(Reactor& reactor, const std::string& shell_path) {
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
+        return make_error(errno, fmt::format("socketpair: {}", std::strerror(errno)));
+    UniqueFd ours(pair[0]), theirs(pair[1]);
+    std::unique_ptr<ShellForkServer> server(new ShellForkServer(reactor));
+    ShellForkServer* self = server.get();
+    auto proc = Subprocess::spawn(reactor, {.argv = {shell_path, "--fork-server"}, .stdin_fd = theirs.get()},
+                                  [self](int) { self->usable_ = false; });
+    if (!proc)
+        return proc.error();
+    server->server_ = std::move(*proc);
+    server->socket_ = std::move(ours);
+    return server;
+}
+
+ShellForkServer::~ShellForkServer() {
+    socket_.reset();  // the server exits at end of file; ~Subprocess kills it at once anyway
+}
+
+Error ShellForkServer::fail(Error why) {
+    usable_ = false;
+    server_.reset();
+    socket_.reset();
+    return make_error(why.code, fmt::format("the shell fork server: {}", why.message));
+}
+
+Result<std::unique_ptr<Subprocess>> ShellForkServer::fork_shell(int stdin_fd, int stdout_fd, int cgroup_fd,
+                                                                std::function<void(int)> on_exit) {
+    if (!usable_)
+        return make_error(EPIPE, "the shell fork server has exited");
+    std::vector<int> fds{stdin_fd, stdout_fd};
+    if (cgroup_fd >= 0)
+        fds.push_back(cgroup_fd);
+    if (auto sent = send_with_fds(socket_.get(), "f", fds); !sent)
+        return fail(sent.error());
+    // The wait an executed shell's vfork would have been: the server's
+    // clone3 and its answer (§1.1), bounded.
+    pollfd p{socket_.get(), POLLIN, 0};
+    int ready;
+    while ((ready = poll(&p, 1, kAnswerTimeoutMs)) < 0 && errno == EINTR) {
+    }
+    if (ready <= 0)
+        return fail(make_error(ETIMEDOUT, ready == 0 ? "no answer within a second" : std::strerror(errno)));
+    int32_t answer = 0;
+    std::vector<UniqueFd> received;
+    auto n = receive_with_fds(socket_.get(), {reinterpret_cast<char*>(&answer), sizeof answer}, received);
+    if (!n)
+        return fail(n.error());
+    if (*n == 0)
+        return fail(make_error(EPIPE, "it exited"));
+    if (*n != sizeof answer || (answer > 0 && received.size() != 1))
+        return fail(make_error(EPROTO, "a malformed answer"));
+    if (answer < 0)
+        return make_error(-answer, fmt::format("banyan-shell: {}", std::strerror(-answer)));
+    return Subprocess::adopt(reactor_, answer, received[0].release(), true, std::move(on_exit));
+}
+
+}  // namespace banyan
