@@ -156,16 +156,23 @@ void Shell::send(nlohmann::json message) {
 
 Shell::~Shell() {
     tasks_.clear();
+    release_job_files();
+}
+
+void Shell::release_job_files() {
     pmix_.reset();
     for (auto& [path, fd] : output_files_)
         close(fd);
+    output_files_.clear();
     // The job's run directory holds what its tasks and PMIx left, as the
     // job's user: only this shell may remove it (the exec service removes
-    // the directory itself).
+    // the directory itself). The socket a broker re-attaches through stays
+    // while it waits for one (stop_waiting removes it).
     if (job_ && !job_->tmpdir.empty()) {
         std::error_code ec;
         for (const auto& entry : std::filesystem::directory_iterator(job_->tmpdir, ec))
-            std::filesystem::remove_all(entry.path(), ec);
+            if (!listen_fd_ || entry.path() != reattach_socket_)
+                std::filesystem::remove_all(entry.path(), ec);
     }
 }
 
@@ -606,6 +613,9 @@ void Shell::finish() {
     int status = failed_status_;
     for (const auto& t : tasks_)
         status = std::max(status, t->status());
+    // The exec service ends the job at `finish` (§6), not at this
+    // process's exit: nothing of the job may be left after it.
+    release_job_files();
     send({{"type", "finish"}, {"status", status}, {"time", wall_now()}});
     if (!channel_)
         return;  // kept: sent, and this shell done, once a broker re-attaches

@@ -73,6 +73,9 @@ class Shell {
     void on_abort(uint32_t task, int status, const std::string& message);
     void signal_tasks(int signo);
     void kill_everything();
+    // Ends the PMIx server and removes what the job left in its run
+    // directory; the tasks are gone by then.
+    void release_job_files();
     void finish();
 
     Reactor& reactor_;

@@ -110,6 +110,7 @@ struct ExecService::LocalJob {
     std::unique_ptr<LineChannel> channel;
     std::optional<JobCgroup> cgroup;
     std::optional<int> status;    // from the shell's finish
+    bool shell_done = false;      // finish came, or the shell is gone: the job is ending
     double end_time = 0;          // ... and when its tasks ended
     size_t output_in_flight = 0;  // bytes sent to job-manager.output, not yet answered
     std::unique_ptr<Timer> simulated;
@@ -570,6 +571,10 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
             return bad(*e);
         job.status = static_cast<int>(*status);
         job.end_time = *time > 0 ? *time : wall_now();
+        // Its tasks and their files are gone (§6): the job ends now, not
+        // once the shell's own exit is through (~0.5 ms on the next job's
+        // cores).
+        on_shell_done(id, std::nullopt);
     } else if (*type == "hello") {  // an adopted shell: whether its tasks all run
         auto started = json_field<bool>(m, "started", false, "shell");
         if (!started)
@@ -639,9 +644,17 @@ void ExecService::report_started(JobId id) {
 void ExecService::on_shell_exit(JobId id, int wait_status) {
     auto it = jobs_.find(id);
     if (it == jobs_.end())
+        return (void)exiting_shells_.erase(id);  // (allowed: its Subprocess calls this last)
+    it->second->channel->read_available();  // its last lines (finish among them) are in the pipe
+    on_shell_done(id, wait_status);
+}
+
+void ExecService::on_shell_done(JobId id, std::optional<int> wait_status) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second->shell_done)
         return;
     LocalJob& job = *it->second;
-    job.channel->read_available();  // its last lines (finish among them) are in the pipe
+    job.shell_done = true;
     for (auto& [tag, request] : job.proxied)
         broker_.respond_error(request, ECONNRESET, "the job's shell ended");
     job.proxied.clear();
@@ -649,8 +662,8 @@ void ExecService::on_shell_exit(JobId id, int wait_status) {
         job.cgroup->kill_all();
     if (job.status)
         return after_epilog(id, [this, id, status = *job.status, time = job.end_time] { finish(id, status, time); });
-    std::string note =
-        fmt::format("banyan-shell on rank {} {}", broker_.bootstrap().rank, describe_wait_status(wait_status));
+    std::string note = fmt::format("banyan-shell on rank {} {}", broker_.bootstrap().rank,
+                                   describe_wait_status(wait_status.value_or(0)));
     after_epilog(id, [this, id, note] { fail(id, note); });
 }
 
@@ -671,7 +684,7 @@ void ExecService::after_epilog(JobId id, std::function<void()> then) {
 // An adopted shell's connection closed: it has exited.
 void ExecService::on_adopted_shell_gone(JobId id) {
     auto it = jobs_.find(id);
-    if (it == jobs_.end())
+    if (it == jobs_.end() || it->second->shell_done)
         return;
     LocalJob& job = *it->second;
     if (job.status)
@@ -719,6 +732,10 @@ void ExecService::remove_job(JobId id) {
         std::error_code ec;
         std::filesystem::remove_all(it->second->tmpdir, ec);
     }
+    // A shell that reported finish may still be exiting: it is waited for
+    // on the loop, never here.
+    if (it->second->shell && it->second->shell->running())
+        exiting_shells_[id] = std::move(it->second->shell);
     jobs_.erase(it);
     if (!cgroup || cgroup->try_remove())
         return;

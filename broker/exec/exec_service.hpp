@@ -67,6 +67,10 @@ class ExecService {
     bool adopt_shell(const std::string& path, JobId id);
     void report_started(JobId id);
     void on_shell_exit(JobId id, int wait_status);
+    // The shell reported finish, or is gone (`wait_status`, when it was
+    // this broker's child and did not report): what is left of the job is
+    // killed, the epilog runs, and exec.run is answered. Once per job.
+    void on_shell_done(JobId id, std::optional<int> wait_status);
     void run_perilog(JobId id, LocalJob& job, const char* which, std::function<void(std::optional<std::string>)> done);
     void after_epilog(JobId id, std::function<void()> then);
     // resource.drain of this rank, with the reason (a failed prolog or epilog).
@@ -112,6 +116,7 @@ class ExecService {
     uint32_t host_brokers_ = 1;                 // brokers of this instance on this host, this one included
     std::optional<std::string> topology_xml_;   // this machine's hwloc XML, for the shells; nullopt: none
     std::map<JobId, std::unique_ptr<LocalJob>> jobs_;
+    std::map<JobId, std::unique_ptr<Subprocess>> exiting_shells_;  // of jobs that ended at their finish
     std::map<std::pair<JobId, uint64_t>, Fence> fences_;  // at a job's first rank
     struct EmptyingCgroup {
         JobCgroup cgroup;
