@@ -133,7 +133,9 @@ need_munged() {
 free_port() {
     local port
     while :; do
-        port=$((20000 + RANDOM % 40000))
+        # Below the kernel's ephemeral range (32768-60999 by default): a
+        # port there may be taken by any outgoing connection meanwhile.
+        port=$((20000 + RANDOM % 12760))
         ss -ltnH "sport = :$port" | grep -q . || { echo "$port"; return; }
     done
 }
