@@ -48,6 +48,11 @@ void become_shell(UniqueFd socket, std::vector<UniqueFd> fds, char* flag) {
 }  // namespace
 
 void serve_forks(char* flag) {
+    // A received pipe must never land on fd 1 or 2 (a broker started with
+    // them closed): each shell's dup2 would close it again.
+    for (int fd : {1, 2})
+        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_WRONLY) != fd)
+            _exit(2);
     // The socket moves off fd 0: each shell gets its pipe there.
     UniqueFd socket(fcntl(0, F_DUPFD_CLOEXEC, 3));
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);

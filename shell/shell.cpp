@@ -374,7 +374,10 @@ Result<void> Shell::prepare() {
             reactor_, *job_, topology_ ? topology_->hwloc() : nullptr,
             {.fence =
                  [this](uint64_t seq, std::string data) {
-                     fence(std::move(data), [this, seq](std::string all) { pmix_->fence_done(seq, std::move(all)); });
+                     fence(std::move(data), [this, seq](std::string all) {
+                         if (pmix_)  // (released at finish)
+                             pmix_->fence_done(seq, std::move(all));
+                     });
                  },
              .abort = [this](uint32_t task, int status, std::string msg) { on_abort(task, status, msg); },
              .failed =

@@ -484,9 +484,18 @@ Result<std::unique_ptr<Subprocess>> ExecService::spawn_shell(JobId id, const Spa
         }
         if (fork_server_ && fork_server_->usable()) {
             auto proc = fork_server_->fork_shell(options.stdin_fd, options.stdout_fd, options.cgroup_fd, on_exit);
-            if (proc || fork_server_->usable())
+            if (proc)
                 return proc;
-            log::warning("exec", "{}: {}; executing its shell", format_jobid(id), proc.error().message);
+            if (fork_server_->usable() && options.cgroup_fd < 0) {
+                // clone3 itself is refused (a seccomp filter, an old kernel):
+                // this broker's shells are executed from now on.
+                log::warning("exec", "{}: {}; executing every shell", format_jobid(id), proc.error().message);
+                fork_shells_ = false;
+            } else if (!fork_server_->usable() && proc.error().code != EPIPE) {
+                return proc;  // a shell may hold these pipes: this start fails
+            } else {
+                log::warning("exec", "{}: {}; executing its shell", format_jobid(id), proc.error().message);
+            }
         }
     }
     return Subprocess::spawn(broker_.reactor(), options, on_exit);

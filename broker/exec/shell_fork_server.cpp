@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -19,8 +20,17 @@ constexpr int kAnswerTimeoutMs = 1000;
 
 }  // namespace
 
-bool ShellForkServer::supported() {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define BANYAN_SANITIZED 1
+#endif
+#endif
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define BANYAN_SANITIZED 1
+#endif
+
+bool ShellForkServer::supported() {
+#ifdef BANYAN_SANITIZED
     return false;
 #else
     return true;
@@ -62,7 +72,7 @@ Result<std::unique_ptr<Subprocess>> ShellForkServer::fork_shell(int stdin_fd, in
     if (cgroup_fd >= 0)
         fds.push_back(cgroup_fd);
     if (auto sent = send_with_fds(socket_.get(), "f", fds); !sent)
-        return fail(sent.error());
+        return fail(make_error(EPIPE, sent.error().message));  // never reached it: nothing was started
     // The wait an executed shell's vfork would have been: the server's
     // clone3 and its answer (§1.1), bounded.
     pollfd p{socket_.get(), POLLIN, 0};
@@ -77,11 +87,15 @@ Result<std::unique_ptr<Subprocess>> ShellForkServer::fork_shell(int stdin_fd, in
     if (!n)
         return fail(n.error());
     if (*n == 0)
-        return fail(make_error(EPIPE, "it exited"));
-    if (*n != sizeof answer || (answer > 0 && received.size() != 1))
+        return fail(make_error(ECONNRESET, "it exited before it answered"));
+    if (*n != sizeof answer || answer == 0 || (answer > 0 && received.size() != 1))
         return fail(make_error(EPROTO, "a malformed answer"));
     if (answer < 0)
         return make_error(-answer, fmt::format("banyan-shell: {}", std::strerror(-answer)));
+    // The child makes its own group too; whichever comes first, the shell
+    // is out of the server's group (which ~ShellForkServer kills) before
+    // anyone signals it.
+    setpgid(answer, answer);
     return Subprocess::adopt(reactor_, answer, received[0].release(), true, std::move(on_exit));
 }
 

@@ -28,9 +28,14 @@ class ShellForkServer {
     // taken: the server gets copies), in the cgroup directory `cgroup_fd`
     // (-1: none), in its own process group, as Subprocess::spawn would
     // start it; `on_exit` as there. Waits for the server's answer, a
-    // second at most. Error: the cgroup refused it (its errno: the server
-    // stays usable), or the server is gone or did not answer in time (the
-    // server is then killed and usable() is false).
+    // second at most. Errors:
+    // - clone3 refused it (the cgroup, seccomp, an old kernel): its errno;
+    //   the server stays usable and nothing was started;
+    // - EPIPE: the server had exited; nothing was started;
+    // - anything else (no answer in time, ECONNRESET, EPROTO): a shell may
+    //   have been started on these pipes, which must not be used again.
+    // After an error other than the first kind, the server is killed and
+    // usable() is false.
     Result<std::unique_ptr<Subprocess>> fork_shell(int stdin_fd, int stdout_fd, int cgroup_fd,
                                                    std::function<void(int wait_status)> on_exit);
     bool usable() const { return usable_; }

@@ -167,13 +167,15 @@ read -r broker shell group <"$T_DIR/fork.out"
 check_output "the job's shell is the broker's child" '^banyan-broker$' ps -o comm= -p "$broker"
 check "it leads its own process group" [ "$shell" = "$group" ]
 check_output "ps shows it as an executed shell (no --fork-server)" 'banyan-shell *$' sed -n 2p "$T_DIR/fork.out"
+check_output "it was forked: its command line holds the blanked flag" '^15$' sh -c \
+    "banyan run sh -c 'tr -cd \"\\\\000\" </proc/\$PPID/cmdline | wc -c'"
 check_output "one fork server, the broker's child" '^1$' sh -c "pgrep -P $broker -f -- '--fork-server' | wc -l"
 server=$(pgrep -P "$broker" -f -- '--fork-server')
 kill -9 "$server"
 wait_for "the killed server is gone" 10 sh -c "! kill -0 $server 2>/dev/null"
 check_output "the next job runs" '^after$' banyan run echo after
 check_output "in a shell of a new server" '^1$' sh -c "pgrep -P $broker -f -- '--fork-server' | grep -vx $server | wc -l"
-check_output "100 jobs in a row complete, as the 2 before them" '^102$' sh -c \
+check_output "100 jobs in a row complete, as the 3 before them" '^103$' sh -c \
     "banyan submit --cc=1-100 --quiet true; banyan job wait --all; banyan jobs -a --no-header -f completed -o '{id}' | wc -l"
 check_fails "a fork server started by hand: one line" '^banyan-shell: --fork-server is started by the exec service' \
     sh -c "banyan-shell --fork-server </dev/null"
@@ -184,6 +186,8 @@ set -u
 broker=$(banyan run sh -c 'ps -o ppid= -p $PPID' | tr -d ' ')
 check_output "exec.job-shell: the job ran" '^banyan-broker$' ps -o comm= -p "$broker"
 check_output "and no fork server was started" '^0$' sh -c "pgrep -P $broker -f -- '--fork-server' | wc -l"
+check_output "the shell was executed: one argument" '^1$' sh -c \
+    "banyan run sh -c 'tr -cd \"\\\\000\" </proc/\$PPID/cmdline | wc -c'"
 SCRIPT
 banyan start --test-size=1 -S exec.job-shell="\"$(command -v banyan-shell)\"" bash "$T_DIR/exec.sh"
 
