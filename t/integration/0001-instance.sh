@@ -15,6 +15,13 @@ done
 inside() {
     dir=$(instance_dir)
     echo "$dir" >"$T_DIR/instance"
+    if [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && [ -w /dev/shm ]; then
+        check_output "the run directory is on tmpfs, in /dev/shm" '^/dev/shm/banyan-' echo "$dir"
+    else
+        check_output "the run directory is in /tmp (no writable tmpfs at /dev/shm)" '^/tmp/banyan-' echo "$dir"
+    fi
+    state_dir "$dir" >"$T_DIR/state"
+    check_output "rank 0's database is on disk, in /tmp" '^/tmp/banyan-' cat "$T_DIR/state"
     check_output "overlay status shows 8 full brokers" "^online: 0-7 \(8\)$" banyan overlay status --summary
     check_output "overlay status draws the fanout-2 tree" "│  │  └─ 7: full" banyan overlay status
     for r in 0 1 2 3 4 5 6 7; do
@@ -64,6 +71,8 @@ export -f inside
 
 if banyan start --test-size=8 bash -c inside; then ok "8-broker instance ran"; else not_ok "8-broker instance ran"; fi
 no_brokers_left "no broker is left after shutdown" "$(cat "$T_DIR/instance")"
+check "the run and state directories are removed at exit" \
+    sh -c "[ ! -e '$(cat "$T_DIR/instance")' ] && [ ! -e '$(cat "$T_DIR/state")' ]"
 check_output "start exits with the command's status" "^rc=3$" sh -c 'banyan start --test-size=2 sh -c "exit 3"; echo rc=$?'
 check_output "start exits 128+N when the command is killed" "^rc=143$" \
     sh -c 'banyan start --test-size=1 sh -c "kill -TERM \$\$"; echo rc=$?'

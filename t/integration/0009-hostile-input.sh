@@ -44,10 +44,11 @@ inside() {
     done
     banyan cancel --all >/dev/null 2>&1
 
-    check_output "the state directory is the owner's alone (0700)" "^700 $(id -u)$" stat -c '%a %u' "$dir/rank-0/state"
-    check_output "jobs.db is 0600" "^600$" stat -c '%a' "$dir/rank-0/state/jobs.db"
-    check_output "banyan.db (drain reasons) is 0600" "^600$" stat -c '%a' "$dir/rank-0/state/banyan.db"
-    check_output "the database's WAL is 0600 too" "^600$" stat -c '%a' "$dir/rank-0/state/jobs.db-wal"
+    state=$(state_dir "$dir")
+    check_output "the state directory is the owner's alone (0700)" "^700 $(id -u)$" stat -c '%a %u' "$state"
+    check_output "jobs.db is 0600" "^600$" stat -c '%a' "$state/jobs.db"
+    check_output "banyan.db (drain reasons) is 0600" "^600$" stat -c '%a' "$state/banyan.db"
+    check_output "the database's WAL is 0600 too" "^600$" stat -c '%a' "$state/jobs.db-wal"
 }
 export -f inside deep
 

@@ -71,6 +71,14 @@ instance_dir() {
 # The pid of rank R's broker of the instance in directory DIR.
 broker_pid() { pgrep -f -- "--rank $2 --rundir $1/rank-$2( |$)" | head -1; }
 
+# Rank 0's database directory of the instance in directory DIR: its
+# --statedir (a test instance's is on disk), else DIR/rank-0/state.
+state_dir() {
+    local given
+    given=$(ps -o args= -p "$(broker_pid "$1" 0)" | grep -o -- '--statedir [^ ]*' | cut -d' ' -f2)
+    echo "${given:-$1/rank-0/state}"
+}
+
 # no_brokers_left DESC PATTERN: no process whose command line has PATTERN.
 no_brokers_left() {
     local desc=$1 pattern=$2 i
@@ -103,7 +111,7 @@ finish() {
 }
 trap finish EXIT
 
-export -f ok not_ok check check_output check_fails wait_for instance_dir broker_pid no_brokers_left
+export -f ok not_ok check check_output check_fails wait_for instance_dir broker_pid state_dir no_brokers_left
 
 # need_root WHY: skip (77), saying why, unless this test runs as root.
 need_root() {
