@@ -13,6 +13,10 @@ fi
 export MPI_DIR
 # 16 ranks share this machine's cores: let idle ranks yield.
 export OMPI_MCA_mpi_yield_when_idle=1
+# Every broker is on this host: ranks talk over loopback. A bridge that a
+# container test adds or removes meanwhile must not be Open MPI's choice
+# (an allreduce failed once binding to a podman bridge being torn down).
+export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 
 cat >"$T_DIR/mpi.sh" <<'SCRIPT'
 set -u
