@@ -19,8 +19,10 @@ rank0=$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")
 server=$(pgrep -P "$rank0" -f -- '--fork-server')
 kill -9 "$rank0"
 crashed=$(date +%s.%N)
-check "rank 0 had a shell fork server" [ -n "$server" ]
-wait_for "which ends with its broker (B's shell, forked by it, goes on)" 10 sh -c "! kill -0 $server 2>/dev/null"
+if ! ldd "$(command -v banyan-broker)" | grep -q libasan; then  # (sanitizer builds have none)
+    check "rank 0 had a shell fork server" [ -n "$server" ]
+    wait_for "which ends with its broker (B's shell, forked by it, goes on)" 10 sh -c "! kill -0 $server 2>/dev/null"
+fi
 sleep 4.5   # B ends meanwhile
 restarted=$(date +%s.%N)
 start_broker "$T_DIR/c.toml" 0
