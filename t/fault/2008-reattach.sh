@@ -19,7 +19,7 @@ rank0=$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")
 server=$(pgrep -P "$rank0" -f -- '--fork-server')
 kill -9 "$rank0"
 crashed=$(date +%s.%N)
-if ! ldd "$(command -v banyan-broker)" | grep -q libasan; then  # (sanitizer builds have none)
+if ! sanitized; then  # (sanitizer builds have no fork server)
     check "rank 0 had a shell fork server" [ -n "$server" ]
     wait_for "which ends with its broker (B's shell, forked by it, goes on)" 10 sh -c "! kill -0 $server 2>/dev/null"
 fi

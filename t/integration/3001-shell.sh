@@ -194,7 +194,7 @@ check_output "100 jobs in a row complete" "^$((before + 100))\$" completed
 check_fails "a fork server started by hand: one line" '^banyan-shell: --fork-server is started by the exec service' \
     sh -c "banyan-shell --fork-server </dev/null"
 SCRIPT
-if ldd "$(command -v banyan-broker)" | grep -q libasan; then
+if sanitized; then
     echo "# skipped under AddressSanitizer: sanitizer builds have no fork server (shell.md §1.1)"
 else
     banyan start --test-size=1 bash "$T_DIR/fork.sh"
@@ -226,7 +226,7 @@ set -u
 banyan run sh -c "yes | head -c 40000000; grep VmHWM /proc/\$PPID/status >'$T_DIR/hwm'" \
     >"$T_DIR/flood.out" 2>"$T_DIR/flood.err"
 check_output "16 MiB of 40 MB reach banyan run" '^16777216$' sh -c "wc -c <'$T_DIR/flood.out'"
-if ldd "$(command -v banyan-shell)" | grep -q libasan; then
+if sanitized; then
     # ASan's allocator keeps freed memory (quarantine, size classes).
     echo "# skipped under AddressSanitizer: the shell's peak memory"
 else

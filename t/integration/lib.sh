@@ -71,6 +71,10 @@ instance_dir() {
 # The pid of rank R's broker of the instance in directory DIR.
 broker_pid() { pgrep -f -- "--rank $2 --rundir $1/rank-$2( |$)" | head -1; }
 
+# True in a sanitizer build (AddressSanitizer linked in). grep reads all of
+# ldd's output: with -q, ldd could die of SIGPIPE and pipefail say false.
+sanitized() { ldd "$(command -v banyan-broker)" | grep libasan >/dev/null; }
+
 # Rank 0's database directory of the instance in directory DIR: its
 # --statedir (a test instance's is on disk), else DIR/rank-0/state.
 state_dir() {
@@ -111,7 +115,7 @@ finish() {
 }
 trap finish EXIT
 
-export -f ok not_ok check check_output check_fails wait_for instance_dir broker_pid state_dir no_brokers_left
+export -f ok not_ok check check_output check_fails wait_for instance_dir broker_pid state_dir sanitized no_brokers_left
 
 # need_root WHY: skip (77), saying why, unless this test runs as root.
 need_root() {
