@@ -84,8 +84,8 @@ Result<std::unique_ptr<Subprocess>> ShellForkServer::fork_shell(int stdin_fd, in
     int32_t answer = 0;
     std::vector<UniqueFd> received;
     auto n = receive_with_fds(socket_.get(), {reinterpret_cast<char*>(&answer), sizeof answer}, received);
-    if (!n)
-        return fail(n.error());
+    if (!n)  // (never EPIPE: that code says nothing was started)
+        return fail(make_error(EPROTO, n.error().message));
     if (*n == 0)
         return fail(make_error(ECONNRESET, "it exited before it answered"));
     if (*n != sizeof answer || answer == 0 || (answer > 0 && received.size() != 1))
