@@ -107,8 +107,10 @@ nlohmann::json Watchers::wait_answer(const Job& job) {
 }
 
 void Watchers::wait(const Message& req, const Job& job) {
+    // Inactive in memory may still be on its way to disk: the answer waits
+    // for the commit all the same (a caller reads the eventlog next).
     if (job.state == JobState::inactive)
-        return jm_.broker_.respond(Message::response_to(req, wait_answer(job)));
+        return jm_.respond_once_stored(Message::response_to(req, wait_answer(job)));
     Message waiting = req;
     waiting.payload.reset();
     waits_.emplace(job.id, std::move(waiting));

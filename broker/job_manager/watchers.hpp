@@ -31,7 +31,8 @@ class Watchers {
   public:
     explicit Watchers(JobManager& jm) : jm_(jm) {}
     void attach(const Message& req, JobId id, uint32_t events_from, uint32_t output_from);
-    // Answered at once if the job is inactive already.
+    // Answered once the job is inactive and that is on disk: at once (next
+    // loop turn) if it is so already.
     void wait(const Message& req, const Job& job);
     // job-manager.wait-all: answers {jobs: N} before it returns (and, for
     // none, ENODATA), then each of `ids` (the caller's active jobs,

@@ -54,3 +54,16 @@ check_output "the acknowledged hold is there: its dependency met, the job waits,
 check "and it never ran" test ! -e b.runs
 SCRIPT
 banyan start --test-size=1 --statedir "$STATE" bash "$T_DIR/after.sh"
+
+# banyan job wait answers once the job's end is on disk, also when the job
+# is already inactive in memory as the wait arrives (its clean event still
+# being written, 200 ms here): the eventlog read next holds it.
+cat >"$T_DIR/wait.sh" <<'SCRIPT'
+set -u
+id=$(banyan submit true)
+wait_for "the job is inactive in memory (its listing)" 20 \
+    sh -c "banyan jobs -a --no-header -o '{id} {st}' | grep -q '^$id CD'"
+banyan job wait "$id"
+check_output "a wait that came after the end in memory answers after the disk" "clean" banyan job eventlog "$id"
+SCRIPT
+slow banyan start --test-size=1 bash "$T_DIR/wait.sh"
