@@ -690,14 +690,12 @@ void ExecService::after_epilog(JobId id, std::function<void()> then) {
     });
 }
 
-// An adopted shell's connection closed: it has exited.
+// An adopted shell's connection closed: it has exited. One that reported
+// finish ended its job then (on_shell_done).
 void ExecService::on_adopted_shell_gone(JobId id) {
     auto it = jobs_.find(id);
     if (it == jobs_.end() || it->second->shell_done)
         return;
-    LocalJob& job = *it->second;
-    if (job.status)
-        return finish(id, *job.status, job.end_time);
     fail(id, fmt::format("banyan-shell on rank {} (re-attached) ended without reporting", broker_.bootstrap().rank));
 }
 

@@ -20,13 +20,18 @@ std::pair<UniqueFd, UniqueFd> seqpacket_pair() {
     return {UniqueFd(pair[0]), UniqueFd(pair[1])};
 }
 
+// A pipe: {read end, write end}.
+std::pair<UniqueFd, UniqueFd> pipe_pair() {
+    int p[2];
+    REQUIRE(pipe(p) == 0);
+    return {UniqueFd(p[0]), UniqueFd(p[1])};
+}
+
 }  // namespace
 
 TEST_CASE("a datagram carries descriptors that work on the other side", "[unix_socket]") {
     auto [a, b] = seqpacket_pair();
-    int p[2];
-    REQUIRE(pipe(p) == 0);
-    UniqueFd read_end(p[0]), write_end(p[1]);
+    auto [read_end, write_end] = pipe_pair();
     std::array<int, 1> fds{write_end.get()};
     REQUIRE(send_with_fds(a.get(), "f", fds));
     write_end.reset();  // only the passed copy is left
@@ -66,9 +71,7 @@ TEST_CASE("a datagram without descriptors, and the end of the peer", "[unix_sock
 
 TEST_CASE("a datagram too long for the buffer is EMSGSIZE, and its descriptors are closed", "[unix_socket]") {
     auto [a, b] = seqpacket_pair();
-    int p[2];
-    REQUIRE(pipe(p) == 0);
-    UniqueFd read_end(p[0]), write_end(p[1]);
+    auto [read_end, write_end] = pipe_pair();
     std::array<int, 1> fds{write_end.get()};
     REQUIRE(send_with_fds(a.get(), "four", fds));
     write_end.reset();
