@@ -11,6 +11,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -48,6 +49,8 @@ void become_shell(UniqueFd socket, std::vector<UniqueFd> fds, char* flag) {
 }  // namespace
 
 void serve_forks(char* flag) {
+    // Set by the exec service for the dynamic loader only (shell_fork_server.cpp).
+    unsetenv("LD_BIND_NOW");
     // A received pipe must never land on fd 1 or 2 (a broker started with
     // them closed): each shell's dup2 would close it again.
     for (int fd : {1, 2})

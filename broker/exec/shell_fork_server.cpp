@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -44,7 +45,17 @@ Result<std::unique_ptr<ShellForkServer>> ShellForkServer::start(Reactor& reactor
     UniqueFd ours(pair[0]), theirs(pair[1]);
     std::unique_ptr<ShellForkServer> server(new ShellForkServer(reactor));
     ShellForkServer* self = server.get();
-    auto proc = Subprocess::spawn(reactor, {.argv = {shell_path, "--fork-server"}, .stdin_fd = theirs.get()},
+    // Every symbol bound at its start (LD_BIND_NOW), not lazily in each
+    // shell it forks: a lazy binding writes the shell's copy of the GOT
+    // (a page fault and a page copied) each time. The server unsets it, so
+    // shells and tasks never see it.
+    std::vector<std::string> env;
+    for (char** e = environ; *e; e++)
+        if (!std::string_view(*e).starts_with("LD_BIND_NOW="))
+            env.emplace_back(*e);
+    env.emplace_back("LD_BIND_NOW=1");
+    auto proc = Subprocess::spawn(reactor,
+                                  {.argv = {shell_path, "--fork-server"}, .env = std::move(env), .stdin_fd = theirs.get()},
                                   [self](int) { self->usable_ = false; });
     if (!proc)
         return proc.error();

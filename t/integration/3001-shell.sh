@@ -182,6 +182,12 @@ else
     echo "# skipped: no writable unified cgroup hierarchy here (jobs run in process groups only)"
 fi
 server=$(pgrep -P "$broker" -f -- '--fork-server')
+# Its symbols are bound once, at its start, not lazily in every shell it
+# forks; the variable that asks the loader for it reaches no job.
+check_output "the server was started with LD_BIND_NOW=1" '^LD_BIND_NOW=1$' sh -c \
+    "tr '\\0' '\\n' </proc/$server/environ | grep '^LD_BIND_NOW='"
+check_output "a job's tasks do not get it" '^exit 1$' sh -c 'banyan run printenv LD_BIND_NOW; echo "exit $?"'
+check_output "one the user sets still reaches them" '^now$' env LD_BIND_NOW=now banyan run printenv LD_BIND_NOW
 kill -9 "$server"
 wait_for "the killed server is gone" 10 sh -c "! kill -0 $server 2>/dev/null"
 check_output "the next job runs" '^after$' banyan run echo after
