@@ -123,6 +123,12 @@ struct ExecService::LocalJob {
     std::unique_ptr<Timer> perilog_timer;
     bool perilog_timed_out = false;
     std::optional<int> killed_before_start;  // a signal that came during the prolog
+    // exec.run with `hold`: the start waits for exec.go (shell.md §7); the
+    // shell is ready, and what it would be sent meanwhile (its first
+    // line, the job's, among them) waits here, in order.
+    bool held = false;
+    std::function<void()> on_go;  // what exec.go starts besides (a prolog, a simulated run)
+    std::vector<nlohmann::json> held_lines;
     // exec.proxy requests the shell has not answered yet, by tag.
     std::map<uint64_t, Message> proxied;
     uint64_t next_proxy_tag = 1;
@@ -211,6 +217,7 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
                   svc->host_brokers_, boot.host_of(boot.rank));
     ExecService* s = svc.get();
     broker.register_method("exec.run", true, [s](const Message& r) { s->on_run(r); });
+    broker.register_method("exec.go", true, [s](const Message& r) { s->on_go(r); });
     broker.register_method("exec.kill", true, [s](const Message& r) { s->on_kill(r); });
     broker.register_method("exec.terminate", true, [s](const Message& r) { s->on_terminate(r); });
     broker.register_method("exec.reconcile", true, [s](const Message& r) { s->on_reconcile(r); });
@@ -272,8 +279,9 @@ void ExecService::on_run(const Message& req) {
     if (jobs_.count(*id))
         return broker_.respond_error(req, EEXIST, fmt::format("{} already runs here", format_jobid(*id)));
     auto credential = json_field<std::string>(p, "J", "", "exec.run");
-    if (!credential)
-        return broker_.respond_error(req, EPROTO, credential.error().message);
+    auto hold = json_field<bool>(p, "hold", false, "exec.run");
+    if (auto e = first_error(credential, hold))
+        return broker_.respond_error(req, EPROTO, e->message);
     if (*userid != getuid() && !imp_path_)
         return broker_.respond_error(req, EPERM,
                                      fmt::format("cannot run tasks as uid {}: this broker runs as uid {} and has no "
@@ -284,17 +292,25 @@ void ExecService::on_run(const Message& req) {
     job->credential = *credential;
     job->answer_to = req;
     job->answer_to->payload.reset();  // enough to answer it
+    job->held = *hold;
     const auto& test = json_object_at(p["jobspec"], {"attributes", "system", "exec", "test"});
     if (test.contains("run_duration")) {
         auto seconds = run_duration(test["run_duration"]);
         if (!seconds)
             return broker_.respond_error(req, EINVAL, seconds.error().message);
         job->simulated = std::make_unique<Timer>(broker_.reactor());
-        job->simulated->start(std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000)),
-                              [this, id = *id] { finish(id, 0, wall_now()); });
-        job->started = true;
-        jobs_.emplace(*id, std::move(job));
-        return report_started(*id);
+        auto run = [this, id = *id, duration = std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000))] {
+            auto it = jobs_.find(id);
+            it->second->simulated->start(duration, [this, id] { finish(id, 0, wall_now()); });
+            it->second->started = true;
+            report_started(id);
+        };
+        LocalJob& j = *jobs_.emplace(*id, std::move(job)).first->second;
+        if (j.held)
+            j.on_go = std::move(run);
+        else
+            run();
+        return;
     }
     auto R = p.contains("R") ? Rv1::from_json(p["R"]) : Result<Rv1>(make_error(EPROTO, "exec.run: no R"));
     if (!R || R->ranks.empty())
@@ -328,9 +344,64 @@ void ExecService::on_run(const Message& req) {
             broker_.respond_error(run_request, r.error().code, r.error().message);
         }
     };
+    if (prolog_ && j.held) {
+        // The prolog acts on the node for the job: only once it may start.
+        j.on_go = [this, id = *id, start = std::move(start)]() mutable {
+            run_perilog(id, *jobs_.at(id), "prolog", std::move(start));
+        };
+        return;
+    }
     if (prolog_)
         return run_perilog(*id, j, "prolog", std::move(start));
-    start(std::nullopt);
+    start(std::nullopt);  // held: the shell is started, its first line waits for exec.go
+}
+
+// exec.go {id}: the job's alloc is on disk, its start may go on.
+void ExecService::on_go(const Message& req) {
+    nlohmann::json body;
+    LocalJob* job = job_for(req, body);
+    if (!job)
+        return;
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    go(*job);
+}
+
+void ExecService::go(LocalJob& job) {
+    if (!job.held)
+        return;
+    job.held = false;
+    if (job.channel)
+        send_held_lines(job);
+    if (auto then = std::exchange(job.on_go, nullptr))
+        then();
+}
+
+// Lines to a shell go out in order; none before its first (the job's).
+void ExecService::to_shell(LocalJob& job, nlohmann::json line) {
+    if (job.held)
+        job.held_lines.push_back(std::move(line));
+    else if (job.channel)
+        job.channel->send(line);
+}
+
+void ExecService::send_held_lines(LocalJob& job) {
+    for (auto& line : std::exchange(job.held_lines, {}))
+        job.channel->send(line);
+}
+
+// A held job ends before any task of it ran: its shell, waiting for its
+// first line, is killed with whatever it left in its cgroup.
+void ExecService::end_held(JobId id, int signo) {
+    LocalJob& job = *jobs_.at(id);
+    job.held = false;
+    job.on_go = nullptr;
+    job.held_lines.clear();
+    job.shell_done = true;
+    if (job.shell)
+        (void)job.shell->signal(SIGKILL);
+    if (job.cgroup)
+        job.cgroup->kill_all();
+    finish(id, 128 + signo, wall_now());
 }
 
 // exec.prolog / exec.epilog: `/bin/sh -c COMMAND` as this broker's user
@@ -468,7 +539,12 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
         request["topology"] = *topology_xml_;
     if (host_brokers_ > 1)
         request["host_brokers"] = host_brokers_;
+    if (job.held) {
+        job.held_lines.insert(job.held_lines.begin(), std::move(request));
+        return {};
+    }
     job.channel->send(request);
+    send_held_lines(job);  // what came during the prolog
     return {};
 }
 
@@ -554,7 +630,7 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
                 return send_to_job_manager(id, *j->second, {"job-manager.raise", std::move(exception)});
             }
             (*result)["type"] = "fence";
-            j->second->channel->send(*result);
+            to_shell(*j->second, std::move(*result));
         });
     } else if (*type == "proxy") {
         auto tag = json_field<uint64_t>(m, "tag", 0, "shell");
@@ -931,6 +1007,9 @@ void ExecService::on_reattach(const Message& req) {
     LocalJob& job = *it->second;
     job.answer_to = req;
     job.answer_to->payload.reset();
+    // A job manager re-attaches only a job whose alloc is on disk: one
+    // whose exec.go was lost with the old one starts now.
+    go(job);
     auto kept = std::exchange(job.kept, {});
     job.kept_bytes = 0;
     job.output_lost = false;
@@ -975,7 +1054,7 @@ void ExecService::on_kill(const Message& req) {
         job->killed_before_start = static_cast<int>(*signo);
         return;
     }
-    job->channel->send({{"type", "signal"}, {"signal", *signo}});
+    to_shell(*job, {{"type", "signal"}, {"signal", *signo}});  // held: once its tasks run
 }
 
 void ExecService::on_reconcile(const Message& req) {
@@ -1010,6 +1089,8 @@ void ExecService::on_terminate(const Message& req) {
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     if (job->simulated)
         return finish(id, 128 + SIGTERM, wall_now());
+    if (job->held)
+        return end_held(id, SIGTERM);
     if (job->escalate)
         return;  // already on its way
     if (!job->channel) {  // in its prolog: it will not start
@@ -1035,6 +1116,8 @@ void ExecService::kill_now(JobId id) {
     LocalJob& job = *it->second;
     if (job.simulated)
         return finish(id, 128 + SIGKILL, wall_now());
+    if (job.held)
+        return end_held(id, SIGKILL);
     if (!job.channel && !job.adopted_pid) {  // in its prolog: it will not start
         job.killed_before_start = SIGKILL;
         return;
@@ -1067,8 +1150,7 @@ void ExecService::on_stdin(const Message& req) {
     // {data, encoding?, eof} is what the shell takes: passed on as it is.
     body.erase("id");
     body["type"] = "stdin";
-    if (job->channel)
-        job->channel->send(body);
+    to_shell(*job, std::move(body));
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
 }
 
@@ -1083,7 +1165,7 @@ void ExecService::on_proxy(const Message& req) {
     auto uri = json_field<std::string>(body, "uri", "", "exec.proxy");
     if (!uri)
         return broker_.respond_error(req, EPROTO, uri.error().message);
-    if (!job->channel)
+    if (!job->channel || job->held)
         return broker_.respond_error(req, EAGAIN, "the job's shell is not running here yet");
     uint64_t tag = job->next_proxy_tag++;
     job->proxied.emplace(tag, req);

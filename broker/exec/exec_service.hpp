@@ -39,6 +39,12 @@ class ExecService {
 
     explicit ExecService(Broker& broker);
     void on_run(const Message& req);
+    void on_go(const Message& req);
+    // Ends a job's hold (exec.go, or a re-attach): its shell gets its lines.
+    void go(LocalJob& job);
+    void to_shell(LocalJob& job, nlohmann::json line);
+    void send_held_lines(LocalJob& job);
+    void end_held(JobId id, int signo);
     Result<void> start_shell(JobId id, LocalJob& job, nlohmann::json request);
     // The shell as `options` says: forked by the fork server where it can
     // be (doc/spec/shell.md §1.1), else executed.

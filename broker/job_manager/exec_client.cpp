@@ -78,14 +78,35 @@ void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, con
             return jm_.raise(*job, "exec", spec.error().message, 0);  // its cleanup follows
         return jm_.release(*job);
     }
-    executing_.at(id).sent = true;
+    Execution& ex = executing_.at(id);
+    ex.sent = true;
+    ex.held = !ex.stored;
     for (uint32_t rank : ranks) {
         // Written as text: the jobspec goes on as stored, unparsed.
         Message req = Message::request("exec.run", nlohmann::json::object(), rank);
-        req.payload = fmt::format(R"({{"id":{},"userid":{},"R":{},{}}})", id, job->userid, r_text, *spec);
+        req.payload = fmt::format(R"({{"id":{},"userid":{},{}"R":{},{}}})", id, job->userid,
+                                  ex.held ? R"("hold":true,)" : "", r_text, *spec);
         jm_.broker_.rpc(std::move(req), [this, id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
     }
     send_pending_signals(*job);
+}
+
+void ExecClient::alloc_stored(Job& job) {
+    auto it = executing_.find(job.id);
+    if (it == executing_.end())
+        return;
+    Execution& ex = it->second;
+    ex.stored = true;
+    if (!ex.held)
+        return;  // exec.run has not gone out yet: it goes without hold
+    ex.held = false;
+    if (job.state != JobState::run)
+        return;  // ended meanwhile: exec.terminate ends its held start
+    for (uint32_t rank : job.ranks)
+        jm_.broker_.rpc(Message::request("exec.go", {{"id", job.id}}, rank), [id = job.id, rank](const Message& resp) {
+            if (resp.errnum)
+                log::warning("job-manager", "{}: exec.go on rank {}: {}", format_jobid(id), rank, resp.error_text());
+        });
 }
 
 // `banyan job kill` before the tasks could be reached: now (each rank

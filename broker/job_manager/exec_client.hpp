@@ -1,6 +1,6 @@
 // ExecClient: the job manager's side of the exec services
-// (doc/spec/shell.md §7–8). Jobs in RUN: exec.run to every rank of R once
-// alloc is on disk, `start` once every rank reports its tasks running,
+// (doc/spec/shell.md §7–8). Jobs in RUN: exec.run to every rank of R
+// (held until exec.go while alloc is not on disk), `start` once every rank reports its tasks running,
 // the time limit and --signal, `banyan job kill`. Jobs in CLEANUP: kept
 // until every rank has answered (no task of the job is left), then
 // JobManager::release(). After a restart of rank 0: reattach(), and
@@ -27,8 +27,12 @@ struct Job;
 class ExecClient {
   public:
     explicit ExecClient(JobManager& jm);
-    // RUN, once the alloc event is on disk.
+    // RUN, at the alloc event: exec.run goes out once the jobspec is read,
+    // with `hold` while the event is not on disk yet (shell.md §7).
     void launch(Job& job, const nlohmann::json& R);
+    // The alloc event is on disk: exec.go to a held start (or exec.run,
+    // when it goes out later, without hold).
+    void alloc_stored(Job& job);
     // RUN or CLEANUP after a restart of rank 0: its tasks are looked for on
     // every rank of R; ranks not online fail it (node-failure).
     void reattach(Job& job, const IdSet& online);
@@ -58,6 +62,8 @@ class ExecClient {
         std::unique_ptr<Timer> time_limit;
         double end = 0;                  // the time limit, seconds since the epoch; 0: none
         bool sent = false;               // exec.run sent to every rank
+        bool stored = false;             // the alloc event is on disk
+        bool held = false;               // exec.run went with `hold`; exec.go not sent yet
         std::unique_ptr<Timer> warning;  // --signal: before the time limit, armed once the tasks run
     };
     Execution& begin(Job& job, size_t nranks, double end);

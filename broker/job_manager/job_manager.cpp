@@ -185,10 +185,13 @@ void JobManager::set_urgency(Job& job, int urgency, uint32_t userid) {
 void JobManager::allocated(Job& job, nlohmann::json R) {
     post(job, "alloc", {{"R", R}});
     // Nothing starts before the event that allows it is on disk: a crash
-    // between the two would run the job again after the restart.
-    db_->after_commit([this, id = job.id, R = std::move(R)] {
-        if (Job* j = find(id); j && j->state == JobState::run)
-            exec_.launch(*j, R);
+    // between the two would run the job again after the restart. The
+    // shells get ready meanwhile (exec.run with `hold`), and start their
+    // tasks at exec.go: the commit's fsync is off the job's path.
+    exec_.launch(job, R);
+    db_->after_commit([this, id = job.id] {
+        if (Job* j = find(id))
+            exec_.alloc_stored(*j);
     });
 }
 

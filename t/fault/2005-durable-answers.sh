@@ -67,3 +67,40 @@ banyan job wait "$id"
 check_output "a wait that came after the end in memory answers after the disk" "clean" banyan job eventlog "$id"
 SCRIPT
 slow banyan start --test-size=1 bash "$T_DIR/wait.sh"
+
+# While the alloc event is being written, exec.run goes out with `hold`
+# (shell.md §7): the job's shell is ready, but no task starts before the
+# event is on disk. A cancel in that window ends the job with no task
+# run; rank 0 killed in it loses the start (the event never reached the
+# disk), and after the restart the job runs, once.
+cat >"$T_DIR/held.sh" <<'SCRIPT'
+set -u
+cd "$T_DIR"
+broker=$(broker_pid "$(instance_dir)" 0)
+# A job's shell (forked: the blanked flag; executed: no argument), not the fork server.
+shell_ready() { pgrep -P "$broker" -f 'banyan-shell *$' >/dev/null; }
+banyan submit sh -c "echo run >>$T_DIR/e.runs" >e.id
+wait_for "a job's shell is ready while its alloc is written" 10 shell_ready
+check "none of its tasks ran" test ! -e e.runs
+banyan cancel "$(cat e.id)"
+banyan job wait "$(cat e.id)" >/dev/null 2>&1
+check_output "cancelled then, it ends canceled" "^CA canceled$" \
+    sh -c "banyan jobs -a --no-header -o '{id} {st} {result}' | awk -v id=$(cat e.id) '\$1 == id {print \$2, \$3}'"
+check "and its task never ran" test ! -e e.runs
+check "it has no start event" sh -c "! banyan job eventlog $(cat e.id) | grep -q ' start\$'"
+banyan submit sh -c "echo run >>$T_DIR/d.runs; sleep 60" >d.id
+wait_for "the next job's shell is ready while its alloc is written" 10 shell_ready
+check "none of its tasks ran" test ! -e d.runs
+kill -9 "$broker"
+SCRIPT
+slow banyan start --test-size=1 --statedir "$T_DIR/held-state" bash "$T_DIR/held.sh" 2>"$T_DIR/start3.err"
+cat >"$T_DIR/held-after.sh" <<'SCRIPT'
+set -u
+cd "$T_DIR"
+wait_for "after the restart, the job whose start was lost runs" 20 test -s d.runs
+check_output "once" "^1$" sh -c "wc -l <d.runs"
+check "without a restart exception: it was pending again" \
+    sh -c "! banyan job eventlog $(cat d.id) | grep -q 'type=restart'"
+banyan cancel "$(cat d.id)"
+SCRIPT
+banyan start --test-size=1 --statedir "$T_DIR/held-state" bash "$T_DIR/held-after.sh"
