@@ -226,11 +226,13 @@ void JobDb::on_committed(std::shared_ptr<Batch> batch, const Result<void>& r) {
     commits_++;
     commit_latency_.observe(std::chrono::duration<double>(Clock::now() - batch->first_write).count());
     last_id_stored_ = std::max(last_id_stored_, batch->last_id);
+    // What gathered meanwhile goes to the writer before the waiters run:
+    // what they write goes in the batch after.
+    commit_next();
     for (auto& fn : batch->waiters)
         fn();
     if (on_commit_)
         on_commit_();
-    commit_next();
 }
 
 // Nothing waiting is released: an answer goes out only once its write is
