@@ -124,8 +124,8 @@ struct ExecService::LocalJob {
     bool perilog_timed_out = false;
     std::optional<int> killed_before_start;  // a signal that came during the prolog
     // exec.run with `hold`: the start waits for exec.go (shell.md §7); the
-    // shell is ready, and what it would be sent meanwhile (its first
-    // line, the job's, among them) waits here, in order.
+    // shell is ready. What it would be sent meanwhile, or during the
+    // prolog (its first line, the job's, among them), waits here, in order.
     bool held = false;
     std::function<void()> on_go;  // what exec.go starts besides (a prolog, a simulated run)
     std::vector<nlohmann::json> held_lines;
@@ -376,12 +376,13 @@ void ExecService::go(LocalJob& job) {
         then();
 }
 
-// Lines to a shell go out in order; none before its first (the job's).
+// Lines to a shell go out in order; none before its first (the job's),
+// which waits for exec.go (held) or for the prolog to end (no channel yet).
 void ExecService::to_shell(LocalJob& job, nlohmann::json line) {
-    if (job.held)
-        job.held_lines.push_back(std::move(line));
-    else if (job.channel)
+    if (job.channel && !job.held)
         job.channel->send(line);
+    else if (!job.shell_done && !job.simulated)
+        job.held_lines.push_back(std::move(line));
 }
 
 void ExecService::send_held_lines(LocalJob& job) {
@@ -393,6 +394,8 @@ void ExecService::send_held_lines(LocalJob& job) {
 // first line, is killed with whatever it left in its cgroup.
 void ExecService::end_held(JobId id, int signo) {
     LocalJob& job = *jobs_.at(id);
+    if (job.shell_done)
+        return;
     job.held = false;
     job.on_go = nullptr;
     job.held_lines.clear();
@@ -505,28 +508,15 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
         else
             log::warning("exec", "{}: no cgroup ({}); process groups only", format_jobid(id), cg.error().message);
     }
-    SpawnOptions shell{
-        .argv = imp_request ? std::vector<std::string>{*imp_path_, "exec"} : std::vector<std::string>{shell_path_},
-        .stdin_fd = to_shell[0],
-        .stdout_fd = from_shell[1],
-        .fd3 = imp_request ? imp_request.get() : -1,
-        .cgroup_fd = job.cgroup ? job.cgroup->fd() : -1};
-    auto proc = spawn_shell(id, shell);
-    if (!proc && job.cgroup) {
-        log::warning("exec", "{}: cannot start the shell in {} ({}); process groups only", format_jobid(id),
-                     job.cgroup->dir(), proc.error().message);
-        job.cgroup.reset();
-        shell.cgroup_fd = -1;
-        proc = spawn_shell(id, shell);
-    }
-    close(to_shell[0]);
-    close(from_shell[1]);
     job.channel = std::make_unique<LineChannel>(
         broker_.reactor(), from_shell[0], to_shell[1],
         [this, id](Result<nlohmann::json> m) { on_shell_message(id, std::move(m)); }, nullptr);
-    if (!proc)
-        return proc.error();
-    job.shell = std::move(*proc);
+    // The shell's ends stay open here until it has started: a refused fork
+    // falls back to an executed shell on the same pipes.
+    auto ends = std::make_shared<ShellEnds>();
+    ends->stdin_fd = UniqueFd(to_shell[0]);
+    ends->stdout_fd = UniqueFd(from_shell[1]);
+    ends->imp_request = std::move(imp_request);
     request.erase("userid");
     request.erase("J");
     request["rank"] = boot.rank;
@@ -539,16 +529,58 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
         request["topology"] = *topology_xml_;
     if (host_brokers_ > 1)
         request["host_brokers"] = host_brokers_;
+    // Its first line waits in the pipe until it runs (or, held, here).
     if (job.held) {
         job.held_lines.insert(job.held_lines.begin(), std::move(request));
-        return {};
+    } else {
+        job.channel->send(request);
+        send_held_lines(job);  // what came during the prolog
     }
-    job.channel->send(request);
-    send_held_lines(job);  // what came during the prolog
+    launch_shell(id, std::move(ends));  // last: a failure ends the job
     return {};
 }
 
-Result<std::unique_ptr<Subprocess>> ExecService::spawn_shell(JobId id, const SpawnOptions& options) {
+// Starts the job's shell on `ends`, in its cgroup; if it cannot be started
+// there, without one; if not at all, the job's start fails (exec.run gets
+// the error).
+void ExecService::launch_shell(JobId id, std::shared_ptr<ShellEnds> ends) {
+    LocalJob& job = *jobs_.at(id);
+    SpawnOptions shell{
+        .argv = ends->imp_request ? std::vector<std::string>{*imp_path_, "exec"} : std::vector<std::string>{shell_path_},
+        .stdin_fd = ends->stdin_fd.get(),
+        .stdout_fd = ends->stdout_fd.get(),
+        .fd3 = ends->imp_request ? ends->imp_request.get() : -1,
+        .cgroup_fd = job.cgroup ? job.cgroup->fd() : -1};
+    spawn_shell(id, shell, [this, id, ends](Result<std::unique_ptr<Subprocess>> proc) {
+        auto it = jobs_.find(id);
+        if (it == jobs_.end()) {
+            // Ended while its shell was being started (a held start,
+            // terminated): the shell has no job to run.
+            if (proc) {
+                (void)(*proc)->signal(SIGKILL);
+                exiting_shells_[id] = std::move(*proc);
+            }
+            return;
+        }
+        LocalJob& started_job = *it->second;
+        if (!proc && started_job.cgroup) {
+            log::warning("exec", "{}: cannot start the shell in {} ({}); process groups only", format_jobid(id),
+                         started_job.cgroup->dir(), proc.error().message);
+            started_job.cgroup.reset();
+            return launch_shell(id, ends);
+        }
+        if (!proc) {
+            std::optional<Message> run_request = std::exchange(started_job.answer_to, std::nullopt);
+            remove_job(id);
+            if (run_request)
+                broker_.respond_error(*run_request, proc.error().code, proc.error().message);
+            return;
+        }
+        started_job.shell = std::move(*proc);
+    });
+}
+
+void ExecService::spawn_shell(JobId id, const SpawnOptions& options, ShellStarted started) {
     auto on_exit = [this, id](int status) { on_shell_exit(id, status); };
     if (fork_shells_ && options.argv[0] == shell_path_) {  // not banyan-imp (another user's job)
         if (!fork_server_ || !fork_server_->usable()) {
@@ -559,22 +591,30 @@ Result<std::unique_ptr<Subprocess>> ExecService::spawn_shell(JobId id, const Spa
                 log::warning("exec", "{}; executing each shell", server.error().message);
         }
         if (fork_server_ && fork_server_->usable()) {
-            auto proc = fork_server_->fork_shell(options.stdin_fd, options.stdout_fd, options.cgroup_fd, on_exit);
-            if (proc)
-                return proc;
-            if (fork_server_->usable() && options.cgroup_fd < 0) {
-                // clone3 itself is refused (a seccomp filter, an old kernel):
-                // this broker's shells are executed from now on.
-                log::warning("exec", "{}: {}; executing every shell", format_jobid(id), proc.error().message);
-                fork_shells_ = false;
-            } else if (!fork_server_->usable() && proc.error().code != EPIPE) {
-                return proc;  // a shell may hold these pipes: this start fails
-            } else {
-                log::warning("exec", "{}: {}; executing its shell", format_jobid(id), proc.error().message);
-            }
+            auto forked = [this, id, options, on_exit, started](Result<std::unique_ptr<Subprocess>> proc) {
+                if (proc)
+                    return started(std::move(proc));
+                bool usable = fork_server_ && fork_server_->usable();
+                if (usable && options.cgroup_fd < 0) {
+                    // clone3 itself is refused (a seccomp filter, an old
+                    // kernel): this broker's shells are executed from now on.
+                    log::warning("exec", "{}: {}; executing every shell", format_jobid(id), proc.error().message);
+                    fork_shells_ = false;
+                } else if (!usable) {
+                    return started(std::move(proc));  // a shell may hold these pipes: this start fails
+                } else {
+                    log::warning("exec", "{}: {}; executing its shell", format_jobid(id), proc.error().message);
+                }
+                started(Subprocess::spawn(broker_.reactor(), options, on_exit));
+            };
+            auto sent = fork_server_->fork_shell(options.stdin_fd, options.stdout_fd, options.cgroup_fd, on_exit,
+                                                 std::move(forked));
+            if (sent)
+                return;
+            log::warning("exec", "{}: {}; executing its shell", format_jobid(id), sent.error().message);
         }
     }
-    return Subprocess::spawn(broker_.reactor(), options, on_exit);
+    started(Subprocess::spawn(broker_.reactor(), options, on_exit));
 }
 
 void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
@@ -740,6 +780,9 @@ void ExecService::on_shell_done(JobId id, std::optional<int> wait_status) {
         return;
     LocalJob& job = *it->second;
     job.shell_done = true;
+    job.held = false;  // a held shell that died: nothing is left to start
+    job.on_go = nullptr;
+    job.held_lines.clear();
     for (auto& [tag, request] : job.proxied)
         broker_.respond_error(request, ECONNRESET, "the job's shell ended");
     job.proxied.clear();
@@ -779,8 +822,10 @@ void ExecService::fail(JobId id, const std::string& note) {
     auto it = jobs_.find(id);
     if (it == jobs_.end())
         return;
-    if (it->second->answer_to)
-        broker_.respond_error(*it->second->answer_to, EIO, note);
+    // Answered once: on rank 0 the answer is handled inside this call, and
+    // may come back here (an exception, then exec.terminate).
+    if (auto answer_to = std::exchange(it->second->answer_to, std::nullopt))
+        broker_.respond_error(*answer_to, EIO, note);
     else
         log::error("exec", "{}: {}", format_jobid(id), note);
     // Not here: this runs inside the shell's own exit callback.
@@ -791,8 +836,8 @@ void ExecService::finish(JobId id, int status, double time) {
     auto it = jobs_.find(id);
     if (it == jobs_.end())
         return;
-    if (it->second->answer_to)
-        broker_.respond(Message::response_to(*it->second->answer_to, {{"status", status}, {"time", time}}));
+    if (auto answer_to = std::exchange(it->second->answer_to, std::nullopt))  // once (fail)
+        broker_.respond(Message::response_to(*answer_to, {{"status", status}, {"time", time}}));
     // Kept whether answered or not: the answer may die with rank 0, and
     // this broker with it (rank 0's own jobs): kept in a file too.
     // Ends are kept for exec.reattach-timeout: at 1,000 jobs a second, an
@@ -1007,9 +1052,6 @@ void ExecService::on_reattach(const Message& req) {
     LocalJob& job = *it->second;
     job.answer_to = req;
     job.answer_to->payload.reset();
-    // A job manager re-attaches only a job whose alloc is on disk: one
-    // whose exec.go was lost with the old one starts now.
-    go(job);
     auto kept = std::exchange(job.kept, {});
     job.kept_bytes = 0;
     job.output_lost = false;
@@ -1050,7 +1092,7 @@ void ExecService::on_kill(const Message& req) {
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     if (job->simulated)  // a simulated job "dies" of the signal at once
         return finish(body["id"].get<uint64_t>(), 128 + static_cast<int>(*signo), wall_now());
-    if (!job->channel) {  // in its prolog: it will not start
+    if (!job->channel && !job->held) {  // in its prolog: it will not start
         job->killed_before_start = static_cast<int>(*signo);
         return;
     }

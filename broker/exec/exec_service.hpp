@@ -1,7 +1,7 @@
 // ExecService: runs a job's share of tasks on this rank by starting one
 // banyan-shell for it (doc/spec/shell.md): exec.run starts the shell and is
 // answered with its status once it has finished and nothing of the job is
-// left; exec.kill / exec.terminate / exec.stdin pass signals and input on;
+// left (with `hold`, the shell waits for its job until exec.go: §7); exec.kill / exec.terminate / exec.stdin pass signals and input on;
 // exec.fence joins the shells' PMIx fences at the job's first rank. The
 // shell's output and exceptions go to the job manager at rank 0. A jobspec
 // with attributes.system.exec.test.run_duration is simulated: nothing is
@@ -45,10 +45,22 @@ class ExecService {
     void to_shell(LocalJob& job, nlohmann::json line);
     void send_held_lines(LocalJob& job);
     void end_held(JobId id, int signo);
+    // Makes the job's run directory, cgroup and pipes and starts its shell
+    // (launch_shell). Error: nothing was started; once it returns, a
+    // failure to start the shell ends the job.
     Result<void> start_shell(JobId id, LocalJob& job, nlohmann::json request);
+    // The shell's ends of its pipes (and banyan-imp's request), kept until
+    // it has started.
+    struct ShellEnds {
+        UniqueFd stdin_fd, stdout_fd, imp_request;
+    };
+    void launch_shell(JobId id, std::shared_ptr<ShellEnds> ends);
+    using ShellStarted = std::function<void(Result<std::unique_ptr<Subprocess>>)>;
     // The shell as `options` says: forked by the fork server where it can
-    // be (doc/spec/shell.md §1.1), else executed.
-    Result<std::unique_ptr<Subprocess>> spawn_shell(JobId id, const SpawnOptions& options);
+    // be (doc/spec/shell.md §1.1), else executed. `started` runs with it
+    // (or why not) on the loop: at once for an executed shell, when the
+    // server answers for a forked one.
+    void spawn_shell(JobId id, const SpawnOptions& options, ShellStarted started);
     // Connects to the shells a dead broker left in the run directory.
     void adopt_orphaned_shells();
     void on_shell_message(JobId id, Result<nlohmann::json> message);

@@ -1,6 +1,5 @@
 #include "broker/exec/shell_fork_server.hpp"
 
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -65,33 +64,48 @@ Result<std::unique_ptr<ShellForkServer>> ShellForkServer::start(Reactor& reactor
 }
 
 ShellForkServer::~ShellForkServer() {
-    socket_.reset();  // the server exits at end of file; ~Subprocess kills it at once anyway
+    fail(make_error(ECONNRESET, "the broker's exec service stops"));
 }
 
-Error ShellForkServer::fail(Error why) {
+void ShellForkServer::fail(Error why) {
     usable_ = false;
+    answers_.reset();
+    deadline_.cancel();
     server_.reset();
-    socket_.reset();
-    return make_error(why.code, fmt::format("the shell fork server: {}", why.message));
+    socket_.reset();  // the server exits at end of file; ~Subprocess kills it at once anyway
+    // Each waiting start hears of it on the loop, never inside a call of
+    // this server's (its caller may replace the server then).
+    Error error = make_error(why.code, fmt::format("the shell fork server: {}", why.message));
+    for (auto& request : std::exchange(waiting_, {}))
+        reactor_.post([started = std::move(request.started), error] { started(error); });
 }
 
-Result<std::unique_ptr<Subprocess>> ShellForkServer::fork_shell(int stdin_fd, int stdout_fd, int cgroup_fd,
-                                                                std::function<void(int)> on_exit) {
+Result<void> ShellForkServer::fork_shell(int stdin_fd, int stdout_fd, int cgroup_fd, std::function<void(int)> on_exit,
+                                         Started started) {
     if (!usable_)
         return make_error(EPIPE, "the shell fork server has exited");
     std::vector<int> fds{stdin_fd, stdout_fd};
     if (cgroup_fd >= 0)
         fds.push_back(cgroup_fd);
-    if (auto sent = send_with_fds(socket_.get(), "f", fds); !sent)
-        return fail(make_error(EPIPE, sent.error().message));  // never reached it: nothing was started
-    // The wait an executed shell's vfork would have been: the server's
-    // clone3 and its answer (§1.1), bounded.
-    pollfd p{socket_.get(), POLLIN, 0};
-    int ready;
-    while ((ready = poll(&p, 1, kAnswerTimeoutMs)) < 0 && errno == EINTR) {
+    if (auto sent = send_with_fds(socket_.get(), "f", fds); !sent) {
+        // Never reached it: nothing was started. Those asked before fail.
+        fail(make_error(ECONNRESET, "it exited before it answered"));
+        return make_error(EPIPE, fmt::format("the shell fork server: {}", sent.error().message));
     }
-    if (ready <= 0)
-        return fail(make_error(ETIMEDOUT, ready == 0 ? "no answer within a second" : std::strerror(errno)));
+    // The answer comes on the loop (§1.1): the server's clone3 takes as
+    // long as an executed shell's vfork would, and the loop goes on meanwhile.
+    waiting_.push_back({std::move(on_exit), std::move(started)});
+    if (!answers_)
+        answers_ = std::make_unique<FdWatcher>(reactor_, socket_.get(), FdWatcher::Event::readable,
+                                               [this] { on_answer(); });
+    if (!deadline_.active())
+        deadline_.start(std::chrono::milliseconds(kAnswerTimeoutMs),
+                        [this] { fail(make_error(ETIMEDOUT, "no answer within a second")); });
+    return {};
+}
+
+// One answer a call (the watcher calls again while more wait).
+void ShellForkServer::on_answer() {
     int32_t answer = 0;
     std::vector<UniqueFd> received;
     auto n = receive_with_fds(socket_.get(), {reinterpret_cast<char*>(&answer), sizeof answer}, received);
@@ -99,15 +113,23 @@ Result<std::unique_ptr<Subprocess>> ShellForkServer::fork_shell(int stdin_fd, in
         return fail(make_error(EPROTO, n.error().message));
     if (*n == 0)
         return fail(make_error(ECONNRESET, "it exited before it answered"));
-    if (*n != sizeof answer || answer == 0 || (answer > 0 && received.size() != 1))
+    if (waiting_.empty() || *n != sizeof answer || answer == 0 || (answer > 0 && received.size() != 1))
         return fail(make_error(EPROTO, "a malformed answer"));
+    Request request = std::move(waiting_.front());
+    waiting_.pop_front();
+    if (waiting_.empty())
+        deadline_.cancel();
+    else
+        deadline_.start(std::chrono::milliseconds(kAnswerTimeoutMs),
+                        [this] { fail(make_error(ETIMEDOUT, "no answer within a second")); });
     if (answer < 0)
-        return make_error(-answer, fmt::format("banyan-shell: {}", std::strerror(-answer)));
+        return request.started(make_error(-answer, fmt::format("banyan-shell: {}", std::strerror(-answer))));
     // The child makes its own group too; whichever comes first, the shell
     // is out of the server's group (which ~ShellForkServer kills) before
     // anyone signals it.
     setpgid(answer, answer);
-    return Subprocess::adopt(reactor_, answer, received[0].release(), true, std::move(on_exit));
+    // Last: the callback may destroy this server.
+    request.started(Subprocess::adopt(reactor_, answer, received[0].release(), true, std::move(request.on_exit)));
 }
 
 }  // namespace banyan

@@ -3,6 +3,7 @@
 // jobs so that none pays for an execve and the dynamic loader.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -24,29 +25,42 @@ class ShellForkServer {
     // and go on.
     ~ShellForkServer();
 
-    // A shell whose stdin and stdout are `stdin_fd` and `stdout_fd` (not
-    // taken: the server gets copies), in the cgroup directory `cgroup_fd`
-    // (-1: none), in its own process group, as Subprocess::spawn would
-    // start it; `on_exit` as there. Waits for the server's answer, a
-    // second at most. Errors:
-    // - clone3 refused it (the cgroup, seccomp, an old kernel): its errno;
-    //   the server stays usable and nothing was started;
-    // - EPIPE: the server had exited; nothing was started;
-    // - anything else (no answer in time, ECONNRESET, EPROTO): a shell may
-    //   have been started on these pipes, which must not be used again.
-    // After an error other than the first kind, the server is killed and
-    // usable() is false.
-    Result<std::unique_ptr<Subprocess>> fork_shell(int stdin_fd, int stdout_fd, int cgroup_fd,
-                                                   std::function<void(int wait_status)> on_exit);
+    using Started = std::function<void(Result<std::unique_ptr<Subprocess>>)>;
+    // Asks for a shell whose stdin and stdout are `stdin_fd` and `stdout_fd`
+    // (the server gets copies as the request is sent), in the cgroup
+    // directory `cgroup_fd` (-1: none), in its own process group, as
+    // Subprocess::spawn would start it; `on_exit` as there. The loop does
+    // not wait: `started` runs on it with the answer, never inside this
+    // call, requests answered in order. Errors:
+    // - returned here, EPIPE: the server had exited; nothing was started
+    //   and `started` never runs;
+    // - to `started`, clone3 refused the shell (the cgroup, seccomp, an old
+    //   kernel): its errno; the server stays usable and nothing was started;
+    // - to `started`, anything else (no answer within a second of asking or
+    //   of the answer before, ECONNRESET, EPROTO): a shell may have been
+    //   started on these pipes, which must not be used again.
+    // After an error other than clone3's, the server is killed, usable()
+    // is false, and every request still waiting gets the error.
+    Result<void> fork_shell(int stdin_fd, int stdout_fd, int cgroup_fd, std::function<void(int wait_status)> on_exit,
+                            Started started);
     bool usable() const { return usable_; }
 
   private:
-    ShellForkServer(Reactor& reactor) : reactor_(reactor) {}
-    Error fail(Error why);
+    struct Request {
+        std::function<void(int)> on_exit;
+        Started started;
+    };
+    explicit ShellForkServer(Reactor& reactor) : reactor_(reactor), deadline_(reactor) {}
+    void on_answer();
+    // Kills the server; every waiting request gets `why`.
+    void fail(Error why);
 
     Reactor& reactor_;
     UniqueFd socket_;
     std::unique_ptr<Subprocess> server_;
+    std::unique_ptr<FdWatcher> answers_;
+    std::deque<Request> waiting_;  // sent, not answered yet, oldest first
+    Timer deadline_;               // for the oldest
     bool usable_ = true;
 };
 

@@ -103,10 +103,16 @@ void ExecClient::alloc_stored(Job& job) {
     if (job.state != JobState::run)
         return;  // ended meanwhile: exec.terminate ends its held start
     for (uint32_t rank : job.ranks)
-        jm_.broker_.rpc(Message::request("exec.go", {{"id", job.id}}, rank), [id = job.id, rank](const Message& resp) {
-            if (resp.errnum)
-                log::warning("job-manager", "{}: exec.go on rank {}: {}", format_jobid(id), rank, resp.error_text());
-        });
+        send_go(job.id, rank);
+}
+
+void ExecClient::send_go(JobId id, uint32_t rank) {
+    jm_.broker_.rpc(Message::request("exec.go", {{"id", id}}, rank), [id, rank](const Message& resp) {
+        // ENOENT: that share has ended already (a kill came first, or it
+        // ended while rank 0 was away).
+        if (resp.errnum && resp.errnum != ENOENT)
+            log::warning("job-manager", "{}: exec.go on rank {}: {}", format_jobid(id), rank, resp.error_text());
+    });
 }
 
 // `banyan job kill` before the tasks could be reached: now (each rank
@@ -139,6 +145,10 @@ void ExecClient::reattach(Job& job, const IdSet& online) {
         }
         jm_.broker_.rpc(Message::request("exec.reattach", {{"id", job.id}}, rank),
                         [this, id = job.id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
+        // Its alloc is on disk: a start still held there (its exec.go was
+        // lost with the old rank 0) goes on.
+        if (job.state == JobState::run)
+            send_go(job.id, rank);
     }
     send_pending_signals(job);  // a kill taken before the instance ran again
     for (uint32_t rank : offline)
@@ -153,24 +163,31 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) 
     Job* job = jm_.find(id);
     if (ex_it == executing_.end() || !job)
         return;
-    Execution& ex = ex_it->second;
     auto body = resp.errnum ? Result<nlohmann::json>(make_error(static_cast<int>(resp.errnum), resp.error_text()))
                             : resp.json();
     auto status = body ? json_field<int64_t>(*body, "status", 0, "exec") : Result<int64_t>(body.error());
     auto time = body ? json_field<double>(*body, "time", 0, "exec") : Result<double>(body.error());
-    if (auto e = first_error(status, time); e && e->code == ENOENT && job->state == JobState::cleanup) {
+    auto e = first_error(status, time);
+    if (e && e->code == ENOENT && job->state == JobState::cleanup) {
         // Ended before the restart, or never launched: nothing left there.
     } else if (e) {
-        ex.failed = true;
-        std::string type = e->code == EHOSTUNREACH              ? "node-failure"
-                           : ex.reattached && e->code == ENOENT ? "restart"
-                                                                : "exec";
+        ex_it->second.failed = true;
+        std::string type = e->code == EHOSTUNREACH                              ? "node-failure"
+                           : ex_it->second.reattached && e->code == ENOENT ? "restart"
+                                                                             : "exec";
         std::string note =
             type == "restart"
                 ? fmt::format("rank 0 restarted and rank {} no longer held the job's tasks: {}", rank, e->message)
                 : e->message;
         jm_.raise(*job, type, note, 0);
+        // A local rank answers inside the call that makes it end: the
+        // exception's exec.terminate may have ended this execution.
+        ex_it = executing_.find(id);
+        job = jm_.find(id);
+        if (ex_it == executing_.end() || !job)
+            return;
     } else {
+        Execution& ex = ex_it->second;
         ex.max_status = std::max(ex.max_status, static_cast<int>(*status));
         ex.last_end = std::max(ex.last_end, *time);
         // A rank whose share ended while rank 0 was away says whether its
@@ -178,6 +195,7 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) 
         if (ex.reattached && json_field<bool>(*body, "started", false, "exec").value_or(false))
             started(*job, rank);
     }
+    Execution& ex = ex_it->second;
     if (--ex.ranks_left > 0)
         return;
     bool failed = ex.failed;

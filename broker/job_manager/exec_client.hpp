@@ -27,11 +27,15 @@ struct Job;
 class ExecClient {
   public:
     explicit ExecClient(JobManager& jm);
-    // RUN, at the alloc event: exec.run goes out once the jobspec is read,
-    // with `hold` while the event is not on disk yet (shell.md §7).
+    // RUN, at the alloc event: exec.run goes out once the jobspec is read
+    // (on the reader thread: never inside this call), with `hold` while
+    // the event is not on disk yet (shell.md §7). A launch that cannot be
+    // made raises an exception on the job inside this call. Once per job.
     void launch(Job& job, const nlohmann::json& R);
     // The alloc event is on disk: exec.go to a held start (or exec.run,
-    // when it goes out later, without hold).
+    // when it goes out later, without hold). Rank 0's own exec service
+    // answers inside this call. Once per job; nothing for a job not
+    // launched.
     void alloc_stored(Job& job);
     // RUN or CLEANUP after a restart of rank 0: its tasks are looked for on
     // every rank of R; ranks not online fail it (node-failure).
@@ -70,6 +74,7 @@ class ExecClient {
     void send_exec_run(JobId id, const std::vector<uint32_t>& ranks, const std::string& r_text,
                        const Result<std::string>& spec);
     void send_pending_signals(Job& job);
+    void send_go(JobId id, uint32_t rank);
     void on_exec_response(JobId id, uint32_t rank, const Message& resp);
     void arm_warning(const Job& job, Execution& ex);
     void signal_ranks(const Job& job, int signo);

@@ -5,7 +5,9 @@
 # rank 0 is killed with SIGKILL at once after (1) a job's task ran and
 # (2) a hold and a cancel were acknowledged. Restarted on the same state
 # directory: the job that ran is not run again, the cancel and the hold
-# are still there.
+# are still there. Then a start held while its alloc is written (exec.run
+# with `hold`), cancelled in that window, lost with rank 0 in it, and one
+# whose shell dies in it; and `banyan job wait` after the end in memory.
 . "$(dirname "$0")/../integration/lib.sh"
 
 shim=${BANYAN_SLOW_DISK:-}
@@ -72,7 +74,9 @@ slow banyan start --test-size=1 bash "$T_DIR/wait.sh"
 # (shell.md §7): the job's shell is ready, but no task starts before the
 # event is on disk. A cancel in that window ends the job with no task
 # run; rank 0 killed in it loses the start (the event never reached the
-# disk), and after the restart the job runs, once.
+# disk), and after the restart the job runs, once. Each write and sync
+# takes a second here, so the window is seconds wide.
+slower() { LD_PRELOAD=$shim BANYAN_SLOW_DISK_MS=1000 "$@"; }
 cat >"$T_DIR/held.sh" <<'SCRIPT'
 set -u
 cd "$T_DIR"
@@ -80,27 +84,47 @@ broker=$(broker_pid "$(instance_dir)" 0)
 # A job's shell (forked: the blanked flag; executed: no argument), not the fork server.
 shell_ready() { pgrep -P "$broker" -f 'banyan-shell *$' >/dev/null; }
 banyan submit sh -c "echo run >>$T_DIR/e.runs" >e.id
-wait_for "a job's shell is ready while its alloc is written" 10 shell_ready
+wait_for "a job's shell is ready while its alloc is written" 20 shell_ready
 check "none of its tasks ran" test ! -e e.runs
 banyan cancel "$(cat e.id)"
 banyan job wait "$(cat e.id)" >/dev/null 2>&1
 check_output "cancelled then, it ends canceled" "^CA canceled$" \
     sh -c "banyan jobs -a --no-header -o '{id} {st} {result}' | awk -v id=$(cat e.id) '\$1 == id {print \$2, \$3}'"
 check "and its task never ran" test ! -e e.runs
-check "it has no start event" sh -c "! banyan job eventlog $(cat e.id) | grep -q ' start\$'"
+# (its events as stored, which hold its submit: a failing eventlog is no pass)
+check "it has no start event" sh -c "banyan job eventlog $(cat e.id) >events && grep -q ' submit ' events &&
+    ! grep -q ' start\$' events"
 banyan submit sh -c "echo run >>$T_DIR/d.runs; sleep 60" >d.id
-wait_for "the next job's shell is ready while its alloc is written" 10 shell_ready
+wait_for "the next job's shell is ready while its alloc is written" 20 shell_ready
 check "none of its tasks ran" test ! -e d.runs
 kill -9 "$broker"
 SCRIPT
-slow banyan start --test-size=1 --statedir "$T_DIR/held-state" bash "$T_DIR/held.sh" 2>"$T_DIR/start3.err"
+slower banyan start --test-size=1 --statedir "$T_DIR/held-state" bash "$T_DIR/held.sh" 2>"$T_DIR/start3.err"
 cat >"$T_DIR/held-after.sh" <<'SCRIPT'
 set -u
 cd "$T_DIR"
 wait_for "after the restart, the job whose start was lost runs" 20 test -s d.runs
 check_output "once" "^1$" sh -c "wc -l <d.runs"
 check "without a restart exception: it was pending again" \
-    sh -c "! banyan job eventlog $(cat d.id) | grep -q 'type=restart'"
+    sh -c "banyan job eventlog $(cat d.id) >events && grep -q ' submit ' events && ! grep -q 'type=restart' events"
 banyan cancel "$(cat d.id)"
 SCRIPT
 banyan start --test-size=1 --statedir "$T_DIR/held-state" bash "$T_DIR/held-after.sh"
+
+# A held shell that dies before its exec.go (here a job shell that exits
+# at once) fails the job's start with one exec exception, and the broker
+# goes on.
+cat >"$T_DIR/dying-shell" <<'EOF2'
+#!/bin/sh
+exit 1
+EOF2
+chmod +x "$T_DIR/dying-shell"
+cat >"$T_DIR/dying.sh" <<'SCRIPT'
+set -u
+id=$(banyan submit true)
+check_output "the job whose held shell died fails" "^exit [1-9]" sh -c "banyan job wait $id >/dev/null 2>&1; echo exit \$?"
+check_output "with one exec exception naming the shell's end" "^1 .*exited with status 1" \
+    sh -c "banyan job eventlog $id | grep -c ' exception ' | tr '\n' ' '; banyan job eventlog $id | grep ' exception '"
+check_output "the broker goes on" "^$id" banyan jobs -a --no-header -o '{id}'
+SCRIPT
+slow banyan start --test-size=1 -S exec.job-shell="\"$T_DIR/dying-shell\"" bash "$T_DIR/dying.sh"

@@ -17,6 +17,9 @@ export OMPI_MCA_mpi_yield_when_idle=1
 # container test adds or removes meanwhile must not be Open MPI's choice
 # (an allreduce failed once binding to a podman bridge being torn down).
 export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+# MPICH's UCX likewise (its init_worker found "No such device" once while
+# a container test changed the interfaces).
+export UCX_NET_DEVICES=lo
 
 cat >"$T_DIR/mpi.sh" <<'SCRIPT'
 set -u
