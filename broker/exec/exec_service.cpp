@@ -132,6 +132,10 @@ struct ExecService::LocalJob {
     // exec.proxy requests the shell has not answered yet, by tag.
     std::map<uint64_t, Message> proxied;
     uint64_t next_proxy_tag = 1;
+    // Which start of this job id on this rank: a late answer or exit of an
+    // earlier one's shell (a start ended, then run again after rank 0
+    // restarted) is told apart by it.
+    uint64_t launch = 0;
 };
 
 struct ExecService::Fence {
@@ -288,6 +292,7 @@ void ExecService::on_run(const Message& req) {
                                                  "exec.imp to start jobs as their users",
                                                  *userid, getuid()));
     auto job = std::make_unique<LocalJob>();
+    job->launch = ++launches_;
     job->userid = *userid;
     job->credential = *credential;
     job->answer_to = req;
@@ -546,24 +551,26 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
 void ExecService::launch_shell(JobId id, std::shared_ptr<ShellEnds> ends) {
     LocalJob& job = *jobs_.at(id);
     SpawnOptions shell{
-        .argv = ends->imp_request ? std::vector<std::string>{*imp_path_, "exec"} : std::vector<std::string>{shell_path_},
+        .argv = ends->imp_request ? std::vector<std::string>{*imp_path_, "exec"}
+                                  : std::vector<std::string>{shell_path_},
         .stdin_fd = ends->stdin_fd.get(),
         .stdout_fd = ends->stdout_fd.get(),
         .fd3 = ends->imp_request ? ends->imp_request.get() : -1,
         .cgroup_fd = job.cgroup ? job.cgroup->fd() : -1};
-    spawn_shell(id, shell, [this, id, ends](Result<std::unique_ptr<Subprocess>> proc) {
+    uint64_t launch = job.launch;
+    spawn_shell(id, launch, shell, [this, id, launch, ends](Result<std::unique_ptr<Subprocess>> proc, bool retryable) {
         auto it = jobs_.find(id);
-        if (it == jobs_.end()) {
+        if (it == jobs_.end() || it->second->launch != launch) {
             // Ended while its shell was being started (a held start,
             // terminated): the shell has no job to run.
             if (proc) {
                 (void)(*proc)->signal(SIGKILL);
-                exiting_shells_[id] = std::move(*proc);
+                exiting_shells_[launch] = std::move(*proc);
             }
             return;
         }
         LocalJob& started_job = *it->second;
-        if (!proc && started_job.cgroup) {
+        if (!proc && retryable && started_job.cgroup) {
             log::warning("exec", "{}: cannot start the shell in {} ({}); process groups only", format_jobid(id),
                          started_job.cgroup->dir(), proc.error().message);
             started_job.cgroup.reset();
@@ -580,8 +587,12 @@ void ExecService::launch_shell(JobId id, std::shared_ptr<ShellEnds> ends) {
     });
 }
 
-void ExecService::spawn_shell(JobId id, const SpawnOptions& options, ShellStarted started) {
-    auto on_exit = [this, id](int status) { on_shell_exit(id, status); };
+void ExecService::spawn_shell(JobId id, uint64_t launch, const SpawnOptions& options, ShellStarted started) {
+    auto on_exit = [this, id, launch](int status) { on_shell_exit(id, launch, status); };
+    auto executed = [&] {
+        auto proc = Subprocess::spawn(broker_.reactor(), options, on_exit);
+        started(std::move(proc), true);  // a failed spawn started nothing
+    };
     if (fork_shells_ && options.argv[0] == shell_path_) {  // not banyan-imp (another user's job)
         if (!fork_server_ || !fork_server_->usable()) {
             auto server = ShellForkServer::start(broker_.reactor(), shell_path_);
@@ -591,21 +602,20 @@ void ExecService::spawn_shell(JobId id, const SpawnOptions& options, ShellStarte
                 log::warning("exec", "{}; executing each shell", server.error().message);
         }
         if (fork_server_ && fork_server_->usable()) {
-            auto forked = [this, id, options, on_exit, started](Result<std::unique_ptr<Subprocess>> proc) {
-                if (proc)
-                    return started(std::move(proc));
-                bool usable = fork_server_ && fork_server_->usable();
-                if (usable && options.cgroup_fd < 0) {
+            auto forked = [this, id, launch, options, on_exit, started](Result<std::unique_ptr<Subprocess>> proc,
+                                                                         bool refused) {
+                auto it = jobs_.find(id);
+                if (proc || !refused || it == jobs_.end() || it->second->launch != launch)
+                    return started(std::move(proc), false);  // (a job gone: its cgroup's fd with it)
+                if (options.cgroup_fd < 0) {
                     // clone3 itself is refused (a seccomp filter, an old
                     // kernel): this broker's shells are executed from now on.
                     log::warning("exec", "{}: {}; executing every shell", format_jobid(id), proc.error().message);
                     fork_shells_ = false;
-                } else if (!usable) {
-                    return started(std::move(proc));  // a shell may hold these pipes: this start fails
                 } else {
                     log::warning("exec", "{}: {}; executing its shell", format_jobid(id), proc.error().message);
                 }
-                started(Subprocess::spawn(broker_.reactor(), options, on_exit));
+                started(Subprocess::spawn(broker_.reactor(), options, on_exit), true);
             };
             auto sent = fork_server_->fork_shell(options.stdin_fd, options.stdout_fd, options.cgroup_fd, on_exit,
                                                  std::move(forked));
@@ -614,7 +624,7 @@ void ExecService::spawn_shell(JobId id, const SpawnOptions& options, ShellStarte
             log::warning("exec", "{}: {}; executing its shell", format_jobid(id), sent.error().message);
         }
     }
-    started(Subprocess::spawn(broker_.reactor(), options, on_exit));
+    executed();
 }
 
 void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
@@ -766,10 +776,10 @@ void ExecService::report_started(JobId id) {
                 });
 }
 
-void ExecService::on_shell_exit(JobId id, int wait_status) {
+void ExecService::on_shell_exit(JobId id, uint64_t launch, int wait_status) {
     auto it = jobs_.find(id);
-    if (it == jobs_.end())
-        return (void)exiting_shells_.erase(id);  // (allowed: its Subprocess calls this last)
+    if (it == jobs_.end() || it->second->launch != launch)
+        return (void)exiting_shells_.erase(launch);  // (allowed: its Subprocess calls this last)
     it->second->channel->read_available();  // its last lines (finish among them) are in the pipe
     on_shell_done(id, wait_status);
 }
@@ -863,7 +873,7 @@ void ExecService::remove_job(JobId id) {
     // A shell that reported finish may still be exiting: it is waited for
     // on the loop, never here.
     if (it->second->shell && it->second->shell->running())
-        exiting_shells_[id] = std::move(it->second->shell);
+        exiting_shells_[it->second->launch] = std::move(it->second->shell);
     jobs_.erase(it);
     if (!cgroup || cgroup->try_remove())
         return;
@@ -1092,7 +1102,7 @@ void ExecService::on_kill(const Message& req) {
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     if (job->simulated)  // a simulated job "dies" of the signal at once
         return finish(body["id"].get<uint64_t>(), 128 + static_cast<int>(*signo), wall_now());
-    if (!job->channel && !job->held) {  // in its prolog: it will not start
+    if (!job->channel) {  // in its prolog, or before it (held): it will not start
         job->killed_before_start = static_cast<int>(*signo);
         return;
     }

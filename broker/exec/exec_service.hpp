@@ -1,7 +1,8 @@
 // ExecService: runs a job's share of tasks on this rank by starting one
 // banyan-shell for it (doc/spec/shell.md): exec.run starts the shell and is
 // answered with its status once it has finished and nothing of the job is
-// left (with `hold`, the shell waits for its job until exec.go: §7); exec.kill / exec.terminate / exec.stdin pass signals and input on;
+// left (with `hold`, the shell waits for its job until exec.go: §7);
+// exec.kill / exec.terminate / exec.stdin pass signals and input on;
 // exec.fence joins the shells' PMIx fences at the job's first rank. The
 // shell's output and exceptions go to the job manager at rank 0. A jobspec
 // with attributes.system.exec.test.run_duration is simulated: nothing is
@@ -55,12 +56,14 @@ class ExecService {
         UniqueFd stdin_fd, stdout_fd, imp_request;
     };
     void launch_shell(JobId id, std::shared_ptr<ShellEnds> ends);
-    using ShellStarted = std::function<void(Result<std::unique_ptr<Subprocess>>)>;
+    // `retryable`: nothing was started on the pipes (they may be used again).
+    using ShellStarted = std::function<void(Result<std::unique_ptr<Subprocess>> shell, bool retryable)>;
     // The shell as `options` says: forked by the fork server where it can
-    // be (doc/spec/shell.md §1.1), else executed. `started` runs with it
-    // (or why not) on the loop: at once for an executed shell, when the
-    // server answers for a forked one.
-    void spawn_shell(JobId id, const SpawnOptions& options, ShellStarted started);
+    // be (doc/spec/shell.md §1.1), else executed. `started` gets it (or
+    // why not): inside this call for an executed shell, on the loop when
+    // the server answers for a forked one. `launch`: the job's
+    // (LocalJob::launch), for its shell's exit.
+    void spawn_shell(JobId id, uint64_t launch, const SpawnOptions& options, ShellStarted started);
     // Connects to the shells a dead broker left in the run directory.
     void adopt_orphaned_shells();
     void on_shell_message(JobId id, Result<nlohmann::json> message);
@@ -84,7 +87,7 @@ class ExecService {
     // Connects to <rundir>/jobs/<id>/reattach.sock; false when there is none.
     bool adopt_shell(const std::string& path, JobId id);
     void report_started(JobId id);
-    void on_shell_exit(JobId id, int wait_status);
+    void on_shell_exit(JobId id, uint64_t launch, int wait_status);
     // The shell reported finish, or is gone (`wait_status`, when it was
     // this broker's child and did not report): what is left of the job is
     // killed, the epilog runs, and exec.run is answered. Once per job.
@@ -134,7 +137,10 @@ class ExecService {
     uint32_t host_brokers_ = 1;                 // brokers of this instance on this host, this one included
     std::optional<std::string> topology_xml_;   // this machine's hwloc XML, for the shells; nullopt: none
     std::map<JobId, std::unique_ptr<LocalJob>> jobs_;
-    std::map<JobId, std::unique_ptr<Subprocess>> exiting_shells_;  // of jobs that ended at their finish
+    // Shells of jobs that ended (at their finish, or before their shell
+    // had started), by LocalJob::launch, until they exit.
+    std::map<uint64_t, std::unique_ptr<Subprocess>> exiting_shells_;
+    uint64_t launches_ = 0;
     std::map<std::pair<JobId, uint64_t>, Fence> fences_;  // at a job's first rank
     struct EmptyingCgroup {
         JobCgroup cgroup;

@@ -1,5 +1,6 @@
 #include "broker/exec/shell_fork_server.hpp"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +18,10 @@ namespace banyan {
 namespace {
 
 constexpr int kAnswerTimeoutMs = 1000;
+// Requests sent and not answered: past this the server is stuck (the
+// deadline ends it) and a shell is executed instead, so that a full socket
+// never blocks the loop.
+constexpr size_t kMaxWaiting = 64;
 
 }  // namespace
 
@@ -42,6 +47,9 @@ Result<std::unique_ptr<ShellForkServer>> ShellForkServer::start(Reactor& reactor
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0)
         return make_error(errno, fmt::format("socketpair: {}", std::strerror(errno)));
     UniqueFd ours(pair[0]), theirs(pair[1]);
+    // Ours never blocks the loop (a server that stops reading).
+    if (fcntl(ours.get(), F_SETFL, O_NONBLOCK) != 0)
+        return make_error(errno, fmt::format("the shell fork server's socket: {}", std::strerror(errno)));
     std::unique_ptr<ShellForkServer> server(new ShellForkServer(reactor));
     ShellForkServer* self = server.get();
     // Every symbol bound at its start (LD_BIND_NOW), not lazily in each
@@ -53,9 +61,8 @@ Result<std::unique_ptr<ShellForkServer>> ShellForkServer::start(Reactor& reactor
         if (!std::string_view(*e).starts_with("LD_BIND_NOW="))
             env.emplace_back(*e);
     env.emplace_back("LD_BIND_NOW=1");
-    auto proc = Subprocess::spawn(reactor,
-                                  {.argv = {shell_path, "--fork-server"}, .env = std::move(env), .stdin_fd = theirs.get()},
-                                  [self](int) { self->usable_ = false; });
+    SpawnOptions options{.argv = {shell_path, "--fork-server"}, .env = std::move(env), .stdin_fd = theirs.get()};
+    auto proc = Subprocess::spawn(reactor, options, [self](int) { self->usable_ = false; });
     if (!proc)
         return proc.error();
     server->server_ = std::move(*proc);
@@ -77,19 +84,23 @@ void ShellForkServer::fail(Error why) {
     // this server's (its caller may replace the server then).
     Error error = make_error(why.code, fmt::format("the shell fork server: {}", why.message));
     for (auto& request : std::exchange(waiting_, {}))
-        reactor_.post([started = std::move(request.started), error] { started(error); });
+        reactor_.post([started = std::move(request.started), error] { started(error, false); });
 }
 
 Result<void> ShellForkServer::fork_shell(int stdin_fd, int stdout_fd, int cgroup_fd, std::function<void(int)> on_exit,
                                          Started started) {
     if (!usable_)
         return make_error(EPIPE, "the shell fork server has exited");
+    if (waiting_.size() >= kMaxWaiting)
+        return make_error(EAGAIN, fmt::format("the shell fork server has {} requests unanswered", waiting_.size()));
     std::vector<int> fds{stdin_fd, stdout_fd};
     if (cgroup_fd >= 0)
         fds.push_back(cgroup_fd);
     if (auto sent = send_with_fds(socket_.get(), "f", fds); !sent) {
-        // Never reached it: nothing was started. Those asked before fail.
-        fail(make_error(ECONNRESET, "it exited before it answered"));
+        // Never reached it: nothing was started.
+        if (sent.error().code == EAGAIN)
+            return make_error(EAGAIN, "the shell fork server's socket is full");
+        fail(make_error(ECONNRESET, "it exited before it answered"));  // those asked before
         return make_error(EPIPE, fmt::format("the shell fork server: {}", sent.error().message));
     }
     // The answer comes on the loop (§1.1): the server's clone3 takes as
@@ -109,7 +120,9 @@ void ShellForkServer::on_answer() {
     int32_t answer = 0;
     std::vector<UniqueFd> received;
     auto n = receive_with_fds(socket_.get(), {reinterpret_cast<char*>(&answer), sizeof answer}, received);
-    if (!n)  // (never EPIPE: that code says nothing was started)
+    if (!n && n.error().code == EAGAIN)
+        return;  // nothing yet
+    if (!n)
         return fail(make_error(EPROTO, n.error().message));
     if (*n == 0)
         return fail(make_error(ECONNRESET, "it exited before it answered"));
@@ -123,13 +136,14 @@ void ShellForkServer::on_answer() {
         deadline_.start(std::chrono::milliseconds(kAnswerTimeoutMs),
                         [this] { fail(make_error(ETIMEDOUT, "no answer within a second")); });
     if (answer < 0)
-        return request.started(make_error(-answer, fmt::format("banyan-shell: {}", std::strerror(-answer))));
+        return request.started(make_error(-answer, fmt::format("banyan-shell: {}", std::strerror(-answer))), true);
     // The child makes its own group too; whichever comes first, the shell
     // is out of the server's group (which ~ShellForkServer kills) before
     // anyone signals it.
     setpgid(answer, answer);
     // Last: the callback may destroy this server.
-    request.started(Subprocess::adopt(reactor_, answer, received[0].release(), true, std::move(request.on_exit)));
+    request.started(Subprocess::adopt(reactor_, answer, received[0].release(), true, std::move(request.on_exit)),
+                    false);
 }
 
 }  // namespace banyan

@@ -25,22 +25,25 @@ class ShellForkServer {
     // and go on.
     ~ShellForkServer();
 
-    using Started = std::function<void(Result<std::unique_ptr<Subprocess>>)>;
+    // `refused`: nothing was started on the pipes (clone3 said no), so
+    // they may be used for an executed shell instead.
+    using Started = std::function<void(Result<std::unique_ptr<Subprocess>> shell, bool refused)>;
     // Asks for a shell whose stdin and stdout are `stdin_fd` and `stdout_fd`
     // (the server gets copies as the request is sent), in the cgroup
     // directory `cgroup_fd` (-1: none), in its own process group, as
     // Subprocess::spawn would start it; `on_exit` as there. The loop does
     // not wait: `started` runs on it with the answer, never inside this
-    // call, requests answered in order. Errors:
-    // - returned here, EPIPE: the server had exited; nothing was started
-    //   and `started` never runs;
-    // - to `started`, clone3 refused the shell (the cgroup, seccomp, an old
-    //   kernel): its errno; the server stays usable and nothing was started;
-    // - to `started`, anything else (no answer within a second of asking or
-    //   of the answer before, ECONNRESET, EPROTO): a shell may have been
-    //   started on these pipes, which must not be used again.
-    // After an error other than clone3's, the server is killed, usable()
-    // is false, and every request still waiting gets the error.
+    // call, requests answered in order; it may destroy this server. Errors:
+    // - returned here (`started` never runs; nothing was started): EPIPE,
+    //   the server had exited (usable() is false then); EAGAIN, it has
+    //   kMaxWaiting requests unanswered or its socket is full;
+    // - to `started` with `refused`: clone3 refused the shell (the cgroup,
+    //   seccomp, an old kernel); the server stays usable;
+    // - to `started` without it (no answer within a second of asking or of
+    //   the answer before, ECONNRESET, EPROTO): a shell may have been
+    //   started on these pipes, which must not be used again. The server
+    //   is killed, usable() is false, and every request still waiting gets
+    //   the error, on the loop (also when the server is destroyed).
     Result<void> fork_shell(int stdin_fd, int stdout_fd, int cgroup_fd, std::function<void(int wait_status)> on_exit,
                             Started started);
     bool usable() const { return usable_; }
