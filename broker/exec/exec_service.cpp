@@ -607,7 +607,8 @@ void ExecService::spawn_shell(JobId id, uint64_t launch, const SpawnOptions& opt
                 auto it = jobs_.find(id);
                 if (proc || !refused || it == jobs_.end() || it->second->launch != launch)
                     return started(std::move(proc), false);  // (a job gone: its cgroup's fd with it)
-                if (options.cgroup_fd < 0) {
+                int code = proc.error().code;  // (EPROTO: the server could not read the request)
+                if ((options.cgroup_fd < 0 || code == ENOSYS) && code != EPROTO) {
                     // clone3 itself is refused (a seccomp filter, an old
                     // kernel): this broker's shells are executed from now on.
                     log::warning("exec", "{}: {}; executing every shell", format_jobid(id), proc.error().message);
@@ -1102,7 +1103,9 @@ void ExecService::on_kill(const Message& req) {
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     if (job->simulated)  // a simulated job "dies" of the signal at once
         return finish(body["id"].get<uint64_t>(), 128 + static_cast<int>(*signo), wall_now());
-    if (!job->channel) {  // in its prolog, or before it (held): it will not start
+    if (job->held && !job->channel)  // its prolog not started yet: it never will
+        return end_held(body["id"].get<uint64_t>(), static_cast<int>(*signo));
+    if (!job->channel) {  // in its prolog: it will not start
         job->killed_before_start = static_cast<int>(*signo);
         return;
     }
