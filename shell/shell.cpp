@@ -192,6 +192,11 @@ void Shell::on_message(Result<nlohmann::json> message) {
         return;
     }
     std::string type = m.value("type", "");
+    if (type == "go") {
+        if (std::exchange(held_, false))
+            launch();
+        return;
+    }
     if (type == "signal" && m.value("signal", 0) > 0 && m.value("signal", 0) < NSIG) {
         signal_tasks(m["signal"].get<int>());
     } else if (type == "stdin") {
@@ -214,7 +219,7 @@ void Shell::on_message(Result<nlohmann::json> message) {
 // no task may outlive it. Dead: the tasks go on, and this shell waits for
 // a broker to come back and re-attach it.
 void Shell::on_exec_service_gone() {
-    if (ending_ || !job_ || reattach_socket_.empty()) {
+    if (ending_ || !job_ || held_ || reattach_socket_.empty()) {  // (held: no task ever ran)
         kill_everything();
         exit_code_ = 1;
         return reactor_.stop();
@@ -339,16 +344,29 @@ void Shell::start(const nlohmann::json& request) {
             umask(static_cast<mode_t>(value));
     }
     auto ready = prepare();
-    if (ready)
-        ready = launch_tasks();
-    if (ready) {
-        started_ = true;
-        send({{"type", "started"}});
+    if (!ready)
+        return launch_failed(ready.error());
+    // Held (shell.md §7): ready, but no task before the job's alloc is on
+    // disk, which `go` says.
+    if (json_field<bool>(message, "hold", false, "job").value_or(false)) {
+        held_ = true;
+        return;
     }
-    if (!ready) {
-        raise("exec", ready.error().message, 0);
-        failed_status_ = std::max(failed_status_, 1);
-    }
+    launch();
+}
+
+void Shell::launch() {
+    auto ready = launch_tasks();
+    if (!ready)
+        return launch_failed(ready.error());
+    started_ = true;
+    send({{"type", "started"}});
+    on_task_change();  // none left already: finish at once
+}
+
+void Shell::launch_failed(const Error& why) {
+    raise("exec", why.message, 0);
+    failed_status_ = std::max(failed_status_, 1);
     on_task_change();  // no task, or none started: finish at once
 }
 

@@ -52,6 +52,9 @@ class Shell {
     void attach_channel(int fd);
     void start(const nlohmann::json& request);
     Result<void> prepare();
+    // Starts the tasks (at once, or at `go` when held).
+    void launch();
+    void launch_failed(const Error& why);
     Result<void> launch_tasks();
     bool ranks_oversubscribe(const std::vector<TaskBinding>& bindings) const;
     void warn_if_shm_small();
@@ -83,6 +86,7 @@ class Shell {
     uint32_t broker_uid_ = 0;               // besides this shell's own uid, who may re-attach it
     std::unique_ptr<LineChannel> channel_;  // none while waiting to be re-attached
     bool ending_ = false;                   // the broker is stopping: end with it
+    bool held_ = false;                     // prepared; the tasks wait for `go` (shell.md §7)
     bool started_ = false;                  // every local task was started
     std::string reattach_socket_;           // where to wait for a broker; empty: do not
     double reattach_timeout_ = 0;

@@ -124,9 +124,10 @@ struct ExecService::LocalJob {
     bool perilog_timed_out = false;
     std::optional<int> killed_before_start;  // a signal that came during the prolog
     // exec.run with `hold`: the start waits for exec.go (shell.md §7); the
-    // shell is ready. What it would be sent meanwhile, or during the
-    // prolog (its first line, the job's, among them), waits here, in order.
+    // shell has its job and is ready. What it would be sent meanwhile, or
+    // during the prolog, waits here, in order.
     bool held = false;
+    bool shell_holds = false;  // its shell has its job, marked held: `go` starts the tasks
     std::function<void()> on_go;  // what exec.go starts besides (a prolog, a simulated run)
     std::vector<nlohmann::json> held_lines;
     // exec.proxy requests the shell has not answered yet, by tag.
@@ -375,14 +376,16 @@ void ExecService::go(LocalJob& job) {
     if (!job.held)
         return;
     job.held = false;
+    if (std::exchange(job.shell_holds, false))
+        job.channel->send({{"type", "go"}});
     if (job.channel)
         send_held_lines(job);
     if (auto then = std::exchange(job.on_go, nullptr))
         then();
 }
 
-// Lines to a shell go out in order; none before its first (the job's),
-// which waits for exec.go (held) or for the prolog to end (no channel yet).
+// Lines to a shell go out in order: none before its first (the job's,
+// after the prolog) nor between that and `go` (held).
 void ExecService::to_shell(LocalJob& job, nlohmann::json line) {
     if (job.channel && !job.held)
         job.channel->send(line);
@@ -534,13 +537,15 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
         request["topology"] = *topology_xml_;
     if (host_brokers_ > 1)
         request["host_brokers"] = host_brokers_;
-    // Its first line waits in the pipe until it runs (or, held, here).
+    // Its first line waits in the pipe until it runs. Held, the shell
+    // prepares the job and waits for `go` to start its tasks.
     if (job.held) {
-        job.held_lines.insert(job.held_lines.begin(), std::move(request));
-    } else {
-        job.channel->send(request);
-        send_held_lines(job);  // what came during the prolog
+        request["hold"] = true;
+        job.shell_holds = true;
     }
+    job.channel->send(request);
+    if (!job.held)
+        send_held_lines(job);  // what came during the prolog
     launch_shell(id, std::move(ends));  // last: a failure ends the job
     return {};
 }

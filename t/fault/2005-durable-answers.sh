@@ -86,6 +86,11 @@ shell_ready() { pgrep -P "$broker" -f 'banyan-shell *$' >/dev/null; }
 banyan submit sh -c "echo run >>$T_DIR/e.runs" >e.id
 wait_for "a job's shell is ready while its alloc is written" 20 shell_ready
 check "none of its tasks ran" test ! -e e.runs
+# It has read its job and prepared it: its PMIx listener is open.
+shell=$(pgrep -P "$broker" -f 'banyan-shell *$' | head -1)
+wait_for "the held shell has prepared its job (a listening socket)" 10 \
+    sh -c "ls -l /proc/$shell/fd | grep -q socket"
+check "and still none of its tasks ran" test ! -e e.runs
 banyan cancel "$(cat e.id)"
 banyan job wait "$(cat e.id)" >/dev/null 2>&1
 check_output "cancelled then, it ends canceled" "^CA canceled$" \
