@@ -348,7 +348,10 @@ void Shell::start(const nlohmann::json& request) {
         return launch_failed(ready.error());
     // Held (shell.md §7): ready, but no task before the job's alloc is on
     // disk, which `go` says.
-    if (json_field<bool>(message, "hold", false, "job").value_or(false)) {
+    auto hold = json_field<bool>(message, "hold", false, "job");
+    if (!hold)
+        return launch_failed(hold.error());
+    if (*hold) {
         held_ = true;
         return;
     }

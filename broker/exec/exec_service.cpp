@@ -398,8 +398,8 @@ void ExecService::send_held_lines(LocalJob& job) {
         job.channel->send(line);
 }
 
-// A held job ends before any task of it ran: its shell, waiting for its
-// first line, is killed with whatever it left in its cgroup.
+// A held job ends before any task of it ran: its shell, waiting for `go`
+// (or its first line), is killed with whatever it left in its cgroup.
 void ExecService::end_held(JobId id, int signo) {
     LocalJob& job = *jobs_.at(id);
     if (job.shell_done)
@@ -537,15 +537,23 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
         request["topology"] = *topology_xml_;
     if (host_brokers_ > 1)
         request["host_brokers"] = host_brokers_;
-    // Its first line waits in the pipe until it runs. Held, the shell
-    // prepares the job and waits for `go` to start its tasks.
-    if (job.held) {
-        request["hold"] = true;
-        job.shell_holds = true;
+    // Its first line waits in the pipe until it runs. Held, the shell of
+    // the broker owner's job gets it at once and prepares the job, its
+    // tasks waiting for `go`; another user's shell gets it at exec.go (it
+    // would prepare as that user: what it makes is not the broker's to
+    // remove if the start ends there).
+    request.erase("hold");  // (exec.run's own: a prolog runs after exec.go)
+    if (job.held && job.userid != getuid()) {
+        job.held_lines.insert(job.held_lines.begin(), std::move(request));
+    } else {
+        if (job.held) {
+            request["hold"] = true;
+            job.shell_holds = true;
+        }
+        job.channel->send(request);
+        if (!job.held)
+            send_held_lines(job);  // what came during the prolog
     }
-    job.channel->send(request);
-    if (!job.held)
-        send_held_lines(job);  // what came during the prolog
     launch_shell(id, std::move(ends));  // last: a failure ends the job
     return {};
 }
@@ -1047,7 +1055,7 @@ void ExecService::on_reattach(const Message& req) {
         return broker_.respond_error(req, EPROTO, "exec.reattach: expected {\"id\": JOBID}");
     auto it = jobs_.find(*id);
     if (it == jobs_.end() && !ended_.count(*id) &&
-        adopt_shell(fmt::format("{}/jobs/{}.sock", broker_.bootstrap().rundir, *id), *id))
+        adopt_shell(fmt::format("{}/jobs/{}/reattach.sock", broker_.bootstrap().rundir, *id), *id))
         it = jobs_.find(*id);  // its shell began waiting after this service started
     if (it == jobs_.end()) {
         auto ended = ended_.find(*id);
