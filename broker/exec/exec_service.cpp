@@ -127,7 +127,6 @@ struct ExecService::LocalJob {
     // shell has its job and is ready. What it would be sent meanwhile, or
     // during the prolog, waits here, in order.
     bool held = false;
-    bool shell_holds = false;  // its shell has its job, marked held: `go` starts the tasks
     std::function<void()> on_go;  // what exec.go starts besides (a prolog, a simulated run)
     std::vector<nlohmann::json> held_lines;
     // exec.proxy requests the shell has not answered yet, by tag.
@@ -376,8 +375,6 @@ void ExecService::go(LocalJob& job) {
     if (!job.held)
         return;
     job.held = false;
-    if (std::exchange(job.shell_holds, false))
-        job.channel->send({{"type", "go"}});
     if (job.channel)
         send_held_lines(job);
     if (auto then = std::exchange(job.on_go, nullptr))
@@ -545,14 +542,13 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     request.erase("hold");  // (exec.run's own: a prolog runs after exec.go)
     if (job.held && job.userid != getuid()) {
         job.held_lines.insert(job.held_lines.begin(), std::move(request));
-    } else {
-        if (job.held) {
-            request["hold"] = true;
-            job.shell_holds = true;
-        }
+    } else if (job.held) {
+        request["hold"] = true;
         job.channel->send(request);
-        if (!job.held)
-            send_held_lines(job);  // what came during the prolog
+        job.held_lines.insert(job.held_lines.begin(), nlohmann::json{{"type", "go"}});  // what exec.go sends first
+    } else {
+        job.channel->send(request);
+        send_held_lines(job);  // what came during the prolog
     }
     launch_shell(id, std::move(ends));  // last: a failure ends the job
     return {};
@@ -563,13 +559,12 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
 // the error).
 void ExecService::launch_shell(JobId id, std::shared_ptr<ShellEnds> ends) {
     LocalJob& job = *jobs_.at(id);
-    SpawnOptions shell{
-        .argv = ends->imp_request ? std::vector<std::string>{*imp_path_, "exec"}
-                                  : std::vector<std::string>{shell_path_},
-        .stdin_fd = ends->stdin_fd.get(),
-        .stdout_fd = ends->stdout_fd.get(),
-        .fd3 = ends->imp_request ? ends->imp_request.get() : -1,
-        .cgroup_fd = job.cgroup ? job.cgroup->fd() : -1};
+    SpawnOptions shell{.argv = ends->imp_request ? std::vector<std::string>{*imp_path_, "exec"}
+                                                 : std::vector<std::string>{shell_path_},
+                       .stdin_fd = ends->stdin_fd.get(),
+                       .stdout_fd = ends->stdout_fd.get(),
+                       .fd3 = ends->imp_request ? ends->imp_request.get() : -1,
+                       .cgroup_fd = job.cgroup ? job.cgroup->fd() : -1};
     uint64_t launch = job.launch;
     spawn_shell(id, launch, shell, [this, id, launch, ends](Result<std::unique_ptr<Subprocess>> proc, bool retryable) {
         auto it = jobs_.find(id);
@@ -602,10 +597,6 @@ void ExecService::launch_shell(JobId id, std::shared_ptr<ShellEnds> ends) {
 
 void ExecService::spawn_shell(JobId id, uint64_t launch, const SpawnOptions& options, ShellStarted started) {
     auto on_exit = [this, id, launch](int status) { on_shell_exit(id, launch, status); };
-    auto executed = [&] {
-        auto proc = Subprocess::spawn(broker_.reactor(), options, on_exit);
-        started(std::move(proc), true);  // a failed spawn started nothing
-    };
     if (fork_shells_ && options.argv[0] == shell_path_) {  // not banyan-imp (another user's job)
         if (!fork_server_ || !fork_server_->usable()) {
             auto server = ShellForkServer::start(broker_.reactor(), shell_path_);
@@ -638,7 +629,7 @@ void ExecService::spawn_shell(JobId id, uint64_t launch, const SpawnOptions& opt
             log::warning("exec", "{}: {}; executing its shell", format_jobid(id), sent.error().message);
         }
     }
-    executed();
+    started(Subprocess::spawn(broker_.reactor(), options, on_exit), true);  // a failed spawn started nothing
 }
 
 void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {

@@ -107,12 +107,18 @@ Result<void> ShellForkServer::fork_shell(int stdin_fd, int stdout_fd, int cgroup
     // long as an executed shell's vfork would, and the loop goes on meanwhile.
     waiting_.push_back({std::move(on_exit), std::move(started)});
     if (!answers_)
-        answers_ = std::make_unique<FdWatcher>(reactor_, socket_.get(), FdWatcher::Event::readable,
-                                               [this] { on_answer(); });
+        answers_ =
+            std::make_unique<FdWatcher>(reactor_, socket_.get(), FdWatcher::Event::readable, [this] { on_answer(); });
     if (!deadline_.active())
-        deadline_.start(std::chrono::milliseconds(kAnswerTimeoutMs),
-                        [this] { fail(make_error(ETIMEDOUT, "no answer within a second")); });
+        arm_deadline();
     return {};
+}
+
+// The oldest request waiting is answered within a second (of its asking,
+// or of the answer before it).
+void ShellForkServer::arm_deadline() {
+    deadline_.start(std::chrono::milliseconds(kAnswerTimeoutMs),
+                    [this] { fail(make_error(ETIMEDOUT, "no answer within a second")); });
 }
 
 // One answer a call (the watcher calls again while more wait).
@@ -133,8 +139,7 @@ void ShellForkServer::on_answer() {
     if (waiting_.empty())
         deadline_.cancel();
     else
-        deadline_.start(std::chrono::milliseconds(kAnswerTimeoutMs),
-                        [this] { fail(make_error(ETIMEDOUT, "no answer within a second")); });
+        arm_deadline();
     if (answer < 0)
         return request.started(make_error(-answer, fmt::format("banyan-shell: {}", std::strerror(-answer))), true);
     // The child makes its own group too; whichever comes first, the shell

@@ -55,6 +55,7 @@ class ShellForkServer {
     };
     explicit ShellForkServer(Reactor& reactor) : reactor_(reactor), deadline_(reactor) {}
     void on_answer();
+    void arm_deadline();
     // Kills the server; every waiting request gets `why`.
     void fail(Error why);
 

@@ -172,9 +172,9 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) 
         // Ended before the restart, or never launched: nothing left there.
     } else if (e) {
         ex_it->second.failed = true;
-        std::string type = e->code == EHOSTUNREACH                              ? "node-failure"
+        std::string type = e->code == EHOSTUNREACH                         ? "node-failure"
                            : ex_it->second.reattached && e->code == ENOENT ? "restart"
-                                                                             : "exec";
+                                                                           : "exec";
         std::string note =
             type == "restart"
                 ? fmt::format("rank 0 restarted and rank {} no longer held the job's tasks: {}", rank, e->message)

@@ -1,9 +1,9 @@
 // ExecClient: the job manager's side of the exec services
 // (doc/spec/shell.md §7–8). Jobs in RUN: exec.run to every rank of R
-// (held until exec.go while alloc is not on disk), `start` once every rank reports its tasks running,
-// the time limit and --signal, `banyan job kill`. Jobs in CLEANUP: kept
-// until every rank has answered (no task of the job is left), then
-// JobManager::release(). After a restart of rank 0: reattach(), and
+// (held until exec.go while alloc is not on disk), `start` once every rank
+// reports its tasks running, the time limit and --signal, `banyan job
+// kill`. Jobs in CLEANUP: kept until every rank has answered (no task of
+// the job is left), then JobManager::release(). After a restart of rank 0: reattach(), and
 // exec.reconcile for ranks that come (back) online.
 #pragma once
 
