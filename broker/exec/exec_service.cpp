@@ -310,11 +310,10 @@ void ExecService::on_run(const Message& req) {
             it->second->started = true;
             report_started(id);
         };
-        LocalJob& j = *jobs_.emplace(*id, std::move(job)).first->second;
-        if (j.held)
-            j.on_go = std::move(run);
-        else
-            run();
+        // Not held: it has no task that a crash before its alloc is on
+        // disk could run twice (its events follow alloc's in the log).
+        jobs_.emplace(*id, std::move(job)).first->second->held = false;
+        run();
         return;
     }
     auto R = p.contains("R") ? Rv1::from_json(p["R"]) : Result<Rv1>(make_error(EPROTO, "exec.run: no R"));
