@@ -5,6 +5,8 @@
 // request nested 100,000 deep would overflow the stack of whoever handles it.
 #pragma once
 
+#include <initializer_list>
+#include <optional>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
@@ -24,5 +26,22 @@ size_t json_depth(std::string_view text, size_t limit = kMaxJsonDepth);
 // Parses `text`. Error EPROTO: "not valid JSON", or "JSON nested deeper
 // than 64 levels".
 Result<nlohmann::json> parse_json(std::string_view text);
+
+// A JSON object parsed whole but for one member, whose value stays raw
+// text: for a large value that is only passed on (exec.run's jobspec, on
+// its way to the shell). The raw value is checked for well-formed strings
+// and matching brackets, not parsed: whoever reads it parses it. A key
+// given twice counts once, the last, as parse_json keeps it.
+struct JsonWithRaw {
+    nlohmann::json rest;                  // every other member, parsed
+    std::optional<std::string_view> raw;  // the member's value, within `text`
+};
+Result<JsonWithRaw> parse_json_except(std::string_view text, std::string_view key);
+
+// The raw text of the value at `path` (keys of nested objects) within the
+// JSON object `text`, found the same way, nothing parsed; nullopt when a
+// key on the path is missing or a value before the last is not an object.
+Result<std::optional<std::string_view>> json_raw_at(std::string_view text,
+                                                    std::initializer_list<std::string_view> path);
 
 }  // namespace banyan

@@ -37,9 +37,11 @@ LineChannel::~LineChannel() {
         close(read_fd_);
 }
 
-void LineChannel::send(const nlohmann::json& message) {
-    // As the message codec does: invalid UTF-8 in a string becomes U+FFFD.
-    std::string line = message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+std::string LineChannel::line_of(const nlohmann::json& message) {
+    return message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void LineChannel::send_line(std::string line) {
     line += '\n';
     writer_.write(std::move(line));
 }

@@ -27,7 +27,12 @@ class LineChannel {
     LineChannel(const LineChannel&) = delete;
     LineChannel& operator=(const LineChannel&) = delete;
 
-    void send(const nlohmann::json& message);
+    void send(const nlohmann::json& message) { send_line(line_of(message)); }
+    // A message already written as one line (line_of, or built from its parts).
+    void send_line(std::string line);
+    // A message as one line of JSON, without the newline. As the message
+    // codec does: invalid UTF-8 in a string becomes U+FFFD.
+    static std::string line_of(const nlohmann::json& message);
     // Writes what is queued, blocking up to a second for room (before exit).
     void flush() { writer_.flush(1000); }
     size_t queued_bytes() const { return writer_.queued_bytes(); }

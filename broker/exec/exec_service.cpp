@@ -24,6 +24,7 @@
 #include "core/duration.hpp"
 #include "core/idset.hpp"
 #include "core/json_field.hpp"
+#include "core/json_parse.hpp"
 #include "core/line_channel.hpp"
 #include "core/log.hpp"
 #include "core/programs.hpp"
@@ -128,7 +129,7 @@ struct ExecService::LocalJob {
     // during the prolog, waits here, in order.
     bool held = false;
     std::function<void()> on_go;  // what exec.go starts besides (a prolog, a simulated run)
-    std::vector<nlohmann::json> held_lines;
+    std::vector<std::string> held_lines;  // JSON, one line each
     // exec.proxy requests the shell has not answered yet, by tag.
     std::map<uint64_t, Message> proxied;
     uint64_t next_proxy_tag = 1;
@@ -270,16 +271,26 @@ ExecService::~ExecService() {
 }
 
 void ExecService::on_run(const Message& req) {
-    auto body = req.json();
+    // The jobspec (with the user's environment, most of the request) goes
+    // on to the shell as it came: this service reads only what it needs
+    // of it, without building it.
+    auto body = parse_json_except(req.payload ? std::string_view(*req.payload) : "{}", "jobspec");
     if (!body)
-        return broker_.respond_error(req, EPROTO, body.error().message);
-    const nlohmann::json& p = *body;
+        return broker_.respond_error(req, EPROTO, "exec.run: " + body.error().message);
+    const nlohmann::json& p = body->rest;
     auto id = json_field<uint64_t>(p, "id", 0, "exec.run");
     auto userid = json_field<uint32_t>(p, "userid", getuid(), "exec.run");
     if (auto e = first_error(id, userid))
         return broker_.respond_error(req, EPROTO, e->message);
-    if (!p.contains("jobspec") || !p["jobspec"].is_object())
+    std::string_view jobspec = body->raw.value_or("");
+    if (!jobspec.starts_with('{'))
         return broker_.respond_error(req, EPROTO, "exec.run: expected a jobspec");
+    if (jobspec.find_first_of("\r\n") != std::string_view::npos)  // it goes to the shell within one line
+        return broker_.respond_error(req, EPROTO, "exec.run: the jobspec is not on one line");
+    auto test_raw = json_raw_at(jobspec, {"attributes", "system", "exec", "test"});
+    auto test = test_raw && *test_raw ? parse_json(**test_raw) : Result<nlohmann::json>(nlohmann::json::object());
+    if (auto e = first_error(test_raw, test))
+        return broker_.respond_error(req, EPROTO, "exec.run.jobspec: " + e->message);
     if (jobs_.count(*id))
         return broker_.respond_error(req, EEXIST, fmt::format("{} already runs here", format_jobid(*id)));
     auto credential = json_field<std::string>(p, "J", "", "exec.run");
@@ -298,9 +309,8 @@ void ExecService::on_run(const Message& req) {
     job->answer_to = req;
     job->answer_to->payload.reset();  // enough to answer it
     job->held = *hold;
-    const auto& test = json_object_at(p["jobspec"], {"attributes", "system", "exec", "test"});
-    if (test.contains("run_duration")) {
-        auto seconds = run_duration(test["run_duration"]);
+    if (test->is_object() && test->contains("run_duration")) {
+        auto seconds = run_duration((*test)["run_duration"]);
         if (!seconds)
             return broker_.respond_error(req, EINVAL, seconds.error().message);
         job->simulated = std::make_unique<Timer>(broker_.reactor());
@@ -327,7 +337,8 @@ void ExecService::on_run(const Message& req) {
                             fmt::format("BANYAN_JOB_USER={}", user_name_of(*userid)),
                             fmt::format("BANYAN_JOB_RANK={}", broker_.bootstrap().rank), "BANYAN_R=" + p["R"].dump()};
     LocalJob& j = *jobs_.emplace(*id, std::move(job)).first->second;
-    auto start = [this, id = *id, body = std::move(*body)](std::optional<std::string> prolog_failed) mutable {
+    auto start = [this, id = *id, request = std::move(body->rest),
+                  jobspec = std::string(jobspec)](std::optional<std::string> prolog_failed) mutable {
         auto it = jobs_.find(id);
         if (it == jobs_.end())
             return;
@@ -342,7 +353,7 @@ void ExecService::on_run(const Message& req) {
         }
         if (it->second->killed_before_start)
             return finish(id, 128 + *it->second->killed_before_start, wall_now());
-        if (auto r = start_shell(id, *it->second, std::move(body)); !r) {
+        if (auto r = start_shell(id, *it->second, std::move(request), jobspec); !r) {
             Message run_request = *it->second->answer_to;
             jobs_.erase(it);
             broker_.respond_error(run_request, r.error().code, r.error().message);
@@ -386,12 +397,12 @@ void ExecService::to_shell(LocalJob& job, nlohmann::json line) {
     if (job.channel && !job.held)
         job.channel->send(line);
     else if (!job.shell_done && !job.simulated)
-        job.held_lines.push_back(std::move(line));
+        job.held_lines.push_back(LineChannel::line_of(line));
 }
 
 void ExecService::send_held_lines(LocalJob& job) {
     for (auto& line : std::exchange(job.held_lines, {}))
-        job.channel->send(line);
+        job.channel->send_line(std::move(line));
 }
 
 // A held job ends before any task of it ran: its shell, waiting for `go`
@@ -466,7 +477,7 @@ void ExecService::drain_self(const std::string& reason) {
                 });
 }
 
-Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json request) {
+Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json request, const std::string& jobspec) {
     const Bootstrap& boot = broker_.bootstrap();
     // The job's run directory (its PMIx files, the socket its shell waits
     // on for a broker that died): made here, handed to the job's user by
@@ -539,14 +550,20 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     // would prepare as that user: what it makes is not the broker's to
     // remove if the start ends there).
     request.erase("hold");  // (exec.run's own: a prolog runs after exec.go)
-    if (job.held && job.userid != getuid()) {
-        job.held_lines.insert(job.held_lines.begin(), std::move(request));
-    } else if (job.held) {
+    bool prepares = job.held && job.userid == getuid();
+    if (prepares)
         request["hold"] = true;
-        job.channel->send(request);
-        job.held_lines.insert(job.held_lines.begin(), nlohmann::json{{"type", "go"}});  // what exec.go sends first
+    // The jobspec as exec.run brought it, unparsed: the shell reads it.
+    std::string line = LineChannel::line_of(request);
+    line.pop_back();
+    line += R"(,"jobspec":)" + jobspec + "}";
+    if (job.held && !prepares) {
+        job.held_lines.insert(job.held_lines.begin(), std::move(line));
+    } else if (prepares) {
+        job.channel->send_line(std::move(line));
+        job.held_lines.insert(job.held_lines.begin(), R"({"type":"go"})");  // what exec.go sends first
     } else {
-        job.channel->send(request);
+        job.channel->send_line(std::move(line));
         send_held_lines(job);  // what came during the prolog
     }
     launch_shell(id, std::move(ends));  // last: a failure ends the job

@@ -49,7 +49,7 @@ class ExecService {
     // Makes the job's run directory, cgroup and pipes and starts its shell
     // (launch_shell). Error: nothing was started; once it returns, a
     // failure to start the shell ends the job.
-    Result<void> start_shell(JobId id, LocalJob& job, nlohmann::json request);
+    Result<void> start_shell(JobId id, LocalJob& job, nlohmann::json request, const std::string& jobspec);
     // The shell's ends of its pipes (and banyan-imp's request), kept until
     // it has started.
     struct ShellEnds {

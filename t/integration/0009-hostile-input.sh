@@ -34,6 +34,21 @@ inside() {
         banyan-test-client rpc job-manager.submit "@$T_DIR/deep-jobspec.json"
     check_output "rank 0 lives on" "rank=0" banyan ping 0
 
+    # exec.run passes its jobspec on to the shell unparsed: what it cannot
+    # pass on is refused in one line all the same.
+    {
+        printf '{"id":5,"R":{},"jobspec":{"a":'
+        head -c 100000 /dev/zero | tr '\0' '['
+        head -c 100000 /dev/zero | tr '\0' ']'
+        printf '}}'
+    } >"$T_DIR/deep-run.json"
+    check_output "exec.run: a jobspec nested 100,000 deep is refused" \
+        "^error 71: exec.run: JSON nested deeper than 64 levels$" banyan-test-client rpc exec.run "@$T_DIR/deep-run.json"
+    printf '{"id":5,"R":{},"jobspec":{\n"tasks":[]}}' >"$T_DIR/two-lines.json"
+    check_output "exec.run: a jobspec on two lines is refused" "^error 71: exec.run: the jobspec is not on one line$" \
+        banyan-test-client rpc exec.run "@$T_DIR/two-lines.json"
+    check_output "rank 0 lives on after them" "rank=0" banyan ping 0
+
     for f in "$conformance"/invalid_v1/*.yaml; do
         check_output "invalid v1 jobspec $(basename "$f") is refused" "^error 22: jobspec: " \
             banyan-test-client submit "$f"

@@ -45,3 +45,56 @@ TEST_CASE("a message payload nested 100,000 deep is refused when read, not when 
     REQUIRE_FALSE(body.ok());
     CHECK(body.error().message == "malformed message: payload: JSON nested deeper than 64 levels");
 }
+
+TEST_CASE("parse_json_except keeps one member raw and parses the rest", "[json]") {
+    auto r = parse_json_except(R"( {"id": 7, "jobspec": {"a": [1, "}]"], "b": {}} , "R": {"x": "y"}} )", "jobspec");
+    REQUIRE(r.ok());
+    CHECK(r->raw == std::string_view(R"({"a": [1, "}]"], "b": {}})"));
+    CHECK(r->rest == nlohmann::json{{"id", 7}, {"R", {{"x", "y"}}}});
+    CHECK(parse_json(*r->raw)->at("a")[1] == "}]");
+
+    auto absent = parse_json_except(R"({"id": 7})", "jobspec");
+    REQUIRE(absent.ok());
+    CHECK_FALSE(absent->raw);
+    CHECK(parse_json_except("{}", "jobspec")->rest == nlohmann::json::object());
+
+    // A repeated key counts once, the last, as parse_json keeps it.
+    auto twice = parse_json_except(R"({"jobspec": 1, "id": 1, "jobspec": {"z": 2}, "id": 2})", "jobspec");
+    CHECK(twice->raw == std::string_view(R"({"z": 2})"));
+    CHECK(twice->rest["id"] == 2);
+    CHECK(parse_json(R"({"id": 1, "id": 2})")->at("id") == 2);
+
+    // An escaped key is decoded.
+    CHECK(parse_json_except(R"({"job\u0073pec": [], "\"q\"": 1})", "jobspec")->raw == std::string_view("[]"));
+}
+
+TEST_CASE("parse_json_except refuses what parse_json refuses, with the same line", "[json]") {
+    for (const char* bad : {"", "[]", "{", "{\"a\"}", "{\"a\":}", "{\"a\": 1,}", "{\"a\": 1} x", "{\"a\": [1}}",
+                            "{\"a\": {\"b\": 1]}", "{\"a\": \"\\\"}", "{\"a\": \"tab\there\"}", "{\"a\": tru}",
+                            "{\"jobspec\": {\"x\": \"open}", "{\"jobspec\": {\"x\": 1}", "{\"a\" 1}", "{a: 1}"}) {
+        INFO(bad);
+        auto r = parse_json_except(bad, "jobspec");
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error().code == EPROTO);
+        CHECK(r.error().message == "not valid JSON");
+    }
+    // Deep nesting in the raw member is refused before anyone parses it.
+    CHECK(parse_json_except("{\"jobspec\": " + nested(63) + "}", "jobspec").ok());
+    auto deep = parse_json_except("{\"jobspec\": " + nested(64, '{', '}') + "}", "jobspec");
+    REQUIRE_FALSE(deep.ok());
+    CHECK(deep.error().message == "JSON nested deeper than 64 levels");
+    CHECK(parse_json_except("{\"jobspec\": " + nested(100000) + "}", "jobspec").error().message ==
+          "JSON nested deeper than 64 levels");
+}
+
+TEST_CASE("json_raw_at finds a nested value without parsing", "[json]") {
+    std::string spec = R"({"attributes": {"system": {"environment": {"X": "}"}, "exec": {"test": {"run_duration": 0}}}}})";
+    auto test = json_raw_at(spec, {"attributes", "system", "exec", "test"});
+    REQUIRE(test.ok());
+    REQUIRE(*test);
+    CHECK(**test == R"({"run_duration": 0})");
+    CHECK_FALSE(*json_raw_at(spec, {"attributes", "user"}));
+    CHECK_FALSE(*json_raw_at(R"({"attributes": 5})", {"attributes", "system"}));
+    CHECK(**json_raw_at(R"({"attributes": 5})", {"attributes"}) == "5");
+    CHECK_FALSE(json_raw_at(R"({"attributes": {"system": [}})", {"attributes", "system"}).ok());
+}
