@@ -19,6 +19,7 @@ class Skim {
     explicit Skim(std::string_view text) : text_(text) {}
 
     bool at_end() const { return at_ == text_.size(); }
+    bool peek(char c) const { return at_ < text_.size() && text_[at_] == c; }
     size_t at() const { return at_; }
     bool too_deep() const { return too_deep_; }
 
@@ -93,55 +94,95 @@ class Skim {
         return false;
     }
 
+    // An object, `depth` levels in counting itself: each member's key
+    // (decoded) goes to on_member(key, depth), which reads its value.
+    template <class OnMember>
+    bool object(size_t depth, OnMember&& on_member) {
+        if (!eat('{'))
+            return false;
+        if (depth > kMaxJsonDepth) {
+            too_deep_ = true;
+            return false;
+        }
+        space();
+        if (eat('}'))
+            return true;
+        for (;;) {
+            space();
+            std::string key;
+            if (!key_string(key))
+                return false;
+            space();
+            if (!eat(':'))
+                return false;
+            space();
+            if (!on_member(std::move(key), depth))
+                return false;
+            space();
+            if (eat(','))
+                continue;
+            return eat('}');
+        }
+    }
+
   private:
+    bool key_string(std::string& key) {
+        size_t from = at_;
+        if (!string())
+            return false;
+        std::string_view quoted = text_.substr(from, at_ - from);
+        if (quoted.find('\\') == std::string_view::npos) {
+            key = quoted.substr(1, quoted.size() - 2);
+            return true;
+        }
+        auto decoded = parse_json(quoted);  // (an escape: rare in a key)
+        if (!decoded)
+            return false;
+        key = decoded->get<std::string>();
+        return true;
+    }
+
     std::string_view text_;
     size_t at_ = 0;
     bool too_deep_ = false;
 };
+
+Error skim_error(const Skim& skim) { return skim.too_deep() ? too_deep() : not_json(); }
+
+// Within the object at the skim's position, the value at path [key, end):
+// each byte is read once, the path followed as it is met.
+bool find_path(Skim& skim, std::string_view text, const std::string_view* key, const std::string_view* end,
+               size_t depth, std::optional<std::string_view>& found) {
+    return skim.object(depth, [&](const std::string& name, size_t level) {
+        if (name != *key)
+            return skim.value(level);
+        found.reset();  // of a repeated key, the last counts
+        if (key + 1 != end && skim.peek('{'))
+            return find_path(skim, text, key + 1, end, level + 1, found);
+        size_t at = skim.at();
+        if (!skim.value(level))
+            return false;
+        if (key + 1 == end)
+            found = text.substr(at, skim.at() - at);
+        return true;
+    });
+}
 
 // The members of the JSON object `text`: keys decoded, values raw.
 Result<std::vector<std::pair<std::string, std::string_view>>> json_members(std::string_view text) {
     Skim skim(text);
     std::vector<std::pair<std::string, std::string_view>> members;
     skim.space();
-    if (!skim.eat('{'))
-        return not_json();
+    bool read = skim.object(1, [&](std::string key, size_t depth) {
+        size_t at = skim.at();
+        if (!skim.value(depth))
+            return false;
+        members.emplace_back(std::move(key), text.substr(at, skim.at() - at));
+        return true;
+    });
     skim.space();
-    if (!skim.eat('}')) {
-        for (;;) {
-            skim.space();
-            size_t key_at = skim.at();
-            if (!skim.string())
-                return not_json();
-            std::string_view quoted = text.substr(key_at, skim.at() - key_at);
-            std::string key;
-            if (quoted.find('\\') == std::string_view::npos) {
-                key = quoted.substr(1, quoted.size() - 2);
-            } else {
-                auto decoded = parse_json(quoted);
-                if (!decoded)
-                    return decoded.error();
-                key = decoded->get<std::string>();
-            }
-            skim.space();
-            if (!skim.eat(':'))
-                return not_json();
-            skim.space();
-            size_t value_at = skim.at();
-            if (!skim.value(1))
-                return skim.too_deep() ? too_deep() : not_json();
-            members.emplace_back(std::move(key), text.substr(value_at, skim.at() - value_at));
-            skim.space();
-            if (skim.eat(','))
-                continue;
-            if (skim.eat('}'))
-                break;
-            return not_json();
-        }
-    }
-    skim.space();
-    if (!skim.at_end())
-        return not_json();
+    if (!read || !skim.at_end())
+        return skim_error(skim);
     return members;
 }
 
@@ -201,21 +242,18 @@ Result<JsonWithRaw> parse_json_except(std::string_view text, std::string_view ke
 
 Result<std::optional<std::string_view>> json_raw_at(std::string_view text,
                                                     std::initializer_list<std::string_view> path) {
-    std::optional<std::string_view> value = text;
-    for (std::string_view key : path) {
-        if (!value->starts_with('{'))
-            return std::optional<std::string_view>();
-        auto members = json_members(*value);
-        if (!members)
-            return members.error();
-        value.reset();
-        for (const auto& [name, raw] : *members)
-            if (name == key)
-                value = raw;  // the last, as a parser keeps it
-        if (!value)
-            return value;
-    }
-    return value;
+    if (path.size() == 0)
+        return std::optional<std::string_view>(text);
+    Skim skim(text);
+    skim.space();
+    std::optional<std::string_view> found;
+    if (!skim.peek('{'))
+        return found;
+    bool read = find_path(skim, text, path.begin(), path.end(), 1, found);
+    skim.space();
+    if (!read || !skim.at_end())
+        return skim_error(skim);
+    return found;
 }
 
 }  // namespace banyan

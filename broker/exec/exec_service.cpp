@@ -285,7 +285,7 @@ void ExecService::on_run(const Message& req) {
     std::string_view jobspec = body->raw.value_or("");
     if (!jobspec.starts_with('{'))
         return broker_.respond_error(req, EPROTO, "exec.run: expected a jobspec");
-    if (jobspec.find_first_of("\r\n") != std::string_view::npos)  // it goes to the shell within one line
+    if (jobspec.find('\n') != std::string_view::npos || jobspec.find('\r') != std::string_view::npos)  // (memchr)
         return broker_.respond_error(req, EPROTO, "exec.run: the jobspec is not on one line");
     auto test_raw = json_raw_at(jobspec, {"attributes", "system", "exec", "test"});
     auto test = test_raw && *test_raw ? parse_json(**test_raw) : Result<nlohmann::json>(nlohmann::json::object());
