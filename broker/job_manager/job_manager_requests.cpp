@@ -21,6 +21,16 @@
 namespace banyan {
 namespace {
 
+// The jobspec's text as submitted (valid JSON: every message is checked
+// when read), not written again from the parsed one; unless it spans lines,
+// as the shell reads it within one (shell.md §3).
+std::string stored_text(std::string_view payload, const nlohmann::json& spec) {
+    auto raw = json_raw_at(payload, {"jobspec"});
+    if (raw && *raw && (*raw)->find('\n') == std::string_view::npos && (*raw)->find('\r') == std::string_view::npos)
+        return std::string(**raw);
+    return spec.dump();
+}
+
 constexpr size_t kMaxOutputChunk = 1 << 20;
 
 bool is_owner(const Message& req) { return req.rolemask & role::owner; }
@@ -304,7 +314,7 @@ void JobManager::on_submit(const Message& req) {
     job.userid = req.userid;
     job.t_submit = wall_now();
     job.urgency = static_cast<int>(*urgency);
-    db_->add_job(job.id, job.userid, job.t_submit, spec.dump(), *signature);
+    db_->add_job(job.id, job.userid, job.t_submit, stored_text(*req.payload, spec), *signature);
     auto [it, inserted] = jobs_.emplace(job.id, std::move(job));
     Job& j = it->second;
     for (const auto& d : j.dependencies)

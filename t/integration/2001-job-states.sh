@@ -21,6 +21,21 @@ check_output "eventlog: submit depend priority alloc start finish free clean" \
 check_output "jobs -a: completed (CD), on this node" "^$id +CD +$(hostname)\$" \
     banyan jobs -a --no-header -o '{id} {st} {nodelist}'
 check_output "job info: summary, jobspec and R" '"R_lite"' banyan job info "$id"
+# The jobspec is kept as submitted; one written over several lines (a
+# client's pretty-printed JSON) runs the same.
+for form in pretty compact; do
+    python3 - "$form" >"$T_DIR/$form.json" <<'PY'
+import json, sys
+spec = {"version": 1, "tasks": [{"command": ["echo", "from a " + sys.argv[1] + " jobspec"], "slot": "task",
+                                 "count": {"per_slot": 1}}],
+        "resources": [{"type": "slot", "count": 1, "label": "task", "with": [{"type": "core", "count": 1}]}],
+        "attributes": {"system": {"cwd": "/tmp", "duration": 0}}}
+print(json.dumps({"jobspec": spec}, indent=2 if sys.argv[1] == "pretty" else None))
+PY
+    sid=$(banyan-test-client rpc job-manager.submit "@$T_DIR/$form.json" | sed -n 's/.*"id":\([0-9]*\).*/\1/p')
+    check "a $form jobspec (as the client wrote it) runs" banyan job wait "$sid"
+    check_output "... and its output is kept" "^from a $form jobspec\$" banyan job attach "$sid"
+done
 check_output "a decimal id names the same job" 'clean' banyan job eventlog "$(banyan jobs -a --no-header -n 1 -o '{id.dec}')"
 
 # RUN, then CLEANUP through cancel: SIGTERM ends it, result canceled.
