@@ -272,7 +272,7 @@ void apply_event(Job& job, const JobEvent& ev) {
         job.urgency = c.value("urgency", job.urgency);
     } else if (name == "alloc" && job.state == JobState::sched) {
         job.state = JobState::run;
-        job.sched_jobspec = std::string();
+        std::string().swap(job.sched_jobspec);  // freed (assigning "" would keep its buffer)
         job.t_run = ev.timestamp;
         if (auto r = Rv1::from_json(c.value("R", nlohmann::json()))) {
             job.ranks.clear();
@@ -297,7 +297,7 @@ void apply_event(Job& job, const JobEvent& ev) {
                 job.exception_note = c.value("note", "");
             }
             if (job.state != JobState::cleanup) {
-                job.sched_jobspec = std::string();
+                std::string().swap(job.sched_jobspec);
                 job.state = JobState::cleanup;
                 job.t_cleanup = ev.timestamp;
             }

@@ -63,8 +63,10 @@ TEST_CASE("events drive the states; results follow from them", "[job]") {
     CHECK(job.state == JobState::priority);
     apply_event(job, ev("priority", {{"priority", 20}}));
     CHECK(job.state == JobState::sched);
+    job.sched_jobspec = std::string(300, 'x');  // what the scheduler needs, while pending
     apply_event(job, ev("alloc", {{"R", kR}}));
     CHECK(job.state == JobState::run);
+    CHECK(job.sched_jobspec.capacity() < 300);  // its memory is given back, not kept by a job that runs
     CHECK(job.ranks == std::vector<uint32_t>{0, 1});
     CHECK(job.nodelist == "n[0-1]");
     apply_event(job, ev("start"));
@@ -80,8 +82,10 @@ TEST_CASE("events drive the states; results follow from them", "[job]") {
 
     Job canceled;
     apply_event(canceled, ev("submit"));
+    canceled.sched_jobspec = std::string(300, 'x');
     apply_event(canceled, ev("exception", {{"type", "cancel"}, {"severity", 0}, {"note", "by me"}}));
     CHECK(canceled.state == JobState::cleanup);
+    CHECK(canceled.sched_jobspec.capacity() < 300);
     apply_event(canceled, ev("exception", {{"type", "timeout"}, {"severity", 0}}));  // the first one counts
     apply_event(canceled, ev("clean"));
     CHECK(canceled.result() == "canceled");
