@@ -78,13 +78,31 @@ void ShellForkServer::fail(Error why) {
     usable_ = false;
     answers_.reset();
     deadline_.cancel();
-    server_.reset();
-    socket_.reset();  // the server exits at end of file; ~Subprocess kills it at once anyway
+    server_.reset();  // killed and waited for: it forks nothing more
+    reap_unread_answers();
+    socket_.reset();
     // Each waiting start hears of it on the loop, never inside a call of
     // this server's (its caller may replace the server then).
     Error error = make_error(why.code, fmt::format("the shell fork server: {}", why.message));
     for (auto& request : std::exchange(waiting_, {}))
         reactor_.post([started = std::move(request.started), error] { started(error, false); });
+}
+
+// Shells the server forked whose answers were not read (they came after
+// a timeout, or behind a malformed one): this process's children, which
+// no request takes now. Killed and waited for, so that none is left a
+// zombie. (One forked as the server was killed, before it could answer,
+// is not known here.)
+void ShellForkServer::reap_unread_answers() {
+    while (socket_) {
+        int32_t answer = 0;
+        std::vector<UniqueFd> received;
+        auto n = receive_with_fds(socket_.get(), {reinterpret_cast<char*>(&answer), sizeof answer}, received);
+        if (!n || *n != sizeof answer)
+            return;  // none left (EAGAIN, end of file), or none that names a shell
+        if (answer > 0 && received.size() == 1)
+            Subprocess::adopt(reactor_, answer, received[0].release(), true, nullptr).reset();  // killed, reaped
+    }
 }
 
 Result<void> ShellForkServer::fork_shell(int stdin_fd, int stdout_fd, int cgroup_fd, std::function<void(int)> on_exit,

@@ -58,6 +58,7 @@ class ShellForkServer {
     void arm_deadline();
     // Kills the server; every waiting request gets `why`.
     void fail(Error why);
+    void reap_unread_answers();
 
     Reactor& reactor_;
     UniqueFd socket_;

@@ -197,6 +197,17 @@ before=$(completed)
 banyan submit --cc=1-100 --quiet true
 banyan job wait --all
 check_output "100 jobs in a row complete" "^$((before + 100))\$" completed
+# A server that stops answering (stopped here) is given up after a
+# second: the start that waited on it fails in one line (a shell it may
+# have forked could hold the job's pipes), the next job runs on a new
+# server, and the broker is left no zombie child.
+server=$(pgrep -P "$broker" -f -- '--fork-server')
+kill -STOP "$server"
+check_fails "a start whose fork server hangs fails in one line" \
+    '^banyan: job [^ ]+: exec: the shell fork server: no answer within a second$' banyan run true
+check "the hung server is gone" sh -c "! kill -0 $server 2>/dev/null"
+check_output "the next job runs" '^after a hang$' banyan run echo after a hang
+check_output "no zombie child of the broker" '^0$' sh -c "ps --ppid $broker -o stat= | grep -c '^Z' || true"
 check_fails "a fork server started by hand: one line" '^banyan-shell: --fork-server is started by the exec service' \
     sh -c "banyan-shell --fork-server </dev/null"
 SCRIPT
