@@ -6,7 +6,6 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -234,7 +233,7 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     std::string jobs_dir = broker.bootstrap().rundir + "/jobs";
     mkdir(jobs_dir.c_str(), 0711);
     chmod(jobs_dir.c_str(), 0711);
-    svc->load_ends();
+    svc->ended_ = std::make_unique<EndedShares>(jobs_dir + "/ended", svc->reattach_timeout_);
     svc->adopt_orphaned_shells();
     return svc;
 }
@@ -874,7 +873,7 @@ void ExecService::finish(JobId id, int status, double time) {
     // Ends are kept for exec.reattach-timeout: at 1,000 jobs a second, an
     // empty deque each (~550 bytes) came to hundreds of MB; an empty vector
     // holds nothing.
-    remember_end(id, {status, time, it->second->started, std::exchange(it->second->kept, {})});
+    ended_->add({id, status, time, it->second->started}, std::exchange(it->second->kept, {}));
     broker_.reactor().post([this, id] { remove_job(id); });
     for (auto f = fences_.lower_bound({id, 0}); f != fences_.end() && f->first.first == id;)
         f = fences_.erase(f);
@@ -918,69 +917,6 @@ void ExecService::retry_cgroup_removal() {
     }
     if (emptying_.empty())
         emptying_timer_.reset();  // from inside its own callback: the timer copies its function first
-}
-
-std::string ExecService::ends_path() const {
-    return broker_.bootstrap().rundir + "/jobs/ended";
-}
-
-void ExecService::remember_end(JobId id, Ended ended) {
-    double now = wall_now();
-    while (!ended_order_.empty() && now - ended_order_.front().first > reattach_timeout_) {
-        ended_.erase(ended_order_.front().second);
-        ended_order_.pop_front();
-    }
-    // Appended, not synced: it must outlive this process (rank 0's own
-    // jobs die with it otherwise), not the machine, whose restart leaves no
-    // shell to re-attach.
-    std::string line = fmt::format("{} {} {:.6f} {}\n", id, ended.status, ended.time, ended.started ? 1 : 0);
-    if (ends_fd_ && write(ends_fd_.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
-        log::warning("exec", "{}: {}", ends_path(), std::strerror(errno));
-    if (!ended_.count(id))
-        ended_order_.emplace_back(now, id);  // by when it was kept: the shell's clock may be off
-    ended_[id] = std::move(ended);
-    // Rewritten with only what is kept once it holds twice as much.
-    if (++ends_lines_ > std::max<size_t>(4096, 2 * ended_.size()))
-        rewrite_ends();
-}
-
-void ExecService::rewrite_ends() {
-    std::string text;
-    for (const auto& [time, id] : ended_order_)
-        if (auto e = ended_.find(id); e != ended_.end())
-            text += fmt::format("{} {} {:.6f} {}\n", id, e->second.status, e->second.time, e->second.started ? 1 : 0);
-    std::string tmp = ends_path() + ".new";
-    UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-    ends_lines_ = ended_.size();  // tried again only after as many more
-    if (!fd || write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
-        rename(tmp.c_str(), ends_path().c_str()) != 0)
-        log::warning("exec", "{}: {}", tmp, std::strerror(errno));
-    ends_fd_.reset(open(ends_path().c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
-}
-
-// The ends a broker that died recorded, less those past
-// exec.reattach-timeout.
-void ExecService::load_ends() {
-    mkdir((broker_.bootstrap().rundir + "/jobs").c_str(), 0700);
-    double now = wall_now();
-    if (auto text = read_text_file(ends_path())) {
-        std::istringstream in(*text);
-        std::vector<std::pair<double, JobId>> order;
-        for (std::string line; std::getline(in, line);) {
-            unsigned long long id = 0;
-            int status = 0, started = 0;
-            double time = 0;
-            if (std::sscanf(line.c_str(), "%llu %d %lf %d", &id, &status, &time, &started) != 4 ||
-                now - time > reattach_timeout_)
-                continue;
-            if (!ended_.count(id))
-                order.emplace_back(std::min(time, now), id);
-            ended_[id] = {status, time, started != 0, {}};
-        }
-        std::sort(order.begin(), order.end());
-        ended_order_.assign(order.begin(), order.end());
-    }
-    rewrite_ends();
 }
 
 // Each socket <rundir>/jobs/<id>/reattach.sock is a shell that outlived
@@ -1061,23 +997,23 @@ void ExecService::on_reattach(const Message& req) {
     if (!id || !body->contains("id"))
         return broker_.respond_error(req, EPROTO, "exec.reattach: expected {\"id\": JOBID}");
     auto it = jobs_.find(*id);
-    if (it == jobs_.end() && !ended_.count(*id) &&
+    if (it == jobs_.end() && !ended_->find(*id) &&
         adopt_shell(fmt::format("{}/jobs/{}/reattach.sock", broker_.bootstrap().rundir, *id), *id))
         it = jobs_.find(*id);  // its shell began waiting after this service started
     if (it == jobs_.end()) {
-        auto ended = ended_.find(*id);
-        if (ended == ended_.end())
+        const EndedShares::End* ended = ended_->find(*id);
+        if (!ended)
             return broker_.respond_error(
                 req, ENOENT, fmt::format("{} has nothing here (rank {})", format_jobid(*id), broker_.bootstrap().rank));
         // What it kept goes first: the answer brings the job's finish.
-        for (auto& message : std::exchange(ended->second.kept, {}))  // sent once
+        for (auto& message : ended_->take_kept(*id))  // sent once
             broker_.rpc(Message::request(message.topic, message.body, 0),
                         [id = *id, topic = message.topic](const Message& resp) {
                             if (resp.errnum)
                                 log::warning("exec", "{}: {} lost: {}", format_jobid(id), topic, resp.error_text());
                         });
         broker_.respond(Message::response_to(
-            req, {{"status", ended->second.status}, {"time", ended->second.time}, {"started", ended->second.started}}));
+            req, {{"status", ended->status}, {"time", ended->time}, {"started", ended->started}}));
         return;  // kept until it expires: rank 0 may die again before it stores this
     }
     LocalJob& job = *it->second;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "broker/broker.hpp"
+#include "broker/exec/ended_shares.hpp"
 #include "broker/exec/job_cgroup.hpp"
 #include "broker/exec/shell_fork_server.hpp"
 #include "core/jobid.hpp"
@@ -67,20 +68,6 @@ class ExecService {
     // Connects to the shells a dead broker left in the run directory.
     void adopt_orphaned_shells();
     void on_shell_message(JobId id, Result<nlohmann::json> message);
-    // A message for the job manager (output, an exception), kept while
-    // rank 0 cannot take it and sent again at exec.reattach.
-    struct ForRank0 {
-        std::string topic;
-        nlohmann::json body;
-    };
-    // The result of each job that ended here, for exec.reattach-timeout:
-    // the answer to its exec.run may have died with rank 0.
-    struct Ended {
-        int status;
-        double time;
-        bool started;                // every local task had run
-        std::vector<ForRank0> kept;  // what rank 0 did not take
-    };
     // Sends in order: kept, with everything after it, while rank 0 is away.
     void send_to_job_manager(JobId id, LocalJob& job, ForRank0 message);
     void keep(LocalJob& job, ForRank0 message);
@@ -100,14 +87,6 @@ class ExecService {
     void fail(JobId id, const std::string& note);
     void finish(JobId id, int status, double time);
     void on_reattach(const Message& req);
-    // <rundir>/jobs/ended: a line per job that ended here, kept for
-    // exec.reattach-timeout.
-    std::string ends_path() const;
-    // Keeps a job's end (and appends it to the file); forgets those past
-    // exec.reattach-timeout.
-    void remember_end(JobId id, Ended ended);
-    void rewrite_ends();
-    void load_ends();
     void on_kill(const Message& req);
     void on_terminate(const Message& req);
     // exec.reconcile {keep: [ids]}: kills every job of this rank not in
@@ -148,10 +127,8 @@ class ExecService {
     };
     std::list<EmptyingCgroup> emptying_;
     std::unique_ptr<Timer> emptying_timer_;
-    std::unordered_map<JobId, Ended> ended_;            // and in ends_path()
-    std::deque<std::pair<double, JobId>> ended_order_;  // (end time, id), oldest first
-    UniqueFd ends_fd_;
-    size_t ends_lines_ = 0;
+    // Each job's end here, in <rundir>/jobs/ended too.
+    std::unique_ptr<EndedShares> ended_;
 };
 
 }  // namespace banyan

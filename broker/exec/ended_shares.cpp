@@ -1,0 +1,123 @@
+#include "broker/exec/ended_shares.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/duration.hpp"
+#include "core/log.hpp"
+#include "core/text_file.hpp"
+
+namespace banyan {
+namespace {
+
+std::string line_of(const EndedShares::End& end) {
+    return fmt::format("{} {} {:.6f} {}\n", end.id, end.status, end.time, end.started ? 1 : 0);
+}
+
+}  // namespace
+
+EndedShares::EndedShares(std::string path, double keep_seconds)
+    : path_(std::move(path)), keep_seconds_(keep_seconds) {
+    double now = wall_now();
+    if (auto text = read_text_file(path_)) {
+        std::istringstream in(*text);
+        std::vector<Kept> read;
+        for (std::string line; std::getline(in, line);) {
+            unsigned long long id = 0;
+            int status = 0, started = 0;
+            double time = 0;
+            if (std::sscanf(line.c_str(), "%llu %d %lf %d", &id, &status, &time, &started) == 4 &&
+                now - time <= keep_seconds_)
+                read.push_back({{id, status, time, started != 0}, std::min(time, now)});
+        }
+        std::stable_sort(read.begin(), read.end(), [](const Kept& a, const Kept& b) { return a.kept_at < b.kept_at; });
+        for (auto& k : read) {
+            if (blocks_.empty() || blocks_.back().size() == kBlock)
+                blocks_.emplace_back().reserve(kBlock);
+            blocks_.back().push_back(k);
+            count_++;
+        }
+    }
+    rewrite();
+}
+
+void EndedShares::add(End end, std::vector<ForRank0> kept) {
+    double now = wall_now();
+    expire(now);
+    // Appended, not synced: it must outlive this process, not the machine,
+    // whose restart leaves no shell to re-attach.
+    std::string line = line_of(end);
+    if (file_ && write(file_.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+        log::warning("exec", "{}: {}", path_, std::strerror(errno));
+    if (blocks_.empty() || blocks_.back().size() == kBlock)
+        blocks_.emplace_back().reserve(kBlock);
+    blocks_.back().push_back({end, now});
+    count_++;
+    if (kept.empty())
+        kept_messages_.erase(end.id);  // (an earlier end of the same id)
+    else
+        kept_messages_[end.id] = std::move(kept);
+    // Rewritten with only what is kept once it holds twice as much.
+    if (++file_lines_ > std::max<size_t>(4096, 2 * count_))
+        rewrite();
+}
+
+const EndedShares::End* EndedShares::find(JobId id) const {
+    for (auto block = blocks_.rbegin(); block != blocks_.rend(); ++block) {
+        size_t first = block == std::prev(blocks_.rend()) ? front_ : 0;
+        for (size_t i = block->size(); i-- > first;)
+            if ((*block)[i].end.id == id)
+                return &(*block)[i].end;
+    }
+    return nullptr;
+}
+
+std::vector<ForRank0> EndedShares::take_kept(JobId id) {
+    auto it = kept_messages_.find(id);
+    if (it == kept_messages_.end())
+        return {};
+    auto kept = std::move(it->second);
+    kept_messages_.erase(it);
+    return kept;
+}
+
+void EndedShares::expire(double now) {
+    while (!blocks_.empty()) {
+        auto& block = blocks_.front();
+        while (front_ < block.size() && now - block[front_].kept_at > keep_seconds_) {
+            JobId id = block[front_].end.id;
+            if (kept_messages_.count(id) && find(id) == &block[front_].end)  // (not a later end's)
+                kept_messages_.erase(id);
+            front_++;
+            count_--;
+        }
+        if (front_ < block.size() || block.size() < kBlock)
+            return;  // (the last block still fills)
+        blocks_.pop_front();
+        front_ = 0;
+    }
+}
+
+void EndedShares::rewrite() {
+    std::string text;
+    for (size_t b = 0; b < blocks_.size(); b++)
+        for (size_t i = b == 0 ? front_ : 0; i < blocks_[b].size(); i++)
+            text += line_of(blocks_[b][i].end);
+    std::string tmp = path_ + ".new";
+    UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    file_lines_ = count_;  // tried again only after as many more
+    if (!fd || write(fd.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+        rename(tmp.c_str(), path_.c_str()) != 0)
+        log::warning("exec", "{}: {}", tmp, std::strerror(errno));
+    file_.reset(open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+}
+
+}  // namespace banyan
