@@ -40,7 +40,8 @@ Result<JsonWithRaw> parse_json_except(std::string_view text, std::string_view ke
 
 // The raw text of the value at `path` (keys of nested objects) within the
 // JSON object `text`, found the same way, nothing parsed; nullopt when a
-// key on the path is missing or a value before the last is not an object.
+// key on the path is missing, a value before the last is not an object,
+// or `text` is not an object at all (an empty path gives `text` itself).
 Result<std::optional<std::string_view>> json_raw_at(std::string_view text,
                                                     std::initializer_list<std::string_view> path);
 

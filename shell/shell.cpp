@@ -177,6 +177,8 @@ void Shell::release_job_files() {
 }
 
 void Shell::on_message(Result<nlohmann::json> message) {
+    if (!message && !job_ && !finishing_)  // the job's line: no job to run
+        return refuse_job("the job's line: " + message.error().message);
     if (!message) {
         log::error("shell", "from the exec service: {}", message.error().message);
         return;
@@ -316,14 +318,8 @@ void Shell::start(const nlohmann::json& request) {
     if (signed_jobspec_)
         message["jobspec"] = *signed_jobspec_;
     auto job = ShellJob::parse(message);
-    if (!job) {
-        finishing_ = true;
-        raise("exec", job.error().message, 0);
-        channel_->send({{"type", "finish"}, {"status", 1}, {"time", wall_now()}});
-        channel_->flush();
-        exit_code_ = 0;
-        return reactor_.stop();
-    }
+    if (!job)
+        return refuse_job(job.error().message);
     job_ = std::move(*job);
     auto socket = json_field<std::string>(message, "reattach_socket", "", "job");
     auto timeout = json_field<double>(message, "reattach_timeout", 300, "job");
@@ -356,6 +352,17 @@ void Shell::start(const nlohmann::json& request) {
         return;
     }
     launch();
+}
+
+// A job this shell cannot read: an exception and `finish` with status 1,
+// and the shell exits (nothing was started).
+void Shell::refuse_job(const std::string& why) {
+    finishing_ = true;
+    raise("exec", why, 0);
+    channel_->send({{"type", "finish"}, {"status", 1}, {"time", wall_now()}});
+    channel_->flush();
+    exit_code_ = 0;
+    reactor_.stop();
 }
 
 void Shell::launch() {

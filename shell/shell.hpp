@@ -55,6 +55,7 @@ class Shell {
     // Starts the tasks (at once, or at `go` when held).
     void launch();
     void launch_failed(const Error& why);
+    void refuse_job(const std::string& why);
     Result<void> launch_tasks();
     bool ranks_oversubscribe(const std::vector<TaskBinding>& bindings) const;
     void warn_if_shm_small();

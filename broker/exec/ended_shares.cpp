@@ -36,12 +36,13 @@ EndedShares::EndedShares(std::string path, double keep_seconds)
             double time = 0;
             if (std::sscanf(line.c_str(), "%llu %d %lf %d", &id, &status, &time, &started) == 4 &&
                 now - time <= keep_seconds_)
-                read.push_back({{id, status, time, started != 0}, std::min(time, now)});
+                read.push_back({{id, status, time, started != 0}, std::min(time, now), 0});
         }
         std::stable_sort(read.begin(), read.end(), [](const Kept& a, const Kept& b) { return a.kept_at < b.kept_at; });
         for (auto& k : read) {
             if (blocks_.empty() || blocks_.back().size() == kBlock)
                 blocks_.emplace_back().reserve(kBlock);
+            k.seq = next_seq_++;
             blocks_.back().push_back(k);
             count_++;
         }
@@ -59,32 +60,33 @@ void EndedShares::add(End end, std::vector<ForRank0> kept) {
         log::warning("exec", "{}: {}", path_, std::strerror(errno));
     if (blocks_.empty() || blocks_.back().size() == kBlock)
         blocks_.emplace_back().reserve(kBlock);
-    blocks_.back().push_back({end, now});
+    uint64_t seq = next_seq_++;
+    blocks_.back().push_back({end, now, seq});
     count_++;
     if (kept.empty())
         kept_messages_.erase(end.id);  // (an earlier end of the same id)
     else
-        kept_messages_[end.id] = std::move(kept);
+        kept_messages_[end.id] = {seq, std::move(kept)};
     // Rewritten with only what is kept once it holds twice as much.
     if (++file_lines_ > std::max<size_t>(4096, 2 * count_))
         rewrite();
 }
 
-const EndedShares::End* EndedShares::find(JobId id) const {
+std::optional<EndedShares::End> EndedShares::find(JobId id) const {
     for (auto block = blocks_.rbegin(); block != blocks_.rend(); ++block) {
         size_t first = block == std::prev(blocks_.rend()) ? front_ : 0;
         for (size_t i = block->size(); i-- > first;)
             if ((*block)[i].end.id == id)
-                return &(*block)[i].end;
+                return (*block)[i].end;
     }
-    return nullptr;
+    return std::nullopt;
 }
 
 std::vector<ForRank0> EndedShares::take_kept(JobId id) {
     auto it = kept_messages_.find(id);
     if (it == kept_messages_.end())
         return {};
-    auto kept = std::move(it->second);
+    auto kept = std::move(it->second.second);
     kept_messages_.erase(it);
     return kept;
 }
@@ -93,9 +95,9 @@ void EndedShares::expire(double now) {
     while (!blocks_.empty()) {
         auto& block = blocks_.front();
         while (front_ < block.size() && now - block[front_].kept_at > keep_seconds_) {
-            JobId id = block[front_].end.id;
-            if (kept_messages_.count(id) && find(id) == &block[front_].end)  // (not a later end's)
-                kept_messages_.erase(id);
+            auto kept = kept_messages_.find(block[front_].end.id);
+            if (kept != kept_messages_.end() && kept->second.first == block[front_].seq)  // (not a later end's)
+                kept_messages_.erase(kept);
             front_++;
             count_--;
         }

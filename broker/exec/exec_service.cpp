@@ -1,6 +1,7 @@
 #include "broker/exec/exec_service.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstring>
@@ -47,11 +48,16 @@ constexpr size_t kKeptOutputLimit = size_t{1} << 20;
 
 // Seconds from a run_duration given as a number or as "10s"-style text.
 Result<double> run_duration(const nlohmann::json& v) {
+    constexpr double kMaxSeconds = 1e9;  // (~31 years: as milliseconds, it fits a timer)
+    Result<double> seconds = make_error(EINVAL, "");
     if (v.is_number())
-        return v.get<double>();
-    if (v.is_string())
-        return parse_duration(v.get<std::string>(), BareNumber::seconds);
-    return make_error(EINVAL, "attributes.system.exec.test.run_duration: expected seconds or a duration like 10s");
+        seconds = v.get<double>();
+    else if (v.is_string())
+        seconds = parse_duration(v.get<std::string>(), BareNumber::seconds);
+    if (!seconds || !std::isfinite(*seconds) || *seconds < 0 || *seconds > kMaxSeconds)
+        return make_error(EINVAL, "attributes.system.exec.test.run_duration: expected seconds (0 to 1e9) or a "
+                                  "duration like 10s");
+    return seconds;
 }
 
 // A duration key that must be more than 0, in seconds.
@@ -555,7 +561,10 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     // The jobspec as exec.run brought it, unparsed: the shell reads it.
     std::string line = LineChannel::line_of(request);
     line.pop_back();
-    line += R"(,"jobspec":)" + jobspec + "}";
+    line.reserve(line.size() + jobspec.size() + 16);
+    line += R"(,"jobspec":)";
+    line += jobspec;
+    line += '}';
     if (job.held && !prepares) {
         job.held_lines.insert(job.held_lines.begin(), std::move(line));
     } else if (prepares) {
@@ -870,9 +879,7 @@ void ExecService::finish(JobId id, int status, double time) {
         broker_.respond(Message::response_to(*answer_to, {{"status", status}, {"time", time}}));
     // Kept whether answered or not: the answer may die with rank 0, and
     // this broker with it (rank 0's own jobs): kept in a file too.
-    // Ends are kept for exec.reattach-timeout: at 1,000 jobs a second, an
-    // empty deque each (~550 bytes) came to hundreds of MB; an empty vector
-    // holds nothing.
+    // Ends are kept for exec.reattach-timeout (EndedShares).
     ended_->add({id, status, time, it->second->started}, std::exchange(it->second->kept, {}));
     broker_.reactor().post([this, id] { remove_job(id); });
     for (auto f = fences_.lower_bound({id, 0}); f != fences_.end() && f->first.first == id;)
@@ -997,11 +1004,11 @@ void ExecService::on_reattach(const Message& req) {
     if (!id || !body->contains("id"))
         return broker_.respond_error(req, EPROTO, "exec.reattach: expected {\"id\": JOBID}");
     auto it = jobs_.find(*id);
-    if (it == jobs_.end() && !ended_->find(*id) &&
+    std::optional<EndedShares::End> ended = it == jobs_.end() ? ended_->find(*id) : std::nullopt;
+    if (it == jobs_.end() && !ended &&
         adopt_shell(fmt::format("{}/jobs/{}/reattach.sock", broker_.bootstrap().rundir, *id), *id))
         it = jobs_.find(*id);  // its shell began waiting after this service started
     if (it == jobs_.end()) {
-        const EndedShares::End* ended = ended_->find(*id);
         if (!ended)
             return broker_.respond_error(
                 req, ENOENT, fmt::format("{} has nothing here (rank {})", format_jobid(*id), broker_.bootstrap().rank));

@@ -98,9 +98,9 @@ void ShellForkServer::reap_unread_answers() {
         int32_t answer = 0;
         std::vector<UniqueFd> received;
         auto n = receive_with_fds(socket_.get(), {reinterpret_cast<char*>(&answer), sizeof answer}, received);
-        if (!n || *n != sizeof answer)
-            return;  // none left (EAGAIN, end of file), or none that names a shell
-        if (answer > 0 && received.size() == 1)
+        if (!n || *n == 0)
+            return;  // none left (EAGAIN, end of file), or the socket failed
+        if (*n == sizeof answer && answer > 0 && received.size() == 1)  // (a malformed one is passed over)
             Subprocess::adopt(reactor_, answer, received[0].release(), true, nullptr).reset();  // killed, reaped
     }
 }

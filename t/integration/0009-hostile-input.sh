@@ -47,6 +47,11 @@ inside() {
     printf '{"id":5,"R":{},"jobspec":{\n"tasks":[]}}' >"$T_DIR/two-lines.json"
     check_output "exec.run: a jobspec on two lines is refused" "^error 71: exec.run: the jobspec is not on one line$" \
         banyan-test-client rpc exec.run "@$T_DIR/two-lines.json"
+    for bad in -1 1e300 '"1e300s"'; do
+        check_fails "a simulated run of $bad seconds fails in one line" \
+            "exec.test.run_duration: expected seconds \(0 to 1e9\) or a duration like 10s$" \
+            banyan run -S "exec.test.run_duration=$bad" true
+    done
     check_output "rank 0 lives on after them" "rank=0" banyan ping 0
 
     for f in "$conformance"/invalid_v1/*.yaml; do

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "broker/exec/ended_shares.hpp"
 #include "core/duration.hpp"
@@ -30,14 +31,14 @@ struct Dir {
 TEST_CASE("ended shares are found by id, the latest of a repeated one, past thousands of others", "[exec]") {
     Dir dir;
     EndedShares ends(dir.file(), 300);
-    CHECK(ends.find(1) == nullptr);
+    CHECK(ends.find(1) == std::nullopt);
     for (JobId id = 1; id <= 5000; id++)
         ends.add({id, static_cast<int>(id % 7), 100.0 + static_cast<double>(id), id % 2 == 0}, {});
     REQUIRE(ends.find(1));
     CHECK(ends.find(1)->status == 1);
     CHECK(ends.find(4000)->time == 4100.0);
     CHECK(ends.find(4000)->started);
-    CHECK(ends.find(5001) == nullptr);
+    CHECK(ends.find(5001) == std::nullopt);
     ends.add({3, 42, 1.0, false}, {{"job-manager.output", {{"id", 3}}}});  // run again: the latest counts
     CHECK(ends.find(3)->status == 42);
     auto kept = ends.take_kept(3);
@@ -64,11 +65,18 @@ TEST_CASE("ended shares outlive the process in their file, and expire", "[exec]"
     CHECK(again.find(7)->status == 3);
     CHECK(again.find(7)->started);
     CHECK(again.find(8));
-    CHECK(again.find(9) == nullptr);
+    CHECK(again.find(9) == std::nullopt);
     auto text = read_text_file(dir.file());
     REQUIRE(text);
-    CHECK(text->find("not a line") == std::string::npos);  // written again with what it keeps
-    CHECK(text->find("\n9 ") == std::string::npos);
+    // Written again with what it keeps, one line each.
+    std::vector<std::string> ids;
+    for (size_t at = 0; at < text->size();) {
+        size_t end = text->find('\n', at);
+        std::string line = text->substr(at, end - at);
+        ids.push_back(line.substr(0, line.find(' ')));
+        at = end == std::string::npos ? text->size() : end + 1;
+    }
+    CHECK(ids == std::vector<std::string>{"7", "8"});
 
     // Kept no longer than asked: what a short keep drops goes on the next add.
     EndedShares brief((dir.path / "brief").string(), 0.05);
@@ -76,8 +84,19 @@ TEST_CASE("ended shares outlive the process in their file, and expire", "[exec]"
         brief.add({id, 0, now, true}, {{"t", {}}});
     usleep(100000);
     brief.add({4000, 0, wall_now(), true}, {});
-    CHECK(brief.find(1) == nullptr);
-    CHECK(brief.find(2999) == nullptr);
+    CHECK(brief.find(1) == std::nullopt);
+    CHECK(brief.find(2999) == std::nullopt);
     CHECK(brief.take_kept(2999).empty());
     CHECK(brief.find(4000));
+    // A job run again here: the first end's expiry leaves the second's messages.
+    EndedShares second((dir.path / "second").string(), 1.0);
+    second.add({5000, 1, wall_now(), true}, {{"first", {}}});
+    usleep(600000);
+    second.add({5000, 2, wall_now(), true}, {{"second", {}}});
+    usleep(600000);
+    second.add({5001, 0, wall_now(), true}, {});  // the first has expired, not the second
+    CHECK(second.find(5000)->status == 2);
+    auto kept = second.take_kept(5000);
+    REQUIRE(kept.size() == 1);
+    CHECK(kept[0].topic == "second");
 }
