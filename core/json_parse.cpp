@@ -10,8 +10,12 @@ namespace banyan {
 
 namespace {
 
-Error not_json() { return make_error(EPROTO, "not valid JSON"); }
-Error too_deep() { return make_error(EPROTO, fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth)); }
+Error not_json() {
+    return make_error(EPROTO, "not valid JSON");
+}
+Error too_deep() {
+    return make_error(EPROTO, fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth));
+}
 
 // Walks JSON text value by value without building anything.
 class Skim {
@@ -24,7 +28,8 @@ class Skim {
     bool too_deep() const { return too_deep_; }
 
     void space() {
-        while (at_ < text_.size() && (text_[at_] == ' ' || text_[at_] == '\t' || text_[at_] == '\n' || text_[at_] == '\r'))
+        while (at_ < text_.size() &&
+               (text_[at_] == ' ' || text_[at_] == '\t' || text_[at_] == '\n' || text_[at_] == '\r'))
             ++at_;
     }
     bool eat(char c) {
@@ -147,7 +152,9 @@ class Skim {
     bool too_deep_ = false;
 };
 
-Error skim_error(const Skim& skim) { return skim.too_deep() ? too_deep() : not_json(); }
+Error skim_error(const Skim& skim) {
+    return skim.too_deep() ? too_deep() : not_json();
+}
 
 // Within the object at the skim's position, the value at path [key, end):
 // each byte is read once, the path followed as it is met.

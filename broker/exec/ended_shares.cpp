@@ -24,8 +24,7 @@ std::string line_of(const EndedShares::End& end) {
 
 }  // namespace
 
-EndedShares::EndedShares(std::string path, double keep_seconds)
-    : path_(std::move(path)), keep_seconds_(keep_seconds) {
+EndedShares::EndedShares(std::string path, double keep_seconds) : path_(std::move(path)), keep_seconds_(keep_seconds) {
     double now = wall_now();
     if (auto text = read_text_file(path_)) {
         std::istringstream in(*text);

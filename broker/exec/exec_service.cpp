@@ -55,8 +55,9 @@ Result<double> run_duration(const nlohmann::json& v) {
     else if (v.is_string())
         seconds = parse_duration(v.get<std::string>(), BareNumber::seconds);
     if (!seconds || !std::isfinite(*seconds) || *seconds < 0 || *seconds > kMaxSeconds)
-        return make_error(EINVAL, "attributes.system.exec.test.run_duration: expected seconds (0 to 1e9) or a "
-                                  "duration like 10s");
+        return make_error(EINVAL,
+                          "attributes.system.exec.test.run_duration: expected seconds (0 to 1e9) or a "
+                          "duration like 10s");
     return seconds;
 }
 
@@ -1019,8 +1020,8 @@ void ExecService::on_reattach(const Message& req) {
                             if (resp.errnum)
                                 log::warning("exec", "{}: {} lost: {}", format_jobid(id), topic, resp.error_text());
                         });
-        broker_.respond(Message::response_to(
-            req, {{"status", ended->status}, {"time", ended->time}, {"started", ended->started}}));
+        broker_.respond(
+            Message::response_to(req, {{"status", ended->status}, {"time", ended->time}, {"started", ended->started}}));
         return;  // kept until it expires: rank 0 may die again before it stores this
     }
     LocalJob& job = *it->second;

@@ -16,8 +16,7 @@ using namespace banyan;
 namespace {
 
 struct Dir {
-    std::filesystem::path path =
-        std::filesystem::temp_directory_path() / ("banyan-ended-" + std::to_string(getpid()));
+    std::filesystem::path path = std::filesystem::temp_directory_path() / ("banyan-ended-" + std::to_string(getpid()));
     Dir() {
         std::filesystem::remove_all(path);
         std::filesystem::create_directories(path);

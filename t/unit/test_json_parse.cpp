@@ -88,7 +88,8 @@ TEST_CASE("parse_json_except refuses what parse_json refuses, with the same line
 }
 
 TEST_CASE("json_raw_at finds a nested value without parsing", "[json]") {
-    std::string spec = R"({"attributes": {"system": {"environment": {"X": "}"}, "exec": {"test": {"run_duration": 0}}}}})";
+    std::string spec =
+        R"({"attributes": {"system": {"environment": {"X": "}"}, "exec": {"test": {"run_duration": 0}}}}})";
     auto test = json_raw_at(spec, {"attributes", "system", "exec", "test"});
     REQUIRE(test.ok());
     REQUIRE(*test);
