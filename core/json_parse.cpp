@@ -2,7 +2,6 @@
 
 #include <string>
 #include <utility>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -175,24 +174,6 @@ bool find_path(Skim& skim, std::string_view text, const std::string_view* key, c
     });
 }
 
-// The members of the JSON object `text`: keys decoded, values raw.
-Result<std::vector<std::pair<std::string, std::string_view>>> json_members(std::string_view text) {
-    Skim skim(text);
-    std::vector<std::pair<std::string, std::string_view>> members;
-    skim.space();
-    bool read = skim.object(1, [&](std::string key, size_t depth) {
-        size_t at = skim.at();
-        if (!skim.value(depth))
-            return false;
-        members.emplace_back(std::move(key), text.substr(at, skim.at() - at));
-        return true;
-    });
-    skim.space();
-    if (!read || !skim.at_end())
-        return skim_error(skim);
-    return members;
-}
-
 }  // namespace
 
 size_t json_depth(std::string_view text, size_t limit) {
@@ -230,20 +211,31 @@ Result<nlohmann::json> parse_json(std::string_view text) {
 }
 
 Result<JsonWithRaw> parse_json_except(std::string_view text, std::string_view key) {
-    auto members = json_members(text);
-    if (!members)
-        return members.error();
     JsonWithRaw parsed{nlohmann::json::object(), std::nullopt};
-    for (auto& [name, value] : *members) {
+    std::optional<Error> bad_member;
+    Skim skim(text);
+    skim.space();
+    bool read = skim.object(1, [&](std::string name, size_t depth) {
+        size_t at = skim.at();
+        if (!skim.value(depth))
+            return false;
+        std::string_view value = text.substr(at, skim.at() - at);
         if (name == key) {
-            parsed.raw = value;
-            continue;
+            parsed.raw = value;  // of a repeated key, the last counts
+            return true;
         }
         auto v = parse_json(value);
         if (!v)
-            return v.error();
-        parsed.rest[name] = std::move(*v);
-    }
+            bad_member = v.error();
+        else
+            parsed.rest[name] = std::move(*v);
+        return v.ok();
+    });
+    skim.space();
+    if (bad_member)
+        return *bad_member;
+    if (!read || !skim.at_end())
+        return skim_error(skim);
     return parsed;
 }
 

@@ -38,13 +38,8 @@ EndedShares::EndedShares(std::string path, double keep_seconds) : path_(std::mov
                 read.push_back({{id, status, time, started != 0}, std::min(time, now), 0});
         }
         std::stable_sort(read.begin(), read.end(), [](const Kept& a, const Kept& b) { return a.kept_at < b.kept_at; });
-        for (auto& k : read) {
-            if (blocks_.empty() || blocks_.back().size() == kBlock)
-                blocks_.emplace_back().reserve(kBlock);
-            k.seq = next_seq_++;
-            blocks_.back().push_back(k);
-            count_++;
-        }
+        for (const auto& k : read)
+            append(k.end, k.kept_at);
     }
     rewrite();
 }
@@ -57,11 +52,7 @@ void EndedShares::add(End end, std::vector<ForRank0> kept) {
     std::string line = line_of(end);
     if (file_ && write(file_.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
         log::warning("exec", "{}: {}", path_, std::strerror(errno));
-    if (blocks_.empty() || blocks_.back().size() == kBlock)
-        blocks_.emplace_back().reserve(kBlock);
-    uint64_t seq = next_seq_++;
-    blocks_.back().push_back({end, now, seq});
-    count_++;
+    uint64_t seq = append(end, now);
     if (kept.empty())
         kept_messages_.erase(end.id);  // (an earlier end of the same id)
     else
@@ -69,6 +60,14 @@ void EndedShares::add(End end, std::vector<ForRank0> kept) {
     // Rewritten with only what is kept once it holds twice as much.
     if (++file_lines_ > std::max<size_t>(4096, 2 * count_))
         rewrite();
+}
+
+uint64_t EndedShares::append(const End& end, double kept_at) {
+    if (blocks_.empty() || blocks_.back().size() == kBlock)
+        blocks_.emplace_back().reserve(kBlock);
+    blocks_.back().push_back({end, kept_at, next_seq_});
+    count_++;
+    return next_seq_++;
 }
 
 std::optional<EndedShares::End> EndedShares::find(JobId id) const {

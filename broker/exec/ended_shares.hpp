@@ -46,6 +46,8 @@ class EndedShares {
     std::vector<ForRank0> take_kept(JobId id);
 
   private:
+    // Kept last, in the block being filled; its seq.
+    uint64_t append(const End& end, double kept_at);
     void expire(double now);
     void rewrite();
 

@@ -314,24 +314,20 @@ void ExecService::on_run(const Message& req) {
     job->credential = *credential;
     job->answer_to = req;
     job->answer_to->payload.reset();  // enough to answer it
-    job->held = *hold;
     if (test->is_object() && test->contains("run_duration")) {
+        // Never held: it has no task that a crash before its alloc is on
+        // disk could run twice (its events follow alloc's in the log).
         auto seconds = run_duration((*test)["run_duration"]);
         if (!seconds)
             return broker_.respond_error(req, EINVAL, seconds.error().message);
         job->simulated = std::make_unique<Timer>(broker_.reactor());
-        auto run = [this, id = *id, duration = std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000))] {
-            auto it = jobs_.find(id);
-            it->second->simulated->start(duration, [this, id] { finish(id, 0, wall_now()); });
-            it->second->started = true;
-            report_started(id);
-        };
-        // Not held: it has no task that a crash before its alloc is on
-        // disk could run twice (its events follow alloc's in the log).
-        jobs_.emplace(*id, std::move(job)).first->second->held = false;
-        run();
-        return;
+        job->simulated->start(std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000)),
+                              [this, id = *id] { finish(id, 0, wall_now()); });
+        job->started = true;
+        jobs_.emplace(*id, std::move(job));
+        return report_started(*id);
     }
+    job->held = *hold;
     auto R = p.contains("R") ? Rv1::from_json(p["R"]) : Result<Rv1>(make_error(EPROTO, "exec.run: no R"));
     if (!R || R->ranks.empty())
         return broker_.respond_error(req, EPROTO, R ? "exec.run.R: no ranks" : R.error().message);
