@@ -26,6 +26,7 @@
 #include "broker/pmi_client.hpp"
 #include "broker/resource/resource_service.hpp"
 #include "broker/sched/sched_service.hpp"
+#include "core/descriptors.hpp"
 #include "core/log.hpp"
 #include "core/private_dir.hpp"
 #include "core/reactor.hpp"
@@ -69,6 +70,9 @@ std::string default_rundir(uint32_t rank) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // What this broker inherited (a terminal's descriptors, a harness's)
+    // is its own to use, never its jobs' (doc/spec/shell.md §1).
+    banyan::mark_close_on_exec_from(3);
     BrokerOptions options;
     std::string level_text = "info";
     int64_t rank = -1;

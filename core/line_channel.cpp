@@ -2,6 +2,8 @@
 
 #include <cerrno>
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -11,11 +13,13 @@
 namespace banyan {
 
 LineChannel::LineChannel(Reactor& reactor, int read_fd, int write_fd,
-                         std::function<void(Result<nlohmann::json>)> on_message, std::function<void()> on_close)
+                         std::function<void(Result<nlohmann::json>)> on_message, std::function<void()> on_close,
+                         size_t max_line)
     : read_fd_(read_fd),
       writer_(reactor, write_fd),
       on_message_(std::move(on_message)),
       on_close_(std::move(on_close)),
+      max_line_(max_line),
       reactor_(reactor) {
     fcntl(read_fd_, F_SETFL, fcntl(read_fd_, F_GETFL) | O_NONBLOCK);
     resume_reading();
@@ -64,25 +68,59 @@ void LineChannel::read_available() {
                 on_close_();  // may destroy this channel: nothing after it
             return;
         }
-        partial_.append(buf, static_cast<size_t>(n));
-        size_t start = 0;
-        for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
-            std::string_view line(partial_.data() + start, nl - start);
-            if (line.empty())
-                continue;
-            auto doc = parse_json(line);
-            // A handler that throws loses its line, not the lines after it
-            // (nor does the line come again on the next read).
-            try {
-                if (!doc || !doc->is_object())
-                    on_message_(make_error(EPROTO, "a line that is not a JSON object"));
-                else
-                    on_message_(std::move(*doc));
-            } catch (const std::exception& e) {
-                log::error("line-channel", "a line could not be handled: {}", e.what());
-            }
+        take(std::string_view(buf, static_cast<size_t>(n)));
+    }
+}
+
+void LineChannel::take(std::string_view chunk) {
+    while (!chunk.empty()) {
+        size_t nl = chunk.find('\n');
+        if (dropping_) {
+            if (nl == std::string_view::npos)
+                return;
+            dropping_ = false;
+            chunk.remove_prefix(nl + 1);
+            continue;
         }
-        partial_.erase(0, start);
+        size_t length = nl == std::string_view::npos ? chunk.size() : nl;
+        if (partial_.size() + length > max_line_) {
+            partial_.clear();
+            partial_.shrink_to_fit();
+            dropping_ = nl == std::string_view::npos;
+            deliver(make_error(EMSGSIZE, fmt::format("a line over {} bytes: dropped", max_line_)));
+        } else if (nl == std::string_view::npos) {
+            partial_.append(chunk);
+            return;
+        } else if (partial_.empty()) {
+            handle_line(chunk.substr(0, nl));
+        } else {
+            partial_.append(chunk.substr(0, nl));
+            handle_line(partial_);
+            partial_.clear();
+        }
+        if (nl == std::string_view::npos)
+            return;
+        chunk.remove_prefix(nl + 1);
+    }
+}
+
+void LineChannel::handle_line(std::string_view line) {
+    if (line.empty())
+        return;
+    auto doc = parse_json(line);
+    if (!doc || !doc->is_object())
+        deliver(make_error(EPROTO, "a line that is not a JSON object"));
+    else
+        deliver(std::move(*doc));
+}
+
+// A handler that throws loses its line, not the lines after it (nor does
+// the line come again on the next read).
+void LineChannel::deliver(Result<nlohmann::json> message) {
+    try {
+        on_message_(std::move(message));
+    } catch (const std::exception& e) {
+        log::error("line-channel", "a line could not be handled: {}", e.what());
     }
 }
 

@@ -9,9 +9,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "core/message.hpp"
 #include "core/pipe_writer.hpp"
 #include "core/reactor.hpp"
 #include "core/result.hpp"
@@ -20,9 +22,16 @@ namespace banyan {
 
 class LineChannel {
   public:
-    // A line that is not a JSON object reaches on_message as an error.
+    // Every message fits (twice the largest message payload): what a
+    // writer sends without a newline is not kept past it.
+    static constexpr size_t kMaxLine = 2 * kDefaultMaxPayload;
+
+    // A line that is not a JSON object reaches on_message as an error
+    // (EPROTO); so does, once, a line longer than max_line (EMSGSIZE),
+    // which is dropped as it is read, never held whole.
     LineChannel(Reactor& reactor, int read_fd, int write_fd,
-                std::function<void(Result<nlohmann::json>)> on_message, std::function<void()> on_close);
+                std::function<void(Result<nlohmann::json>)> on_message, std::function<void()> on_close,
+                size_t max_line = kMaxLine);
     ~LineChannel();
     LineChannel(const LineChannel&) = delete;
     LineChannel& operator=(const LineChannel&) = delete;
@@ -48,12 +57,17 @@ class LineChannel {
     void read_available();
 
   private:
+    void take(std::string_view chunk);
+    void handle_line(std::string_view line);
+    void deliver(Result<nlohmann::json> message);
 
     int read_fd_;
     PipeWriter writer_;
     std::function<void(Result<nlohmann::json>)> on_message_;
     std::function<void()> on_close_;
     std::string partial_;
+    size_t max_line_;
+    bool dropping_ = false;  // within a line over max_line_, until its newline
     Reactor& reactor_;
     std::unique_ptr<FdWatcher> read_watch_;
 };

@@ -19,6 +19,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "core/descriptors.hpp"
 #include "core/log.hpp"
 
 extern char** environ;
@@ -274,6 +275,11 @@ struct ChildFailure {
         if (from == target ? fcntl(from, F_SETFD, 0) != 0 : from >= 0 && dup2(from, target) < 0)
             child_failed(plan, ChildFailure::redirect);
     }
+    // Nothing else reaches the program: every descriptor above the ones
+    // placed here closes (a listening socket or a log of this process
+    // must never reach a job's task, even one opened without
+    // close-on-exec). The error pipe stays until exec closes it.
+    close_descriptors_from(plan.dup_from[3] >= 0 ? 4 : 3, plan.error_fd);
     if (plan.cwd && chdir(plan.cwd) != 0)
         child_failed(plan, ChildFailure::cwd);
     if (plan.cpus && sched_setaffinity(0, sizeof *plan.cpus, plan.cpus) != 0)

@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "core/descriptors.hpp"
 #include "core/json_field.hpp"
 #include "core/json_parse.hpp"
 #include "core/unique_fd.hpp"
@@ -85,12 +86,16 @@ std::string read_all(int fd, size_t limit) {
     }
 }
 
-// The job's run directory, made for the user: NAME inside PARENT, which
-// must be the caller's own and writable by no one else (so this makes
-// nothing the caller could not make, only hands it to the job's user). The
-// group is the caller's and the directory setgid, so the broker can reach
-// the socket its shell makes there (doc/spec/shell.md §8).
-void make_job_dir(const std::string& path, uid_t user) {
+// The job's run directory is NAME inside PARENT, which must be the
+// caller's own and writable by no one else (so this makes nothing the
+// caller could not make, only hands it to the job's user). Checked before
+// the credential is spent: a start that cannot succeed spends nothing.
+struct JobDir {
+    UniqueFd parent;
+    std::string name;
+};
+
+JobDir check_job_dir(const std::string& path) {
     auto slash = path.rfind('/');
     if (slash == std::string::npos || slash == 0 || slash + 1 == path.size())
         fail(fmt::format("tmpdir {}: not an absolute path of a directory", path));
@@ -103,9 +108,16 @@ void make_job_dir(const std::string& path, uid_t user) {
     struct stat st {};
     if (fstat(dir.get(), &st) != 0 || st.st_uid != getuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))
         fail(fmt::format("tmpdir {}: its directory must be the caller's and writable by no one else", path));
-    if (mkdirat(dir.get(), name.c_str(), 0700) != 0 && errno != EEXIST)
+    return {std::move(dir), name};
+}
+
+// Makes the run directory for the user. The group is the caller's and the
+// directory setgid, so the broker can reach the socket its shell makes
+// there (doc/spec/shell.md §8).
+void make_job_dir(const JobDir& dir, const std::string& path, uid_t user) {
+    if (mkdirat(dir.parent.get(), dir.name.c_str(), 0700) != 0 && errno != EEXIST)
         fail(fmt::format("tmpdir {}: {}", path, std::strerror(errno)));
-    UniqueFd made(openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd made(openat(dir.parent.get(), dir.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     struct stat mine {};
     if (!made || fstat(made.get(), &mine) != 0)
         fail(fmt::format("tmpdir {}: {}", path, std::strerror(errno)));
@@ -127,9 +139,19 @@ void become(const passwd& pw) {
         fail("could become root again after dropping it");
 }
 
-// exec: fd 3 holds {"id", "rank", "userid", "J", "tmpdir"} (the broker
+// This node's host name, by the helper itself (never its caller's word).
+std::string this_host() {
+    char name[256] = {};
+    if (gethostname(name, sizeof name - 1) != 0)
+        fail(fmt::format("gethostname: {}", std::strerror(errno)));
+    return name;
+}
+
+// exec: fd 3 holds {"id", "rank", "userid", "J", "R", "tmpdir"} (the broker
 // writes it to a memfd); stdin and stdout are the shell's protocol, passed
-// on untouched. The shell gets the jobspec the user signed on fd 3.
+// on untouched. The shell gets the jobspec the user signed on fd 3, an
+// environment made here from nothing, and no other descriptor
+// (doc/spec/shell.md §3.1).
 int exec_shell(const ImpConfig& config) {
     std::string text = read_all(3, 64 << 20);
     close(3);
@@ -139,10 +161,13 @@ int exec_shell(const ImpConfig& config) {
     auto userid = json_field<uint32_t>(request, "userid", 0, "request");
     auto credential = json_field<std::string>(request, "J", "", "request");
     auto tmpdir = json_field<std::string>(request, "tmpdir", "", "request");
-    if (auto e = first_error(id, rank, userid, credential, tmpdir))
+    auto R = json_field<nlohmann::json>(request, "R", nlohmann::json(), "request");
+    if (auto e = first_error(id, rank, userid, credential, tmpdir, R))
         fail(e->message);
     if (!request.contains("userid"))
         fail("request.userid: missing");
+    if (!R->is_object())
+        fail("request.R: missing (the job's R)");
     if (*userid == 0 && !config.allow_root)
         fail("jobs of root do not run here (imp.toml: allow-root)");
     const passwd* found = getpwuid(*userid);
@@ -151,22 +176,34 @@ int exec_shell(const ImpConfig& config) {
     passwd pw = *found;
     std::string name = pw.pw_name, home = pw.pw_dir, shell = pw.pw_shell;
     pw.pw_name = name.data();
-    std::string jobspec =
-        must(verify_signed_job({.credential = *credential, .userid = *userid, .id = *id, .rank = *rank}, config));
-    make_job_dir(*tmpdir, *userid);
+    SignedJobRequest signed_request{
+        .credential = *credential, .userid = *userid, .id = *id, .rank = *rank, .R = *R, .hostname = this_host()};
+    SignedJob job = must(check_signed_job(signed_request, config));
+    JobDir dir = check_job_dir(*tmpdir);
+    if (auto spent = record_first_use(signed_request, job, config); !spent)
+        fail(spent.error().message);
+    make_job_dir(dir, *tmpdir, *userid);
+    dir.parent.reset();
     int memfd = memfd_create("signed-jobspec", MFD_CLOEXEC);
     // (fd 3 was closed above, so the memfd may be 3 already: dup2 then
     // keeps its close-on-exec, which is cleared here either way.)
-    if (memfd < 0 || write(memfd, jobspec.data(), jobspec.size()) != static_cast<ssize_t>(jobspec.size()) ||
+    if (memfd < 0 || write(memfd, job.jobspec.data(), job.jobspec.size()) != static_cast<ssize_t>(job.jobspec.size()) ||
         lseek(memfd, 0, SEEK_SET) != 0 || dup2(memfd, 3) != 3 || fcntl(3, F_SETFD, 0) != 0)
         fail(fmt::format("passing the jobspec on: {}", std::strerror(errno)));
     if (memfd != 3)
         close(memfd);
     become(pw);
+    // Nothing of the caller's environment reaches the shell: a library
+    // search variable (HWLOC_PLUGINS_PATH, GCONV_PATH, ...) would load the
+    // caller's code as the user. The job's own environment is the
+    // jobspec's, which the shell gives its tasks.
+    clearenv();
     setenv("HOME", home.c_str(), 1);
     setenv("USER", name.c_str(), 1);
     setenv("LOGNAME", name.c_str(), 1);
     setenv("SHELL", shell.c_str(), 1);
+    setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
+    close_descriptors_from(4);
     std::string shell_path = config.shell, option = "--signed-jobspec-fd=3";
     char* argv[] = {shell_path.data(), option.data(), nullptr};
     execv(shell_path.c_str(), argv);

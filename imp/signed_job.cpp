@@ -1,13 +1,17 @@
 #include "imp/signed_job.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <string_view>
+#include <vector>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,7 +19,10 @@
 #include <munge.h>
 #include <sodium.h>
 
+#include "core/hostlist.hpp"
+#include "core/idset.hpp"
 #include "core/jobid.hpp"
+#include "core/json_parse.hpp"
 #include "core/unique_fd.hpp"
 
 namespace banyan {
@@ -37,32 +44,137 @@ void forget_old_days(const std::string& dir, int64_t oldest_day) {
     }
 }
 
-Result<void> record_first_use(const SignedJobRequest& request, const ImpConfig& config, time_t encoded) {
+// The host R names for `rank`: R's nodelist has one host per rank, in
+// rank order.
+Result<std::string> host_of_rank(const nlohmann::json& R, uint32_t rank) {
+    const auto* execution = R.is_object() && R.contains("execution") && R["execution"].is_object()
+                                ? &R["execution"]
+                                : nullptr;
+    if (!execution || !execution->contains("R_lite") || !(*execution)["R_lite"].is_array())
+        return make_error(EPERM, "the job's R has no execution.R_lite");
+    IdSet ranks;
+    for (const auto& entry : (*execution)["R_lite"]) {
+        if (!entry.is_object() || !entry.contains("rank") || !entry["rank"].is_string())
+            return make_error(EPERM, "the job's R: an R_lite entry without a rank");
+        auto set = IdSet::parse(entry["rank"].get<std::string>());
+        if (!set)
+            return make_error(EPERM, "the job's R: " + set.error().message);
+        for (uint32_t r : set->ids())
+            ranks.insert(r);
+    }
+    if (!ranks.contains(rank))
+        return make_error(EPERM, fmt::format("rank {} is not in the job's R ({})", rank, ranks.format()));
+    std::string hosts;
+    if (execution->contains("nodelist") && (*execution)["nodelist"].is_array())
+        for (const auto& part : (*execution)["nodelist"])
+            if (part.is_string())
+                hosts += (hosts.empty() ? "" : ",") + part.get<std::string>();
+    auto nodelist = HostList::parse(hosts);
+    if (hosts.empty() || !nodelist || nodelist->size() != ranks.count())
+        return make_error(EPERM, "the job's R has no host for each of its ranks (execution.nodelist)");
+    size_t index = 0;
+    for (uint32_t r : ranks.ids()) {
+        if (r == rank)
+            break;
+        index++;
+    }
+    return (*nodelist)[index];
+}
+
+// Host names compare up to their first dot (a nodelist may hold short names).
+bool same_host(std::string_view a, std::string_view b) {
+    return a.substr(0, a.find('.')) == b.substr(0, b.find('.'));
+}
+
+uint32_t count_of(const nlohmann::json& resource) {
+    // (A range with no max is unbounded.)
+    const nlohmann::json* count = resource.contains("count") ? &resource["count"] : nullptr;
+    if (count && count->is_object()) {
+        if (!count->contains("max"))
+            return IdSet::kMaxId;
+        count = &(*count)["max"];
+    }
+    if (!count)
+        return 1;
+    if (!count->is_number_unsigned())
+        return 0;
+    return static_cast<uint32_t>(std::min<uint64_t>(count->get<uint64_t>(), IdSet::kMaxId));
+}
+
+uint64_t nodes_under(const nlohmann::json& resources, uint64_t above) {
+    uint64_t total = 0;
+    if (!resources.is_array())
+        return 0;
+    for (const auto& r : resources) {
+        if (!r.is_object())
+            continue;
+        uint64_t n = std::min<uint64_t>(above * count_of(r), IdSet::kMaxId);
+        std::string type = r.contains("type") && r["type"].is_string() ? r["type"].get<std::string>() : "";
+        if (type == "node" || type == "slot")
+            total += n;
+        else if (r.contains("with"))
+            total += nodes_under(r["with"], n);
+        total = std::min<uint64_t>(total, IdSet::kMaxId);
+    }
+    return total;
+}
+
+std::string record_path(const SignedJobRequest& request, const ImpConfig& config, time_t encoded) {
     unsigned char hash[32];
     crypto_generichash(hash, sizeof hash, reinterpret_cast<const unsigned char*>(request.credential.data()),
                        request.credential.size(), nullptr, 0);
     char hex[2 * sizeof hash + 1];
     sodium_bin2hex(hex, sizeof hex, hash, sizeof hash);
-    int64_t day = static_cast<int64_t>(encoded) / kDay;
-    std::string day_dir = fmt::format("{}/{}", config.state_dir, day);
+    return fmt::format("{}/{}/{}", config.state_dir, static_cast<int64_t>(encoded) / kDay, hex);
+}
+
+}  // namespace
+
+uint32_t max_nodes_of(const nlohmann::json& jobspec) {
+    if (!jobspec.is_object() || !jobspec.contains("resources"))
+        return 0;
+    return static_cast<uint32_t>(nodes_under(jobspec["resources"], 1));
+}
+
+// The record of a credential: its first line the job it started, then one
+// line per rank it started. Brokers of one host may spend the same
+// credential at once: the record is locked while it is read and written.
+Result<void> record_first_use(const SignedJobRequest& request, const SignedJob& job, const ImpConfig& config) {
+    std::string record = record_path(request, config, job.encoded);
+    std::string day_dir = record.substr(0, record.rfind('/'));
     if (mkdir(config.state_dir.c_str(), 0700) != 0 && errno != EEXIST)
         return make_error(errno, fmt::format("state-dir {}: {}", config.state_dir, std::strerror(errno)));
     if (mkdir(day_dir.c_str(), 0700) != 0 && errno != EEXIST)
         return make_error(errno, fmt::format("{}: {}", day_dir, std::strerror(errno)));
-    std::string record = fmt::format("{}/{}-{}", day_dir, hex, request.rank);
-    UniqueFd fd(open(record.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!fd && errno == EEXIST)
-        return make_error(EPERM, fmt::format("a replayed credential: it already started rank {}'s shell on this "
-                                             "node (now for {})",
-                                             request.rank, format_jobid(request.id)));
-    if (!fd)
+    UniqueFd fd(open(record.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd || flock(fd.get(), LOCK_EX) != 0)
         return make_error(errno, fmt::format("{}: {}", record, std::strerror(errno)));
-    std::string line = format_jobid(request.id) + "\n";
-    if (write(fd.get(), line.data(), line.size()) < 0) {
+    std::string text;
+    char buf[4096];
+    for (ssize_t n; (n = read(fd.get(), buf, sizeof buf)) > 0;)
+        text.append(buf, static_cast<size_t>(n));
+    std::string job_line = format_jobid(request.id);
+    std::vector<std::string> lines;
+    for (size_t start = 0, nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+        lines.push_back(text.substr(start, nl - start));
+    if (!lines.empty() && lines[0] != job_line)
+        return make_error(EPERM, fmt::format("a replayed credential: it started job {}, not {}", lines[0], job_line));
+    for (size_t i = 1; i < lines.size(); i++)
+        if (lines[i] == std::to_string(request.rank))
+            return make_error(EPERM, fmt::format("a replayed credential: it already started rank {}'s shell of {} on "
+                                                 "this node",
+                                                 request.rank, job_line));
+    size_t used = lines.empty() ? 0 : lines.size() - 1;  // (the job's line, then one per rank)
+    if (used >= job.max_nodes)
+        return make_error(EPERM, fmt::format("a replayed credential: it started {} shells of {}, as many as the nodes "
+                                             "its jobspec can hold",
+                                             used, job_line));
+    std::string add = (lines.empty() ? job_line + "\n" : "") + std::to_string(request.rank) + "\n";
+    if (lseek(fd.get(), 0, SEEK_END) < 0 || write(fd.get(), add.data(), add.size()) != static_cast<ssize_t>(add.size()) ||
+        fsync(fd.get()) != 0) {
         // A record we cannot complete is no record: without it a replay
-        // would pass.
+        // would pass. (What was written stays: it can only refuse more.)
         int err = errno;
-        unlink(record.c_str());
         return make_error(err, fmt::format("{}: {}", record, std::strerror(err)));
     }
     int64_t max_days = static_cast<int64_t>(config.max_credential_age) / kDay + 1;
@@ -70,9 +182,8 @@ Result<void> record_first_use(const SignedJobRequest& request, const ImpConfig& 
     return {};
 }
 
-}  // namespace
 
-Result<std::string> verify_signed_job(const SignedJobRequest& request, const ImpConfig& config) {
+Result<SignedJob> check_signed_job(const SignedJobRequest& request, const ImpConfig& config) {
     if (request.credential.empty())
         return make_error(EPERM,
                           "the job is not signed (submitted without MUNGE to an instance that runs jobs as "
@@ -105,9 +216,19 @@ Result<std::string> verify_signed_job(const SignedJobRequest& request, const Imp
                                              age, config.max_credential_age));
     if (!payload || length <= 0)
         return make_error(EPERM, "the job's signature holds no jobspec");
-    if (auto r = record_first_use(request, config, encoded); !r)
-        return r.error();
-    return std::string(static_cast<const char*>(payload), static_cast<size_t>(length));
+    auto host = host_of_rank(request.R, request.rank);
+    if (!host)
+        return host.error();
+    if (!same_host(*host, request.hostname))
+        return make_error(EPERM, fmt::format("the job's R puts rank {} on {}, not on this node ({})", request.rank,
+                                             *host, request.hostname));
+    SignedJob job{.jobspec = std::string(static_cast<const char*>(payload), static_cast<size_t>(length)),
+                  .encoded = encoded};
+    auto spec = parse_json(job.jobspec);
+    if (!spec || !spec->is_object())
+        return make_error(EPERM, "the job's signature holds no jobspec (not a JSON object)");
+    job.max_nodes = max_nodes_of(*spec);
+    return job;
 }
 
 }  // namespace banyan

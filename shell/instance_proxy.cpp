@@ -42,7 +42,7 @@ void InstanceProxy::forward(uint64_t tag, const std::string& uri, const nlohmann
         fd_ = std::move(*fd);
         uri_ = uri;
         fcntl(fd_.get(), F_SETFL, fcntl(fd_.get(), F_GETFL) | O_NONBLOCK);
-        writer_ = std::make_unique<PipeWriter>(reactor_, dup(fd_.get()));
+        writer_ = std::make_unique<PipeWriter>(reactor_, fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));
         watch_ =
             std::make_unique<FdWatcher>(reactor_, fd_.get(), FdWatcher::Event::readable, [this] { on_readable(); });
         decoder_ = StreamDecoder();

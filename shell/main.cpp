@@ -1,5 +1,7 @@
 // banyan-shell: started by the exec service, one per job per rank; not run
 // by hand. Its stdin and stdout carry the protocol of doc/spec/shell.md.
+#include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -8,14 +10,42 @@
 #include <string>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
+#include "core/descriptors.hpp"
 #include "core/json_parse.hpp"
 #include "core/log.hpp"
+#include "core/unique_fd.hpp"
 #include "shell/fork_server.hpp"
 #include "shell/shell.hpp"
 
+namespace {
+
+// The job, not its broker, is what the kernel's OOM killer takes first
+// (doc/spec/shell.md §1): the shell and so its tasks score 200 above the
+// broker (from 0 when the broker's is negative), up to the kernel's 1000.
+// Raising it needs no privilege.
+void raise_oom_score() {
+    banyan::UniqueFd fd(open("/proc/self/oom_score_adj", O_RDWR | O_CLOEXEC));
+    char text[16] = {};
+    if (!fd || read(fd.get(), text, sizeof text - 1) <= 0)
+        return;
+    int broker = std::atoi(text);
+    std::string job = std::to_string(std::min(1000, std::max(broker, 0) + 200));
+    if (lseek(fd.get(), 0, SEEK_SET) == 0 && write(fd.get(), job.data(), job.size()) < 0)
+        std::fprintf(stderr, "banyan-shell: oom_score_adj %s: %s\n", job.c_str(), std::strerror(errno));
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+    raise_oom_score();
+    // Not dumpable (after the write above, which needs its /proc files to
+    // be the user's): a task (same user) can neither ptrace its shell nor read
+    // its memory, to write on the shell's protocol or take what it holds.
+    // (Tasks are dumpable again: exec resets it.)
+    prctl(PR_SET_DUMPABLE, 0);
     // banyan-imp passes the jobspec the user signed on fd 3.
     bool signed_fd = argc == 2 && std::strcmp(argv[1], "--signed-jobspec-fd=3") == 0;
     bool fork_server = argc == 2 && std::strcmp(argv[1], "--fork-server") == 0;
@@ -25,6 +55,9 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "banyan-shell: started by the exec service of banyan-broker, not by hand\n");
         return 2;
     }
+    // Whatever it was given beyond its protocol and the signed jobspec is
+    // never its tasks' (they get their own descriptors only).
+    banyan::mark_close_on_exec_from(signed_fd ? 4 : 3);
     std::optional<nlohmann::json> signed_jobspec;
     if (signed_fd) {
         std::string text;
@@ -47,7 +80,7 @@ int main(int argc, char** argv) {
     // can corrupt it: stdout goes to stderr (the broker's log).
     int in = fcntl(0, F_DUPFD_CLOEXEC, 3);
     int out = fcntl(1, F_DUPFD_CLOEXEC, 3);
-    int devnull = open("/dev/null", O_RDONLY);
+    int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (in < 0 || out < 0 || devnull < 0 || dup2(devnull, 0) < 0 || dup2(2, 1) < 0) {
         std::perror("banyan-shell: setting up its pipes");
         return 1;

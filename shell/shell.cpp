@@ -296,7 +296,7 @@ void Shell::on_broker_connecting() {
 
 // A broker re-attached: it hears hello, then everything kept, in order.
 void Shell::attach_channel(int fd) {
-    open_channel(fd, dup(fd));
+    open_channel(fd, fcntl(fd, F_DUPFD_CLOEXEC, 0));
     channel_->send({{"type", "hello"}, {"id", job_->id}, {"started", started_}});
     for (auto& m : kept_)
         channel_->send(m);

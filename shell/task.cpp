@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <utility>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -13,6 +14,8 @@
 
 namespace banyan {
 namespace {
+
+constexpr size_t kMaxLabelledLine = size_t{1} << 20;
 
 // Closes the fds it holds when it goes out of scope.
 struct FdCloser {
@@ -171,6 +174,14 @@ void Task::emit(Stream& s, std::string data, bool at_eof) {
     for (size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos; start = nl + 1)
         lines += fmt::format("{}: {}", rank_, std::string_view(s.partial).substr(start, nl + 1 - start));
     s.partial.erase(0, start);
+    // A line is labelled whole, so it waits here until its newline: past
+    // kMaxLabelledLine it goes out cut (with a newline), the job told once.
+    if (s.partial.size() > kMaxLabelledLine) {
+        lines += fmt::format("{}: {}\n", rank_, s.partial);
+        if (!std::exchange(s.cut, true))
+            lines += fmt::format("{}: banyan-shell: a line over {} bytes was cut\n", rank_, kMaxLabelledLine);
+        s.partial.clear();
+    }
     if (at_eof && !s.partial.empty()) {
         lines += fmt::format("{}: {}\n", rank_, s.partial);
         s.partial.clear();

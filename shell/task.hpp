@@ -56,6 +56,7 @@ class Task {
         int fd = -1;
         bool is_stderr = false;
         std::string partial;  // an unfinished line (labelling) or UTF-8 character
+        bool cut = false;     // a labelled line was cut (told once)
         std::unique_ptr<FdWatcher> watch;
         bool open() const { return fd >= 0; }
     };

@@ -111,6 +111,7 @@ struct ExecService::LocalJob {
     std::vector<ForRank0> kept;
     size_t kept_bytes = 0;     // of output
     bool output_lost = false;  // past kKeptOutputLimit: output dropped, with one notice
+    bool told_long_line = false;  // the job heard once that its shell sent a line too long
     uint32_t leader = 0;  // the first rank of R: where fences meet
     uint32_t nshells = 1;
     std::unique_ptr<Subprocess> shell;
@@ -500,6 +501,7 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
             {"rank", boot.rank},
             {"userid", job.userid},
             {"J", job.credential},
+            {"R", request.contains("R") ? request["R"] : nlohmann::json()},
             {"tmpdir", tmpdir}}.dump();
         if (!imp_request || write(imp_request.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
             lseek(imp_request.get(), 0, SEEK_SET) != 0)
@@ -658,6 +660,14 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
     if (it == jobs_.end())
         return;
     LocalJob& job = *it->second;
+    if (!message && message.error().code == EMSGSIZE && !std::exchange(job.told_long_line, true)) {
+        // Only a task that wrote into its shell's pipe sends one: the job
+        // is told (not fatal), and rank 0 never holds the line.
+        std::string note = fmt::format("rank {}: from the shell: {}", broker_.bootstrap().rank, message.error().message);
+        log::error("exec", "{}: {}", format_jobid(id), note);
+        return send_to_job_manager(
+            id, job, {"job-manager.raise", {{"id", id}, {"type", "exec"}, {"severity", 1}, {"note", note}}});
+    }
     if (!message)
         return log::error("exec", "{}: from the shell: {}", format_jobid(id), message.error().message);
     nlohmann::json& m = *message;
@@ -971,7 +981,7 @@ bool ExecService::adopt_shell(const std::string& path, JobId id) {
         log::warning("exec", "{}: not a shell of the job's user; ignored", path);
         return false;
     }
-    UniqueFd write_fd(dup(fd->get()));
+    UniqueFd write_fd(fcntl(fd->get(), F_DUPFD_CLOEXEC, 0));
     if (!write_fd) {
         log::error("exec", "{}: dup: {}", path, std::strerror(errno));
         return false;

@@ -1,8 +1,12 @@
 #include "broker/http/http_server.hpp"
 
 #include <chrono>
+#include <algorithm>
 #include <deque>
+#include <functional>
 #include <set>
+
+#include <fcntl.h>
 
 #include <fmt/format.h>
 #include <boost/asio/ip/address.hpp>
@@ -80,7 +84,14 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
     tcp::acceptor acceptor;
     HttpServerLimits limits;
     Handler handler;
+    // Makes room for one more connection, as HttpServerLimits says: false
+    // when there is none to be had.
+    bool make_room();
+    // Ends the oldest waiting connection that `pick` chooses; false: none.
+    bool end_oldest(const std::function<bool(const Session&)>& pick);
+
     std::set<Session*> sessions;
+    uint64_t accepted = 0;
     std::map<int, uint64_t> answered;
     bool stopped = false;
 };
@@ -89,7 +100,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
 class Session : public std::enable_shared_from_this<Session> {
   public:
     Session(tcp::socket socket, std::shared_ptr<HttpServer::State> server)
-        : stream_(std::move(socket)), server_(std::move(server)) {
+        : stream_(std::move(socket)), server_(std::move(server)), serial_(++server_->accepted) {
         server_->sessions.insert(this);
     }
     ~Session() { server_->sessions.erase(this); }
@@ -103,6 +114,12 @@ class Session : public std::enable_shared_from_this<Session> {
     void close();
     bool closed() const { return closed_; }
     const HttpRequest& request() const { return request_; }
+    // Waiting for a request (not handling one, not streaming): what a
+    // connection limit may end.
+    bool waiting() const { return reading_ && !closed_; }
+    uint64_t serial() const { return serial_; }
+    const std::optional<uint32_t>& user() const { return user_; }
+    void set_user(uint32_t userid);
 
   private:
     void on_read(beast::error_code ec);
@@ -127,6 +144,9 @@ class Session : public std::enable_shared_from_this<Session> {
     std::function<void()> on_close_;
     char probe_ = 0;
     bool first_ = true;
+    bool reading_ = false;
+    uint64_t serial_ = 0;             // in the order accepted: lower is older
+    std::optional<uint32_t> user_;  // by its last token; none: anonymous
     std::optional<asio::steady_timer> ping_;
     Clock::time_point write_began_{};
 };
@@ -172,6 +192,7 @@ class Exchange : public HttpExchange {
     }
     void end_events() override { session_->end_events(); }
     bool closed() const override { return session_->closed(); }
+    void authenticated(uint32_t userid) override { session_->set_user(userid); }
 
   private:
     std::shared_ptr<Session> session_;
@@ -190,11 +211,13 @@ void Session::read_next() {
     // 60 s for its next: a client that never finishes holds a slot briefly.
     stream_.expires_after(first_ ? kFirstTimeout : kIdleTimeout);
     first_ = false;
+    reading_ = true;
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
 }
 
 void Session::on_read(beast::error_code ec) {
+    reading_ = false;
     http_barrier("read", [&] {
         if (closed_)
             return;
@@ -340,13 +363,49 @@ void Session::close() {
         fn();
 }
 
+void Session::set_user(uint32_t userid) {
+    if (user_ == userid)
+        return;
+    user_ = userid;
+    size_t theirs = 0;
+    for (Session* s : server_->sessions)
+        theirs += s->user_ == userid;
+    if (theirs > std::max<size_t>(1, server_->limits.max_connections / 8))
+        server_->end_oldest([this, userid](const Session& s) { return &s != this && s.user() == userid; });
+}
+
+bool HttpServer::State::end_oldest(const std::function<bool(const Session&)>& pick) {
+    Session* oldest = nullptr;
+    for (Session* s : sessions)
+        if (s->waiting() && pick(*s) && (!oldest || s->serial() < oldest->serial()))
+            oldest = s;
+    if (!oldest)
+        return false;
+    oldest->close();
+    return true;
+}
+
+bool HttpServer::State::make_room() {
+    size_t anonymous = 0;
+    for (Session* s : sessions)
+        anonymous += !s->user();
+    // The new connection is anonymous too: it may not take a user's place.
+    bool anonymous_full = anonymous + 1 > std::max<size_t>(1, limits.max_connections / 2);
+    if (!anonymous_full && sessions.size() < limits.max_connections)
+        return true;
+    return end_oldest([](const Session& s) { return !s.user(); });
+}
+
 void HttpServer::State::accept() {
     acceptor.async_accept([self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
         http_barrier("accept", [&] {
             if (self->stopped)
                 return;
             if (!ec) {
-                if (self->sessions.size() >= self->limits.max_connections) {
+                // (Asio accepts without SOCK_CLOEXEC: set before anything
+                // else runs on this thread, which is the one that spawns.)
+                fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
+                if (!self->make_room()) {
                     beast::error_code ignored;
                     socket.close(ignored);  // over the limit: closed at once
                 } else {
@@ -379,6 +438,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(Reactor& reactor, const st
     auto state = std::make_shared<State>(reactor, limits, std::move(handler));
     beast::error_code ec;
     state->acceptor.open(endpoint->protocol(), ec);
+    // Never inherited: a job's task that accepted on it would read other
+    // users' requests, their tokens with them.
+    if (!ec && fcntl(state->acceptor.native_handle(), F_SETFD, FD_CLOEXEC) != 0)
+        ec.assign(errno, boost::system::system_category());
     if (!ec)
         state->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec)

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -39,8 +40,18 @@ class HttpExchange {
     // Ends the stream: the connection closes once what was sent is out.
     virtual void end_events() = 0;
     virtual bool closed() const = 0;
+    // The request carried a valid token of `userid`: its connection counts
+    // as that user's from now on (HttpServerLimits).
+    virtual void authenticated(uint32_t userid) = 0;
 };
 
+// Connections count as anonymous until a request with a valid token comes,
+// then as its user's. Past max_connections / 2 anonymous ones, or past
+// max_connections in all, a new connection ends the oldest anonymous one
+// that waits for a request (none: the new one is closed); past
+// max_connections / 8 of one user, a user's connection ends that user's
+// oldest waiting one. So nobody without a token holds more than half, and
+// no user more than an eighth, however many connections they open.
 struct HttpServerLimits {
     size_t max_body = 1 << 20;
     size_t max_connections = 256;

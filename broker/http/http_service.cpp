@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <boost/beast/core/string.hpp>
 
 #include "core/config.hpp"
 #include "core/json_field.hpp"
@@ -279,7 +280,8 @@ bool HttpService::authenticate(HttpCall& call, bool open, bool cookie_ok) {
     auto header = request.find(boost::beast::http::field::authorization);
     if (header != request.end()) {
         std::string_view value(header->value().data(), header->value().size());
-        if (value.rfind("Bearer ", 0) != 0) {
+        // (The scheme is case-insensitive: RFC 9110 §11.1.)
+        if (value.size() < 7 || !boost::beast::iequals(boost::beast::string_view(value.data(), 7), "Bearer ")) {
             respond_error(*call.exchange, 401, "Authorization: expected 'Bearer TOKEN'");
             return false;
         }
@@ -324,6 +326,7 @@ bool HttpService::authenticate(HttpCall& call, bool open, bool cookie_ok) {
     }
     call.anonymous = false;
     call.uid = claims->uid;
+    call.exchange->authenticated(claims->uid);
     call.rolemask = broker_.connector().role_of(claims->uid);
     return true;
 }

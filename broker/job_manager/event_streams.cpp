@@ -10,12 +10,23 @@ namespace banyan {
 void EventStreams::subscribe(const Message& req) {
     if (!req.has_flag(msgflag::streaming))
         return jm_.broker_.respond_error(req, EPROTO, "job-manager.events: a streaming request is expected");
-    if (subscribers_.size() >= kMaxSubscribers) {
+    // A user's streams beyond kMaxPerUser end that user's oldest: one user
+    // (or a client that dies without cancelling) never ends another's.
+    size_t mine = 0;
+    auto oldest = subscribers_.end();
+    for (auto it = subscribers_.begin(); it != subscribers_.end(); ++it)
+        if (it->second.req.userid == req.userid && mine++ == 0)
+            oldest = it;
+    if (mine >= kMaxPerUser) {
         // Erased before it is answered: an answer may call back into us.
-        Message oldest = std::move(subscribers_.begin()->second.req);
-        subscribers_.erase(subscribers_.begin());
-        jm_.broker_.respond_error(oldest, EOVERFLOW,
-                                  fmt::format("job-manager.events: ended: more than {} streams", kMaxSubscribers));
+        Message ended = std::move(oldest->second.req);
+        subscribers_.erase(oldest);
+        jm_.broker_.respond_error(
+            ended, EOVERFLOW, fmt::format("job-manager.events: ended: more than {} streams of one user", kMaxPerUser));
+    } else if (subscribers_.size() >= kMaxSubscribers) {
+        return jm_.broker_.respond_error(
+            req, EAGAIN, fmt::format("job-manager.events: {} streams are open, the most there may be: try later",
+                                     kMaxSubscribers));
     }
     auto [it, added] = subscribers_.emplace(next_subscriber_++, Subscriber{req, (req.rolemask & role::owner) != 0});
     it->second.req.payload.reset();

@@ -29,9 +29,11 @@ class EventStreams {
     size_t subscribers() const { return subscribers_.size(); }
 
   private:
-    // More than this and the oldest stream is ended (EOVERFLOW): a client
-    // that died without cancelling costs nothing for long.
-    static constexpr size_t kMaxSubscribers = 256;
+    // A user's stream past kMaxPerUser ends that user's oldest (EOVERFLOW):
+    // a client that died without cancelling costs nothing for long. Past
+    // kMaxSubscribers in all, a new stream is refused (EAGAIN).
+    static constexpr size_t kMaxPerUser = 32;
+    static constexpr size_t kMaxSubscribers = 1024;
     struct Subscriber {
         Message req;  // without payload
         bool owner;

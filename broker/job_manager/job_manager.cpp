@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "broker/job_manager/signature_check.hpp"
 #include "core/log.hpp"
 
 namespace banyan {

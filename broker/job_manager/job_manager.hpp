@@ -28,6 +28,8 @@
 
 namespace banyan {
 
+class SignatureCheck;
+
 // From the [job-manager] table (doc/man/banyan-broker.md).
 struct JobManagerLimits {
     double inactive_age = 7 * 86400;   // seconds an inactive job is kept
@@ -62,6 +64,8 @@ class JobManager {
 
     // Requests (job_manager_requests.cpp).
     void on_submit(const Message& req);
+    // The submission, its signature checked (or none needed).
+    void submit(const Message& req, nlohmann::json body);
     void drop_unstored(const std::vector<JobId>& ids, const Error& error);
     void on_list(const Message& req);
     void on_info(const Message& req);
@@ -105,6 +109,7 @@ class JobManager {
 
     Broker& broker_;
     std::unique_ptr<JobDb> db_;
+    std::unique_ptr<SignatureCheck> signature_check_;  // made at the first signed submission
     JobManagerLimits limits_;
     // [queues.NAME] (sched/named_queues.hpp); each may be disabled, with a
     // reason (job-manager.queue-enable / queue-disable; not kept over a

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "broker/job_manager/job_manager.hpp"
+#include "broker/job_manager/signature_check.hpp"
 #include "core/duration.hpp"
 #include "core/io_data.hpp"
 #include "core/json_field.hpp"
@@ -249,12 +250,38 @@ void JobManager::on_queue_enable(const Message& req) {
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
 }
 
+// A job of another user than the broker's runs as that user: the job
+// manager checks, before it stores anything, that the user signed this
+// jobspec (doc/spec/jobs.md §2.1); banyan-imp checks again on each node.
 void JobManager::on_submit(const Message& req) {
     auto body = req.json();
     if (!body)
         return broker_.respond_error(req, EPROTO, body.error().message);
     if (!body->contains("jobspec") || !(*body)["jobspec"].is_object())
         return broker_.respond_error(req, EPROTO, "job-manager.submit: expected {\"jobspec\": {...}}");
+    auto signature = json_field<std::string>(*body, "J", "", "submit");
+    if (!signature)
+        return broker_.respond_error(req, EPROTO, signature.error().message);
+    if (!limits_.signed_jobs || req.userid == getuid() || !signature->starts_with("MUNGE:"))
+        return submit(req, std::move(*body));
+    if (!signature_check_)
+        signature_check_ = std::make_unique<SignatureCheck>(broker_.reactor());
+    signature_check_->decode(
+        *signature, [this, req, body = std::move(*body)](Result<SignedPayload> decoded) mutable {
+            if (!decoded)
+                return broker_.respond_error(req, EPERM, decoded.error().message);
+            if (decoded->uid != req.userid)
+                return broker_.respond_error(
+                    req, EPERM,
+                    fmt::format("J: signed by uid {}, not by the submitting user (uid {})", decoded->uid, req.userid));
+            if (decoded->jobspec != body["jobspec"])
+                return broker_.respond_error(req, EPERM, "J: the signed jobspec is not the one submitted");
+            submit(req, std::move(body));
+        });
+}
+
+void JobManager::submit(const Message& req, nlohmann::json body_json) {
+    auto* body = &body_json;
     if (const auto& failing = db_->failing())  // refused at once, not kept waiting for the disk
         return broker_.respond_error(req, EIO,
                                      "the job database cannot be written, nothing was submitted: " + failing->message);

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <csignal>
 
 #include <fcntl.h>
@@ -223,4 +224,28 @@ TEST_CASE("a callback that throws is logged and the loop goes on", "[reactor]") 
     watcher.stop();
     close(fds[0]);
     close(fds[1]);
+}
+
+TEST_CASE("a subprocess inherits no descriptor but 0-2 and fd3, even one without close-on-exec", "[reactor]") {
+    Reactor reactor;
+    int leaked = open("/dev/null", O_RDONLY);  // no O_CLOEXEC, on purpose
+    REQUIRE(leaked > 3);
+    int placed = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int fds[2];
+    REQUIRE(pipe2(fds, O_CLOEXEC) == 0);
+    // The child lists its own descriptors from a grandchild (ls opens one).
+    auto p = Subprocess::spawn(reactor,
+                               {.argv = {"sh", "-c", "ls /proc/$$/fd | tr '\\n' ' '; true"},
+                                .stdout_fd = fds[1],
+                                .fd3 = placed},
+                               [&](int) { reactor.stop(); });
+    REQUIRE(p.ok());
+    close(fds[1]);
+    close(placed);
+    reactor.run_for(5s);
+    char buf[128] = {};
+    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    close(leaked);
+    CHECK(std::string(buf, static_cast<size_t>(std::max<ssize_t>(n, 0))) == "0 1 2 3 ");
 }
