@@ -86,16 +86,13 @@ std::string read_all(int fd, size_t limit) {
     }
 }
 
-// The job's run directory is NAME inside PARENT, which must be the
-// caller's own and writable by no one else (so this makes nothing the
-// caller could not make, only hands it to the job's user). Checked before
-// the credential is spent: a start that cannot succeed spends nothing.
-struct JobDir {
-    UniqueFd parent;
-    std::string name;
-};
-
-JobDir check_job_dir(const std::string& path) {
+// The job's run directory, which the broker made: NAME inside PARENT,
+// which must be the caller's own and writable by no one else (so this
+// hands the user nothing the caller could not make), the directory itself
+// the caller's or already the user's (a shell that ran as the user made
+// it before). Checked before the credential is spent: a start that cannot
+// succeed spends nothing.
+UniqueFd check_job_dir(const std::string& path, uid_t user) {
     auto slash = path.rfind('/');
     if (slash == std::string::npos || slash == 0 || slash + 1 == path.size())
         fail(fmt::format("tmpdir {}: not an absolute path of a directory", path));
@@ -108,24 +105,20 @@ JobDir check_job_dir(const std::string& path) {
     struct stat st {};
     if (fstat(dir.get(), &st) != 0 || st.st_uid != getuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))
         fail(fmt::format("tmpdir {}: its directory must be the caller's and writable by no one else", path));
-    return {std::move(dir), name};
-}
-
-// Makes the run directory for the user. The group is the caller's and the
-// directory setgid, so the broker can reach the socket its shell makes
-// there (doc/spec/shell.md §8).
-void make_job_dir(const JobDir& dir, const std::string& path, uid_t user) {
-    if (mkdirat(dir.parent.get(), dir.name.c_str(), 0700) != 0 && errno != EEXIST)
-        fail(fmt::format("tmpdir {}: {}", path, std::strerror(errno)));
-    UniqueFd made(openat(dir.parent.get(), dir.name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd made(openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     struct stat mine {};
     if (!made || fstat(made.get(), &mine) != 0)
-        fail(fmt::format("tmpdir {}: {}", path, std::strerror(errno)));
-    // One made before (a shell that ran as the job's user) is taken as it
-    // is only when it already is the user's.
+        fail(fmt::format("tmpdir {}: {} (the broker makes it)", path, std::strerror(errno)));
     if (mine.st_uid != user && mine.st_uid != getuid())
         fail(fmt::format("tmpdir {}: owned by uid {}", path, mine.st_uid));
-    if (fchown(made.get(), user, getgid()) != 0 || fchmod(made.get(), 02750) != 0)
+    return made;
+}
+
+// Hands the run directory to the user. The group is the caller's and the
+// directory setgid, so the broker can reach the socket its shell makes
+// there (doc/spec/shell.md §8).
+void give_job_dir(const UniqueFd& dir, const std::string& path, uid_t user) {
+    if (fchown(dir.get(), user, getgid()) != 0 || fchmod(dir.get(), 02750) != 0)
         fail(fmt::format("tmpdir {}: {}", path, std::strerror(errno)));
 }
 
@@ -179,11 +172,11 @@ int exec_shell(const ImpConfig& config) {
     SignedJobRequest signed_request{
         .credential = *credential, .userid = *userid, .id = *id, .rank = *rank, .R = *R, .hostname = this_host()};
     SignedJob job = must(check_signed_job(signed_request, config));
-    JobDir dir = check_job_dir(*tmpdir);
+    UniqueFd dir = check_job_dir(*tmpdir, *userid);
     if (auto spent = record_first_use(signed_request, job, config); !spent)
         fail(spent.error().message);
-    make_job_dir(dir, *tmpdir, *userid);
-    dir.parent.reset();
+    give_job_dir(dir, *tmpdir, *userid);
+    dir.reset();
     int memfd = memfd_create("signed-jobspec", MFD_CLOEXEC);
     // (fd 3 was closed above, so the memfd may be 3 already: dup2 then
     // keeps its close-on-exec, which is cleared here either way.)

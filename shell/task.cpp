@@ -15,7 +15,9 @@
 namespace banyan {
 namespace {
 
-constexpr size_t kMaxLabelledLine = size_t{1} << 20;
+// A cut line and its label fit one output message (job-manager.output
+// takes at most 1 MiB of data at once) with a read's 64 KiB beside it.
+constexpr size_t kMaxLabelledLine = size_t{512} << 10;
 
 // Closes the fds it holds when it goes out of scope.
 struct FdCloser {
@@ -175,12 +177,15 @@ void Task::emit(Stream& s, std::string data, bool at_eof) {
         lines += fmt::format("{}: {}", rank_, std::string_view(s.partial).substr(start, nl + 1 - start));
     s.partial.erase(0, start);
     // A line is labelled whole, so it waits here until its newline: past
-    // kMaxLabelledLine it goes out cut (with a newline), the job told once.
+    // kMaxLabelledLine it goes out cut (with a newline), the job told once;
+    // the rest of it follows as lines of its own.
     if (s.partial.size() > kMaxLabelledLine) {
-        lines += fmt::format("{}: {}\n", rank_, s.partial);
+        size_t at = 0;
+        for (; s.partial.size() - at > kMaxLabelledLine; at += kMaxLabelledLine)
+            lines += fmt::format("{}: {}\n", rank_, std::string_view(s.partial).substr(at, kMaxLabelledLine));
+        s.partial.erase(0, at);
         if (!std::exchange(s.cut, true))
             lines += fmt::format("{}: banyan-shell: a line over {} bytes was cut\n", rank_, kMaxLabelledLine);
-        s.partial.clear();
     }
     if (at_eof && !s.partial.empty()) {
         lines += fmt::format("{}: {}\n", rank_, s.partial);
