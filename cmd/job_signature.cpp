@@ -26,6 +26,13 @@ Result<std::string> sign_jobspec(const std::string& jobspec_text) {
     char* cred = nullptr;
     munge_err_t err = munge_encode(&cred, nullptr, jobspec_text.data(), static_cast<int>(jobspec_text.size()));
     std::unique_ptr<char, decltype(&std::free)> owned(cred, std::free);
+    // MUNGE refuses a payload over its limit (1 MiB unless munged says
+    // otherwise) before it asks munged anything: that is no daemon's fault.
+    if (err == EMUNGE_BAD_LENGTH)
+        return make_error(E2BIG, fmt::format("the job is too large to sign with MUNGE ({} bytes of jobspec, most of "
+                                             "them its environment; MUNGE takes 1 MiB): leave large variables out "
+                                             "(--env=-NAME)",
+                                             jobspec_text.size()));
     if (err != EMUNGE_SUCCESS)
         return make_error(EPERM,
                           fmt::format("cannot sign the job with MUNGE ({}): is munged running?", munge_strerror(err)));

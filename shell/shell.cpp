@@ -573,7 +573,18 @@ Result<int> Shell::output_file(bool is_stderr, uint32_t task) {
     std::string path = in_cwd(expand_output_template(tmpl, job_->id, task, job_->host_of(job_->rank)));
     if (auto it = output_files_.find(path); it != output_files_.end())
         return it->second;
-    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    // A symbolic link is followed only when it is the job's user's own: one
+    // that another user planted (in /tmp, say) must not turn the job's
+    // output into an append to the user's .profile.
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0 && errno == ELOOP) {
+        struct stat link {};
+        if (lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode) && link.st_uid != getuid())
+            return make_error(EPERM, fmt::format("output file {}: a symbolic link of uid {}, not of the job's user: "
+                                                 "not followed",
+                                                 path, link.st_uid));
+        fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    }
     if (fd < 0)
         return make_error(errno, fmt::format("output file {}: {}", path, std::strerror(errno)));
     output_files_[path] = fd;

@@ -207,6 +207,17 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     if (mounts && own)
         if (auto dir = own_unified_cgroup(*mounts, *own); dir && access(dir->c_str(), W_OK) == 0)
             svc->cgroup_parent_ = *dir;
+    // Said once, at start: a job here is not held by a cgroup, and an
+    // admin must know it (doc/spec/shell.md §1); a warning where jobs of
+    // other users run, news on a laptop's test instance.
+    if (svc->cgroup_parent_) {
+        log::info("exec", "jobs are contained: each in a cgroup of its own under {}", *svc->cgroup_parent_);
+    } else {
+        log::write(svc->imp_path_ ? log::Level::warning : log::Level::info, "exec",
+                   "no writable cgroup v2 hierarchy for this broker: jobs run without containment (process groups "
+                   "only: their memory is not limited, and what leaves its process group is found through its "
+                   "shell only)");
+    }
     // Discovered once here rather than by every shell (doc/spec/shell.md
     // section 1). None where hwloc describes another machine (synthetic,
     // XML): shells then find none either and run tasks unbound.

@@ -230,9 +230,9 @@ Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t 
         "queue",   "cwd",    "env",   "urgency",        "exclusive",     "J"};
     for (const auto& [key, value] : body.items())
         if (!known.count(key))
-            return make_error(EINVAL, fmt::format("{}: unknown field (expected jobspec, or {})", key,
+            return make_error(EINVAL, fmt::format("{}: unknown field (expected jobspec, or {})", one_line(key),
                                                   "command, ntasks, nodes, cores_per_task, gpus_per_task, time_limit, "
-                                                  "name, queue, cwd, env, urgency, exclusive"));
+                                                  "name, queue, cwd, env, urgency, exclusive, J"));
     const auto& command = body.contains("command") ? body["command"] : nlohmann::json();
     if (!command.is_array() || command.empty())
         return make_error(EINVAL, "command: expected an array of strings, not empty");

@@ -16,7 +16,8 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
     auto output_limit = config.get_int("job-manager.output-limit", 0, int64_t{1} << 40, int64_t{16} << 20);
     auto window = config.get_int("job-manager.sched-window", 1, 1'000'000, 4096);
     auto max_active = config.get_int("job-manager.max-active-per-user", 0, int64_t{1} << 32, 0);
-    auto max_pending = config.get_int("job-manager.max-pending-per-user", 0, int64_t{1} << 32, 0);
+    // A default bound: one user's script gone wrong must not fill rank 0.
+    auto max_pending = config.get_int("job-manager.max-pending-per-user", 0, int64_t{1} << 32, 10000);
     if (auto e = first_error(age, limit, output_limit, window, max_active, max_pending))
         return *e;
     JobManagerLimits limits{.inactive_age = static_cast<double>(*age),

@@ -232,6 +232,32 @@ except OSError:
 print("closed after %d s" % int(time.time() - start))
 PY
 
+# --- Lower, each one real.
+# A link planted in a shared directory does not redirect alice's output.
+# (Not sticky, as a project's shared directory may be: in a sticky one the
+# kernel's fs.protected_symlinks already refuses to follow it.)
+install -d -m 0777 "$T_DIR/shared-tmp"
+echo "alice's profile" >"$T_DIR/home/alice/.profile" && chown "$ALICE" "$T_DIR/home/alice/.profile"
+as "$BOB" ln -s "$T_DIR/home/alice/.profile" "$T_DIR/shared-tmp/run.log"
+check_fails "output to another user's symbolic link is refused, in one line" \
+    "output file .*/shared-tmp/run.log: a symbolic link of uid $(id -u "$BOB"), not of the job's user: not followed" \
+    as "$ALICE" banyan run --output="$T_DIR/shared-tmp/run.log" echo appended
+check_output "her .profile is untouched" "^alice's profile$" cat "$T_DIR/home/alice/.profile"
+as "$ALICE" ln -s "$T_DIR/home/alice/real.log" "$T_DIR/shared-tmp/mine.log"
+as "$ALICE" banyan run --output="$T_DIR/shared-tmp/mine.log" echo through-her-link >/dev/null 2>&1
+check_output "her own link is followed" "^through-her-link$" cat "$T_DIR/home/alice/real.log"
+# An environment past MUNGE's 1 MiB: said so, not "is munged running?".
+big=$(head -c 120000 /dev/zero | tr '\0' y)
+check_fails "a jobspec too large to sign says so" \
+    "^banyan submit: the job is too large to sign with MUNGE \([0-9]+ bytes of jobspec.*MUNGE takes 1 MiB\)" \
+    as "$ALICE" env $(for i in $(seq 10); do echo "BIG$i=$big"; done) banyan submit true
+check_output "REST names J among the fields it knows" "unknown field \(expected jobspec, or .*, exclusive, J\)" \
+    curl -s -H "Authorization: Bearer $ALICE_TOKEN" -H 'Content-Type: application/json' \
+    --data-binary '{"command":["true"],"bogus":1}' "$URL/api/v1/jobs"
+check_output "a broker says at start whether its jobs are held in cgroups" \
+    "jobs are contained: each in a cgroup|exec.warning: no writable cgroup v2 hierarchy for this broker: jobs run without containment" \
+    cat "$T_DIR/rank-0.log"
+
 # --- What held before keeps holding.
 job=$(as "$ALICE" banyan submit sleep 300)
 check_fails "bob may not cancel alice's job" "not your job" as "$BOB" banyan cancel "$job"
