@@ -276,4 +276,15 @@ check_fails "bob's output into alice's home is refused" "Permission denied" \
     as "$BOB" banyan run --output="$T_DIR/home/alice/from-bob" true
 check_output "--env LD_PRELOAD reaches only bob's own task, as bob" "^$BOB$" \
     as "$BOB" banyan run --env=LD_PRELOAD=/nonexistent.so id -un
+check_fails "nor into /etc" "Permission denied" as "$BOB" banyan run --output=/etc/bnyt-from-bob true
+check_fails "bob cannot run the helper (not in its group)" "Permission denied" as "$BOB" "$IMP" exec
+check_output "a path out of the dashboard's directory is not served" '^(400|404)$' \
+    curl -s --path-as-is -o /dev/null -w '%{http_code}' "$URL/../../../../etc/passwd"
+python3 -c "print('{\"jobspec\":' + '[' * 100000 + ']' * 100000 + '}')" >"$T_DIR/deep.json"
+chmod 644 "$T_DIR/deep.json"
+check_fails "JSON nested 100,000 deep is refused in one line" "^error 71: .*JSON nested deeper than 64 levels$" \
+    as "$BOB" "$T_DIR/test-client" rpc job-manager.submit "@$T_DIR/deep.json"
+check_output "a flood of bob's connections is cut at his limit" "^connections: [0-9]+ of 300 answered; refused: " \
+    as "$BOB" "$T_DIR/test-client" connections 300
+check_output "and alice is still served" "^$ALICE$" as "$ALICE" banyan run id -un
 as "$ALICE" banyan cancel "$job"
