@@ -27,8 +27,8 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
                             .max_active_per_user = static_cast<size_t>(*max_active),
                             .max_pending_per_user = static_cast<size_t>(*max_pending),
                             .signed_jobs = config.has("exec.imp")};
-    auto queue_policy = queue_policy_from_name(config.get_string("sched.queue-policy", "fcfs").value_or("fcfs"));
-    auto queues = NamedQueues::read(config, queue_policy.value_or(QueuePolicy::fcfs));
+    auto queue_policy = queue_policy_from_name(config.get_string("sched.queue-policy", "easy").value_or("easy"));
+    auto queues = NamedQueues::read(config, queue_policy.value_or(QueuePolicy::easy));
     if (!queues)
         return queues.error();
     auto db = JobDb::open(broker.reactor(), broker.bootstrap().statedir);

@@ -38,7 +38,10 @@ Result<std::unique_ptr<SchedService>> SchedService::start(Broker& broker) {
             return make_error(EINVAL, fmt::format("{}: {}: {}", config.source(), key, value.error().message));
         return *value;
     };
-    auto qp = named("sched.queue-policy", queue_policy_from_name, "fcfs");
+    // EASY backfill by default, as Slurm and Fluxion deployments: an idle core
+    // that a short job could use while a wide one waits is not left idle
+    // (doc/spec/sched.md §5).
+    auto qp = named("sched.queue-policy", queue_policy_from_name, "easy");
     if (!qp)
         return qp.error();
     auto mp = named("sched.match-policy", MatchPolicy::from_name, "pack");

@@ -63,3 +63,23 @@ check_output "free of an unknown job" "^error 2: job 77 holds no resources" cat 
 check_fails "a bad queue policy stops the broker with one line" "sched.queue-policy: unknown queue policy 'lifo'" \
     banyan start --test-size=1 -S 'sched.queue-policy="lifo"' true
 no_brokers_left "no broker of the instance is left" "$(cat "$T_DIR/instance")"
+
+# Backfill by default: with one of two cores busy and a 2-core job waiting
+# for it, a short 1-core job runs at once on the idle core (under fcfs it
+# waited behind the 2-core job).
+cat >"$T_DIR/backfill.sh" <<'SCRIPT'
+set -eu
+long=$(banyan submit -n1 -t 60s sleep 30)
+until banyan jobs -o '{id} {st}' | grep -q "^$long R$"; do sleep 0.05; done
+wide=$(banyan submit -n1 -c2 -t 60s true)
+short=$(banyan submit -n1 -t 5s true)
+timeout 10 banyan job wait "$short"
+banyan jobs -a -o '{id} {st}' | sed -e "s/^$long /long /" -e "s/^$wide /wide /" -e "s/^$short /short /"
+banyan cancel "$long" "$wide"
+SCRIPT
+banyan start --test-size=1 -S 'resource.synthetic="node[0]: socket:1,core:2"' bash "$T_DIR/backfill.sh" \
+    >"$T_DIR/backfill.out" 2>&1
+check_output "by default a short job backfills an idle core, ahead of a wide one that cannot start" \
+    "^short CD$" cat "$T_DIR/backfill.out"
+check_output "... while the wide one waits" "^wide S$" cat "$T_DIR/backfill.out"
+check_output "... behind the long one" "^long R$" cat "$T_DIR/backfill.out"
