@@ -43,7 +43,10 @@ void ExecClient::launch(Job& job, const nlohmann::json& R) {
     auto r = Rv1::from_json(R);
     if (!r || r->ranks.empty())
         return jm_.raise(job, "exec", "the allocation has no ranks", 0);
-    begin(job, r->ranks.size(), r->expiration > 0 ? r->expiration : job.duration > 0 ? wall_now() + job.duration : 0);
+    // The limit runs from now, the job's real start, to the millisecond:
+    // R's window is whole seconds from a start rounded down (sched.md §4).
+    double window = job.duration > 0 ? job.duration : r->expiration > 0 ? r->expiration - r->starttime : 0;
+    begin(job, r->ranks.size(), window > 0 ? wall_now() + window : 0);
     std::vector<uint32_t> ranks;
     for (const auto& [rank, children] : r->ranks)
         ranks.push_back(rank);

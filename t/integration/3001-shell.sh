@@ -106,6 +106,10 @@ check_fails "job kill -s BOGUS: one line" 'not a signal' banyan job kill -s BOGU
 
 # A time limit ends the job (TO), and SIGKILL follows SIGTERM.
 check_fails "-t 1s: the job times out" 'timeout' banyan run -t 1s sh -c 'trap "" TERM; sleep 30'
+# The limit runs from the job's real start, to the millisecond (not from a
+# start rounded down to the second): 80 % of it passes, 120 % does not.
+check_output "-t 3s: a job of 2.4 s completes" "^x$" banyan run -t 3s sh -c 'sleep 2.4; echo x'
+check_fails "-t 3s: a job of 3.6 s times out" 'timeout' banyan run -t 3s sh -c 'sleep 3.6; echo x'
 
 # exit-timeout: once a task exits, the others must follow.
 check_fails "-o exit-timeout=1s: a straggler ends the job" 'exit-timeout' \
