@@ -27,6 +27,13 @@ Result<void> check_known_keys(const Config& config) {
         {"access", {"admins"}},
         {"http", {"listen", "open", "max-body", "token-key"}},
     };
+    // Every table at the top, then every key of each (queues.NAME: the
+    // named queues check theirs, sched/named_queues.cpp).
+    std::vector<std::string_view> names{"queues"};
+    for (const auto& [table, keys] : tables)
+        names.push_back(table);
+    if (auto r = config.check_keys("", names); !r)
+        return r;
     for (const auto& [table, keys] : tables)
         if (auto r = config.check_keys(table, keys); !r)
             return r;

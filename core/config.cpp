@@ -1,11 +1,12 @@
 #include "core/config.hpp"
 
-#include "core/text_file.hpp"
-
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
 #include <fmt/format.h>
+
+#include "core/text_file.hpp"
 
 namespace banyan {
 namespace {
@@ -216,6 +217,35 @@ Result<double> Config::get_duration(std::string_view key, std::optional<double> 
     return seconds;
 }
 
+namespace {
+
+// The allowed name within two edits of `name` (a typo), or "".
+std::string_view nearest(std::string_view name, const std::vector<std::string_view>& allowed) {
+    std::string_view best;
+    size_t best_distance = 3;
+    for (auto a : allowed) {
+        std::vector<size_t> row(a.size() + 1);
+        for (size_t j = 0; j <= a.size(); j++)
+            row[j] = j;
+        for (size_t i = 1; i <= name.size(); i++) {
+            size_t diagonal = row[0];
+            row[0] = i;
+            for (size_t j = 1; j <= a.size(); j++) {
+                size_t above = row[j];
+                row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (name[i - 1] == a[j - 1] ? 0 : 1)});
+                diagonal = above;
+            }
+        }
+        if (row[a.size()] < best_distance) {
+            best_distance = row[a.size()];
+            best = a;
+        }
+    }
+    return best;
+}
+
+}  // namespace
+
 Result<void> Config::check_keys(std::string_view table, const std::vector<std::string_view>& allowed) const {
     const toml::table* t = &root_;
     if (!table.empty()) {
@@ -235,7 +265,10 @@ Result<void> Config::check_keys(std::string_view table, const std::vector<std::s
             for (auto a : allowed)
                 list += (list.empty() ? "" : ", ") + std::string(a);
             std::string full = table.empty() ? std::string(name.str()) : fmt::format("{}.{}", table, name.str());
-            return make_error(EINVAL, fmt::format("{}: {}: unknown key (expected one of: {})", source_, full, list));
+            std::string_view near = nearest(name.str(), allowed);
+            return make_error(EINVAL, fmt::format("{}: {}: unknown {}{} (expected one of: {})", source_, full,
+                                                  table.empty() ? "table" : "key",
+                                                  near.empty() ? "" : fmt::format(", did you mean '{}'?", near), list));
         }
     }
     return {};

@@ -48,8 +48,17 @@ grep -v curve_cert "$T_DIR/good.toml" >"$T_DIR/nocert.toml"
 check_fails "tcp without a certificate is refused" "bootstrap.curve_cert is required for tcp://" \
     banyan-broker --config "$T_DIR/nocert.toml" --rank 0 --rundir "$T_DIR/x"
 printf '[tbon]\nfanuot = 2\n' >"$T_DIR/typo.toml"
-check_fails "a misspelt key is named" "typo.toml: tbon.fanuot: unknown key" \
+check_fails "a misspelt key is named, with the key meant" "typo.toml: tbon.fanuot: unknown key, did you mean 'fanout'\?" \
     banyan-broker --config "$T_DIR/typo.toml" --rundir "$T_DIR/x"
+# Tables Banyan does not have (Slurm's words among them) are errors too,
+# in a file and with -S, never silently ignored.
+printf '[partitions.debug]\nnodes = "n[1-2]"\n' >"$T_DIR/slurmish.toml"
+check_fails "an unknown table in a config file is named" "slurmish.toml: partitions: unknown table" \
+    banyan-broker --config "$T_DIR/slurmish.toml" --rundir "$T_DIR/x"
+check_fails "an unknown top-level key with -S is named" "foo: unknown table" \
+    banyan start --test-size=1 -S foo=1 true
+check_fails "so is one in a table Banyan lacks" "qos: unknown table" \
+    banyan start --test-size=1 -S qos.high.priority=1 true
 printf '[bootstrap]\nhosts = "node[0-3]"\n' >"$T_DIR/hosts.toml"
 check_fails "a host not in the host list is named" "host 'elsewhere' is not in bootstrap.hosts \(node\[0-3\]\)" \
     banyan-broker --config "$T_DIR/hosts.toml" --hostname elsewhere --rundir "$T_DIR/x"

@@ -67,7 +67,12 @@ TEST_CASE("bootstrap errors name what is wrong", "[bootstrap][malformed]") {
              {{"tbon.torpid_timeout=0"}, 0, "tbon.torpid_timeout: must be more than 0"},
              {{"tbon.lost_timeout=\"soon\""}, 0, "tbon.lost_timeout: 'soon' is not a duration"},
              {{"broker.quorum=9"}, 0, "broker.quorum: expected an integer in 1-1"},
-             {{"tbon.fanuot=2"}, 0, "tbon.fanuot: unknown key"},
+             {{"tbon.fanuot=2"}, 0, "tbon.fanuot: unknown key, did you mean 'fanout'?"},
+             {{"foo=1"}, 0, "foo: unknown table (expected one of: queues, bootstrap"},
+             {{"partitions.debug.nodes=\"n1\""}, 0, "partitions: unknown table"},
+             {{"qos.high.priority=1"}, 0, "qos: unknown table"},
+             {{"accounting.storage=\"x\""}, 0, "accounting: unknown table"},
+             {{"shed.queue-policy=\"easy\""}, 0, "shed: unknown table, did you mean 'sched'?"},
              {{"bootstrap.curve_cert=\"/nonexistent.cert\""}, 0, "/nonexistent.cert: No such file"},
              {{"novalue"}, 0, "--setattr 'novalue': expected KEY=VALUE"},
          }) {

@@ -59,7 +59,12 @@ TEST_CASE("config reports unknown keys by name", "[config]") {
     REQUIRE(c.ok());
     auto r = c->check_keys("tbon", {"fanout", "torpid_timeout"});
     REQUIRE(!r.ok());
-    CHECK(r.error().message == "x.toml: tbon.fanuot: unknown key (expected one of: fanout, torpid_timeout)");
+    CHECK(r.error().message ==
+          "x.toml: tbon.fanuot: unknown key, did you mean 'fanout'? (expected one of: fanout, torpid_timeout)");
+    auto far = Config::parse("[tbon]\nzzz = 3\n", "x.toml");
+    REQUIRE(far.ok());
+    CHECK(far->check_keys("tbon", {"fanout"}).error().message ==
+          "x.toml: tbon.zzz: unknown key (expected one of: fanout)");
     CHECK(c->check_keys("", {"tbon"}).ok());
     CHECK(c->check_keys("absent", {"x"}).ok());
 }
