@@ -92,14 +92,24 @@ void add_resource(CLI::App& app, int& exit_code) {
         std::string why;
         for (const auto& word : reason)
             why += (why.empty() ? "" : " ") + word;
-        ask("resource.drain", {{"targets", targets}, {"reason", why}});
+        auto answer = ask("resource.drain", {{"targets", targets}, {"reason", why}});
+        // Which ranks the targets named (a host name may be several
+        // brokers'), and those that kept a reason of their own.
+        std::string changed = json_field<std::string>(answer, "changed", "").value_or("");
+        std::string already = json_field<std::string>(answer, "already", "").value_or("");
+        if (!changed.empty())
+            fmt::print("drained rank {}\n", changed);
+        if (!already.empty())
+            fmt::print("rank {} drained already: its reason is kept (undrain it first to give another)\n", already);
         exit_code = 0;
     });
 
     auto* undrain = resource->add_subcommand("undrain", "Return drained nodes to scheduling");
     undrain->add_option("TARGETS", targets, "hostlist or rank idset")->required();
     undrain->callback([&exit_code] {
-        ask("resource.undrain", {{"targets", targets}});
+        auto answer = ask("resource.undrain", {{"targets", targets}});
+        if (std::string changed = json_field<std::string>(answer, "changed", "").value_or(""); !changed.empty())
+            fmt::print("undrained rank {}\n", changed);
         exit_code = 0;
     });
 

@@ -599,9 +599,14 @@ void ResourceService::on_drain(const Message& req, bool drain) {
                 return broker_.respond_error(req, EINVAL,
                                              fmt::format("rank {} ({}) is not drained", r, hostname_of(r)));
     }
+    // A rank drained already keeps its own reason and time: a name that
+    // several ranks share (a test instance's host) must not replace them.
+    IdSet fresh, already;
+    for (uint32_t r : ranks->ids())
+        (drain && drained_.count(r) ? already : fresh).insert(r);
     double when = wall_now();
     std::vector<std::pair<int64_t, std::string>> rows;  // rank, host name
-    for (uint32_t r : ranks->ids())
+    for (uint32_t r : fresh.ids())
         rows.emplace_back(r, hostname_of(r));
     // All the ranks or none, on the database's thread; the nodes change
     // state once that is on disk.
@@ -624,13 +629,14 @@ void ResourceService::on_drain(const Message& req, bool drain) {
             }
             return {};
         },
-        [this, req, drain, ranks = *ranks, reason, when](const Result<void>& stored) {
-            on_drain_stored(req, drain, ranks, reason, when, stored);
+        [this, req, drain, ranks = *ranks, fresh, already, reason, when](const Result<void>& stored) {
+            on_drain_stored(req, drain, fresh, reason, when, stored,
+                            {{"ranks", ranks.format()}, {"changed", fresh.format()}, {"already", already.format()}});
         });
 }
 
 void ResourceService::on_drain_stored(const Message& req, bool drain, const IdSet& ranks, const std::string& reason,
-                                      double when, const Result<void>& stored) {
+                                      double when, const Result<void>& stored, nlohmann::json answer) {
     if (!stored)
         return broker_.respond_error(req, stored.error().code, stored.error().message);
     for (uint32_t r : ranks.ids()) {
@@ -641,9 +647,10 @@ void ResourceService::on_drain_stored(const Message& req, bool drain, const IdSe
         if (auto v = graph_.node_of_rank(static_cast<int32_t>(r)))
             graph_[*v].status = drain ? VertexStatus::drained : VertexStatus::up;
     }
-    log::info("resource", "{} rank {}{}", drain ? "drained" : "undrained", ranks.format(),
-              reason.empty() ? "" : ": " + reason);
-    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    if (!ranks.empty())
+        log::info("resource", "{} rank {}{}", drain ? "drained" : "undrained", ranks.format(),
+                  reason.empty() ? "" : ": " + reason);
+    broker_.respond(Message::response_to(req, std::move(answer)));
     publish_states(false);
 }
 

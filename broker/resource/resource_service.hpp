@@ -64,7 +64,7 @@ class ResourceService {
     void on_drain(const Message& req, bool drain);
     // Once the drain or undrain of `ranks` is on disk (or failed).
     void on_drain_stored(const Message& req, bool drain, const IdSet& ranks, const std::string& reason, double when,
-                         const Result<void>& stored);
+                         const Result<void>& stored, nlohmann::json answer);
     void on_r(const Message& req);
     void on_acquire(const Message& req);
     // Sends the acquirer the node states (and the graph, when it changed)

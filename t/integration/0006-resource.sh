@@ -27,6 +27,15 @@ first() {
     check_fails "drain of an unknown host names it" "no host 'nosuch' in this instance" \
         banyan resource drain nosuch
     check_fails "drain of a rank beyond the instance names it" "no rank 9 in this instance" banyan resource drain 9
+    # A host name all four brokers share: which ranks it matched is said,
+    # and rank 2 keeps its own reason.
+    host=$(banyan resource status --json | grep -o '"nodelist":"[^",[]*' | head -1 | cut -d'"' -f4)
+    banyan resource drain "$host" test >"$T_DIR/drain.out" 2>&1
+    check_output "drain by a shared host name says which ranks it drained" "^drained rank 0-1,3$" cat "$T_DIR/drain.out"
+    check_output "... and which kept their reason" "^rank 2 drained already: its reason is kept" cat "$T_DIR/drain.out"
+    check_output "rank 2's reason is its own still" "drained +1 +2 .*bad dimm on slot 3 \(" banyan resource status
+    check_output "the others have the new one" "drained +3 +0-1,3 .*test \(" banyan resource status
+    check_output "undrain says which ranks" "^undrained rank 0-1,3$" banyan resource undrain 0-1,3
     kill -KILL "$(broker_pid "$(instance_dir)" 1)"
     # Rank 3 sits behind rank 1: unreachable, so down too.
     wait_for "a lost node and the one behind it are down" 10 \
