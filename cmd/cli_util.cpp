@@ -174,4 +174,17 @@ int signal_number(const std::string& text, std::string_view option) {
     fail(fmt::format("{} {}: not a signal (give a name like TERM or USR1, or a number 1-{})", option, text, NSIG - 1));
 }
 
+uint32_t uid_of_user(const std::string& user, std::string_view option) {
+    if (!user.empty() && user.find_first_not_of("0123456789") == std::string::npos) {
+        auto n = std::stoull(user.size() > 10 ? std::string("99999999999") : user);
+        if (n > 0xfffffffe)
+            fail(fmt::format("{} {}: not a user id", option, user));
+        return static_cast<uint32_t>(n);
+    }
+    const passwd* pw = getpwnam(user.c_str());
+    if (!pw)
+        fail(fmt::format("{} {}: no such user", option, user));
+    return pw->pw_uid;
+}
+
 }  // namespace banyan::cli

@@ -86,6 +86,10 @@ int attach_job(Client& client, JobId id, bool interactive, bool with_stdin);
 // after `who` ("banyan job wait"). Fails (cli::fail) if it cannot wait.
 int wait_job(Client& client, JobId id, std::string_view who);
 
+// A user given by name or uid (OPTION names the option in the error);
+// fails (cli::fail) for no such user.
+uint32_t uid_of_user(const std::string& user, std::string_view option);
+
 // Each subcommand registers itself on the app; `exit_code` receives its status.
 void add_start(CLI::App& app, int& exit_code);
 void add_shutdown(CLI::App& app, int& exit_code);

@@ -1,4 +1,4 @@
-// banyan job info|eventlog|attach|wait|urgency: one job's details, history
+// banyan job info|eventlog|attach|wait|urgency|hold|release: one job's details, history
 // and output (doc/spec/jobs.md §7).
 #include <poll.h>
 #include <unistd.h>
@@ -9,6 +9,7 @@
 #include <cstring>
 #include <ctime>
 #include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -277,6 +278,21 @@ void add_job(CLI::App& app, int& exit_code) {
         ask(client, "job-manager.urgency", {{"id", job_id_argument(id_text)}, {"urgency", value}});
         exit_code = 0;
     });
+
+    // What every Slurm and Flux user types first: hold is urgency 0 (the
+    // job stays pending and is never scheduled), release the default 16.
+    static std::vector<std::string> hold_ids;
+    for (auto [name, value, help] : {std::tuple{"hold", 0, "Hold pending jobs: they stay pending until released"},
+                                     std::tuple{"release", 16, "Release held jobs (urgency back to 16)"}}) {
+        auto* sub = job->add_subcommand(name, help);
+        sub->add_option("ID", hold_ids, "job ids")->required();
+        sub->callback([&exit_code, value = value] {
+            Client client = connect_to_instance();
+            for (const auto& id : hold_ids)
+                ask(client, "job-manager.urgency", {{"id", job_id_argument(id)}, {"urgency", value}});
+            exit_code = 0;
+        });
+    }
 }
 
 }  // namespace banyan::cli

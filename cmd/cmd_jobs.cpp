@@ -1,9 +1,12 @@
 // banyan jobs: list jobs (default: your active ones). Columns JOBID USER
 // NAME ST NTASKS NNODES TIME INFO; -o picks fields, --json prints raw.
 #include <ctime>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
 
 #include "cmd/cli_util.hpp"
 #include "core/duration.hpp"
@@ -133,11 +136,7 @@ std::vector<Segment> parse_format(const std::string& format) {
         auto colon = spec.find(':');
         cur.field = spec.substr(0, colon);
         if (!known.count(cur.field))
-            fail(
-                fmt::format("-o: unknown field {{{}}} (known: id, user, name, st, state, result, ntasks, nnodes, "
-                            "time, info, urgency, priority, nodelist, status, t_submit, t_run, t_inactive, queue, "
-                            "instance)",
-                            cur.field));
+            fail(fmt::format("-o: unknown field {{{}}} (known: {{{}}})", cur.field, fmt::join(known, "}, {")));
         if (colon != std::string::npos) {
             std::string w = spec.substr(colon + 1);
             if (!w.empty() && (w[0] == '<' || w[0] == '>' || w[0] == '^')) {
@@ -227,7 +226,7 @@ std::string table(Client& client, const JobList& jobs, const std::vector<Segment
 
 void add_jobs(CLI::App& app, int& exit_code) {
     static bool all_states = false, all_users = false, json = false, no_header = false;
-    static std::string filter, format = kDefaultFormat;
+    static std::string filter, format = kDefaultFormat, user;
     static int64_t count = 0;
     auto* cmd = app.add_subcommand("jobs", "List jobs (default: your active jobs)");
     cmd->add_flag("-a", all_states, "all states, inactive jobs too");
@@ -235,6 +234,7 @@ void add_jobs(CLI::App& app, int& exit_code) {
     cmd->add_option("-f,--filter", filter, "STATE[,...]: pending, running, active, inactive, a state or a result");
     cmd->add_option("-o,--format", format, "fields like {id} {user} {name:<10} {st} {info}");
     cmd->add_option("-n,--count", count, "show at most N jobs");
+    cmd->add_option("-u,--user", user, "USER: that user's jobs (a name or uid; another's: instance owner)");
     cmd->add_flag("--json", json, "print the jobs as a JSON array");
     cmd->add_flag("--no-header", no_header, "leave out the header line");
     cmd->callback([&exit_code] {
@@ -249,16 +249,25 @@ void add_jobs(CLI::App& app, int& exit_code) {
         } else if (all_states) {
             body["states"] = {"depend", "priority", "sched", "run", "cleanup", "inactive"};
         }
-        if (count > 0 && results.empty())
+        std::optional<uint32_t> uid;
+        if (!user.empty()) {
+            uid = uid_of_user(user, "-u");
+            if (*uid != getuid())
+                body["all_users"] = true;  // (the broker refuses it to a user who is not the owner)
+        }
+        if (count > 0 && results.empty() && !uid)
             body["max"] = count;
         auto segments = parse_format(format);
         Client client = connect_to_instance();
         JobList jobs = list_jobs(client, body);
-        if (!results.empty()) {
+        // What the broker cannot select (results, a user) is selected
+        // here, and only then counted.
+        if (!results.empty() || uid || count > 0) {
             std::vector<size_t> kept;
-            for (size_t i = 0; i < jobs.size(); i++) {
+            for (size_t i = 0; i < jobs.size() && (count <= 0 || kept.size() < static_cast<size_t>(count)); i++) {
                 JobView j{jobs, i};
-                if (j.text("state", "") != "inactive" || results.count(j.text("result", "")))
+                if ((results.empty() || j.text("state", "") != "inactive" || results.count(j.text("result", ""))) &&
+                    (!uid || j.number<uint32_t>("userid", ~0u) == *uid))
                     kept.push_back(i);
             }
             jobs.keep_only(kept);

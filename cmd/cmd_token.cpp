@@ -10,23 +10,6 @@
 #include "core/json_field.hpp"
 
 namespace banyan::cli {
-namespace {
-
-uint32_t uid_of(const std::string& user) {
-    if (!user.empty() && user.find_first_not_of("0123456789") == std::string::npos) {
-        auto n = std::stoull(user.size() > 10 ? std::string("99999999999") : user);
-        if (n > 0xfffffffe)
-            fail(fmt::format("--user {}: not a user id", user));
-        return static_cast<uint32_t>(n);
-    }
-    const passwd* pw = getpwnam(user.c_str());
-    if (!pw)
-        fail(fmt::format("--user {}: no such user", user));
-    return pw->pw_uid;
-}
-
-}  // namespace
-
 void add_token(CLI::App& app, int& exit_code) {
     auto* token = app.add_subcommand("token", "Tokens for the HTTP API");
     token->require_subcommand(1);
@@ -37,7 +20,7 @@ void add_token(CLI::App& app, int& exit_code) {
     create->callback([&exit_code] {
         nlohmann::json body = nlohmann::json::object();
         if (!user.empty())
-            body["uid"] = uid_of(user);
+            body["uid"] = uid_of_user(user, "--user");
         if (!expires.empty())
             body["expires"] = expires;
         Client client = connect_to_instance();

@@ -1,5 +1,6 @@
 #include "cmd/submit_options.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -127,20 +128,34 @@ nlohmann::json environment(const std::vector<std::string>& rules) {
     return env;
 }
 
+// --dependency=SCHEME:ID[:ID...][,[SCHEME:]ID...]: an id without a scheme
+// of its own takes the one before it (Flux's afterok:A,B and Slurm's
+// afterok:A:B alike). Each id is sent as the user wrote it.
 nlohmann::json dependencies(const std::vector<std::string>& specs) {
     nlohmann::json deps = nlohmann::json::array();
+    auto known = [](const std::string& s) {
+        return s == "afterok" || s == "afterany" || s == "afternotok" || s == "afterstart";
+    };
     for (const auto& list : specs) {
+        std::string scheme;
         for (const std::string& one : split_commas(list)) {
             auto colon = one.find(':');
-            std::string scheme = one.substr(0, colon);
-            if (colon == std::string::npos ||
-                (scheme != "afterok" && scheme != "afterany" && scheme != "afternotok" && scheme != "afterstart"))
-                fail(fmt::format("--dependency={}: expected afterok|afterany|afternotok|afterstart:JOBID", one));
-            std::string target = one.substr(colon + 1);
-            auto id = parse_jobid(target);
-            if (!id)
-                fail(fmt::format("--dependency={}: {}", one, id.error().message));
-            deps.push_back({{"scheme", scheme}, {"value", std::to_string(*id)}});
+            std::string ids = one;
+            if (colon != std::string::npos && known(one.substr(0, colon))) {
+                scheme = one.substr(0, colon);
+                ids = one.substr(colon + 1);
+            }
+            if (scheme.empty())
+                fail(fmt::format("--dependency={}: expected afterok|afterany|afternotok|afterstart:JOBID[,JOBID...]",
+                                 one));
+            for (size_t start = 0; start <= ids.size();) {
+                size_t end = std::min(ids.find(':', start), ids.size());
+                std::string target = ids.substr(start, end - start);
+                start = end + 1;
+                if (auto id = parse_jobid(target); !id)
+                    fail(fmt::format("--dependency={}: {}", one, id.error().message));
+                deps.push_back({{"scheme", scheme}, {"value", target}});
+            }
         }
     }
     return deps;

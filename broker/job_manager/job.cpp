@@ -186,7 +186,7 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
         auto target = parse_jobid(*value);
         if (!target)
             return make_error(EINVAL, fmt::format("{}.value: {}", where, target.error().message));
-        dependencies.push_back({*scheme, *target});
+        dependencies.push_back({*scheme, *target, *value});
     }
     return {};
 }

@@ -37,6 +37,7 @@ struct JobEvent {
 struct Dependency {
     std::string scheme;  // afterstart, afterany, afterok, afternotok
     JobId target = 0;
+    std::string given;  // the target as the jobspec wrote it (38, f38): errors echo it
 };
 
 constexpr int kDefaultUrgency = 16;

@@ -331,11 +331,9 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
     for (const auto& d : job.dependencies) {
         auto t = jobs_.find(d.target);
         if (t == jobs_.end())
-            return broker_.respond_error(req, ENOENT,
-                                         fmt::format("dependency {}:{}: no such job", d.scheme, format_jobid(d.target)));
+            return broker_.respond_error(req, ENOENT, fmt::format("dependency {}:{}: no such job", d.scheme, d.given));
         if (!is_owner(req) && t->second.userid != req.userid)
-            return broker_.respond_error(req, EPERM, fmt::format("dependency {}:{}: not your job", d.scheme,
-                                                                 format_jobid(d.target)));
+            return broker_.respond_error(req, EPERM, fmt::format("dependency {}:{}: not your job", d.scheme, d.given));
     }
     job.id = ids_.next();
     job.userid = req.userid;

@@ -108,11 +108,30 @@ check_fails "afterstart on a job canceled before it started never runs" 'without
 check_fails "a dependency on an unknown job is refused at submit" 'no such job' \
     banyan submit --dependency=afterok:f2 true
 check_fails "a malformed dependency is refused" 'expected afterok' banyan submit --dependency=before:f2 true
+check "afterok on two jobs, as --help writes it (afterok:A,B)" \
+    banyan job wait "$(banyan submit --dependency=afterok:$ok_job,$ok_job true)"
+check "and as Slurm writes it (afterok:A:B)" banyan job wait "$(banyan submit --dependency=afterok:$ok_job:$ok_job true)"
+check_fails "a decimal id is echoed as the user wrote it" '^banyan submit: dependency afterok:38: no such job$' \
+    banyan submit --dependency=afterok:38 true
+
+# hold and release: what Slurm and Flux users type first.
+later=$(banyan submit --begin-time=+1h true)
+check "job hold" banyan job hold "$later"
+check_output "a held job has urgency 0" "^$later 0$" banyan jobs --no-header -o '{id} {urgency}'
+check "job release" banyan job release "$later"
+check_output "a released one 16" "^$later 16$" banyan jobs --no-header -o '{id} {urgency}'
+banyan cancel "$later"
 
 # Time limit: the job ends with a timeout.
 to=$(banyan submit -t 1s sleep 60)
 check_fails "a job past its time limit fails" 'timeout' banyan job wait "$to"
 check_output "jobs: TO" "^$to TO" banyan jobs -a --no-header -o '{id} {st}'
+check_output "jobs -f with -n: at most N jobs" "^1$" sh -c "banyan jobs -a -f completed -n1 --no-header | wc -l"
+check_output "jobs -u USER: that user's jobs" "^$to " banyan jobs -a -u "$(id -un)" --no-header -o '{id} {st}'
+check_fails "jobs -u of no such user: one line" "^banyan jobs: -u no-such-user-here: no such user$" \
+    banyan jobs -u no-such-user-here
+check_fails "an unknown -o field lists the known, {id.dec} among them" "unknown field \{bogus\} \(known: .*\{id.dec\}" \
+    banyan jobs -o '{bogus}'
 
 # banyan run: output, exit code, Ctrl-C once forwards SIGINT, twice cancels.
 check_output "run: output of every task" '^hello 0 hello 1 $' \
