@@ -234,6 +234,7 @@ struct ChildPlan {
     char** envp;
     const char* cwd;  // nullptr: inherit
     bool new_process_group;
+    bool new_session;
     int dup_from[4];        // -1: inherit fd 0, 1, 2; none as fd 3
     const cpu_set_t* cpus;  // nullptr: inherit
     int cgroup_fd;          // >= 0: join it here (when clone could not start us in it)
@@ -266,7 +267,7 @@ struct ChildFailure {
             child_failed(plan, ChildFailure::cgroup);
         close(procs);
     }
-    if (plan.new_process_group && setpgid(0, 0) != 0)
+    if (plan.new_session ? setsid() < 0 : plan.new_process_group && setpgid(0, 0) != 0)
         child_failed(plan, ChildFailure::process_group);
     for (int target = 0; target < 4; target++) {
         int from = plan.dup_from[target];
@@ -468,7 +469,8 @@ Result<std::unique_ptr<Subprocess>> Subprocess::spawn(Reactor& reactor, const Sp
                    .argc = options.argv.size(),
                    .envp = options.env ? envp.data() : environ,
                    .cwd = options.cwd.empty() ? nullptr : options.cwd.c_str(),
-                   .new_process_group = options.new_process_group,
+                   .new_process_group = options.new_process_group || options.new_session,
+                   .new_session = options.new_session,
                    .dup_from = {options.stdin_fd, options.stdout_fd, options.stderr_fd, options.fd3},
                    .cpus = options.cpus.empty() ? nullptr : &cpus,
                    .cgroup_fd = options.cgroup_fd,
@@ -494,11 +496,11 @@ Result<std::unique_ptr<Subprocess>> Subprocess::spawn(Reactor& reactor, const Sp
         int err = errno;
         Subprocess reaper;  // kills and reaps it
         reaper.pid_ = pid;
-        reaper.own_group_ = options.new_process_group;
+        reaper.own_group_ = options.new_process_group || options.new_session;
         return make_error(err, fmt::format("pidfd_open: {}", std::strerror(err)));
     }
     fcntl(pidfd, F_SETFD, FD_CLOEXEC);
-    return adopt(reactor, pid, pidfd, options.new_process_group, std::move(on_exit));
+    return adopt(reactor, pid, pidfd, options.new_process_group || options.new_session, std::move(on_exit));
 }
 
 std::unique_ptr<Subprocess> Subprocess::adopt(Reactor& reactor, pid_t pid, int pidfd, bool own_group,

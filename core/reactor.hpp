@@ -100,6 +100,7 @@ struct SpawnOptions {
     std::optional<std::vector<std::string>> env;  // "K=V" list; nullopt: inherit
     std::string cwd;                              // empty: inherit
     bool new_process_group = true;                // so signal() reaches descendants
+    bool new_session = false;  // and a session of its own: no controlling terminal (a job's task)
     int stdin_fd = -1;                            // -1: inherit
     int stdout_fd = -1;
     int stderr_fd = -1;

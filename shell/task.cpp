@@ -75,7 +75,10 @@ Result<std::unique_ptr<Task>> Task::start(Reactor& reactor, Setup setup, Sink si
     setup.spawn.stdin_fd = in;
     setup.spawn.stdout_fd = out_fds[0];
     setup.spawn.stderr_fd = out_fds[1];
-    setup.spawn.new_process_group = true;
+    // Its own session, not only its own group: a task never shares the
+    // terminal the instance was started from (an interactive program would
+    // be stopped reading it from a background group).
+    setup.spawn.new_session = true;
     Task* raw = task.get();
     auto proc = Subprocess::spawn(reactor, setup.spawn, [raw](int wait_status) {
         raw->status_ = exit_code_from_wait_status(wait_status);

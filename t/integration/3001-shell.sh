@@ -104,6 +104,11 @@ check_output "the task's trap ran and its code came back" 'finish status=5' bany
 check_output "job kill of a finished job: one line" 'not running' banyan job kill "$id"
 check_fails "job kill -s BOGUS: one line" 'not a signal' banyan job kill -s BOGUS "$id"
 
+# A task has a session of its own: no terminal of the instance's (an
+# interactive program reading it from a background group was stopped).
+check_output "a task leads its own session, with no controlling terminal" "^own session, tty \?$" \
+    banyan run sh -c 'echo "$( [ "$(ps -o sid= -p $$ | tr -d " ")" = $$ ] && echo own session), tty $(ps -o tty= -p $$)"'
+
 # A time limit ends the job (TO), and SIGKILL follows SIGTERM.
 check_fails "-t 1s: the job times out" 'timeout' banyan run -t 1s sh -c 'trap "" TERM; sleep 30'
 # The limit runs from the job's real start, to the millisecond (not from a
