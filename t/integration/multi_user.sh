@@ -11,6 +11,7 @@ start_multi_user() {
 
     SVC=bnyt-svc ALICE=bnyt-alice BOB=bnyt-bob PROJ=bnyt-proj
     remove_users() {
+        for u in $ALICE $BOB $SVC; do pkill -KILL -u "$u" 2>/dev/null; done
         for u in $ALICE $BOB $SVC; do userdel "$u" 2>/dev/null; done
         for g in $PROJ $SVC; do groupdel "$g" 2>/dev/null; done
     }
