@@ -247,9 +247,37 @@ Result<void> Matcher::could_ever_fit(const Jobspec& jobspec) {
     if (!requests)
         return make_error(ENOSPC, requests.error().message);
     ConstraintScope scope(*this, jobspec);
-    if (!try_at(*requests, 0, kForever, true, true))
+    if (!try_at(*requests, 0, kForever, true, true)) {
+        if (auto shortfall = slot_shortfall(*requests); !shortfall.empty())
+            return make_error(ENOSPC, shortfall);
         return make_error(ENOSPC, unsatisfiable_reason());
+    }
     return {};
+}
+
+// A slot (one task) is on one node: what one slot needs of a type that no
+// node has as much of, named ("" when none).
+std::string Matcher::slot_shortfall(const std::vector<Request>& requests) const {
+    if (!node_type_)
+        return "";
+    for (const Request& r : requests) {
+        if (!r.slot) {
+            if (auto inner = slot_shortfall(r.with); !inner.empty())
+                return inner;
+            continue;
+        }
+        for (auto [type, need] : r.unit_needs) {
+            int64_t most = 0;
+            for (const auto& [rank, v] : pool_.nodes_by_rank())
+                most = std::max(most, pool_.total(v, type));
+            if (need > most) {
+                std::string name(pool_.type_name(type));
+                return fmt::format("unsatisfiable: a task needs {} {}{} on one node; the largest node has {}", need,
+                                   name, need == 1 ? "" : "s", most);
+            }
+        }
+    }
+    return "";
 }
 
 const std::vector<uint64_t>* Matcher::eligible_children(uint32_t v) {
@@ -619,29 +647,21 @@ void Matcher::collect_slots(uint32_t v, const Request& r, uint64_t want, std::ve
     // A profile hint places slots the jobspec does not tie to nodes.
     if (profile_ != Profile::none && node_type_ && (v == kNoVertex || pool_.rank(v) < 0))
         return collect_slots_by_profile(v, r, want, after);
-    if (!policy_.slot_at_holder) {
-        // Each slot's members anywhere below v.
-        while (after.size() < want) {
-            Checkpoint cp = checkpoint();
-            if (!std::all_of(r.with.begin(), r.with.end(),
-                             [&](const Request& w) { return match_request(v, w, true); })) {
-                rollback(cp);
-                return;
-            }
-            after.push_back(checkpoint());
-        }
-        return;
-    }
-    if (policy_.flatten)
+    if (policy_.slot_at_holder && policy_.flatten)
         return collect_slots_by_score(v, r, want, after);
     // As in Fluxion, a slot lies at the first vertex that has every type
     // of the slot directly beneath it, and takes its members from those
     // children only: a slot of cores and memory stays within one socket.
-    if (holds_slot_members(v, r)) {
+    // Banyan's `pack` takes a slot's members anywhere below one node (all
+    // its sockets), never from two: a task runs on one node.
+    bool at_slot = policy_.slot_at_holder ? holds_slot_members(v, r)
+                                          : !node_type_ || (v != kNoVertex && pool_.type(v) == *node_type_);
+    if (at_slot) {
+        bool direct = policy_.slot_at_holder;
         while (after.size() < want) {
             Checkpoint cp = checkpoint();
             bool ok = std::all_of(r.with.begin(), r.with.end(),
-                                  [&](const Request& w) { return match_request(v, w, true, true); });
+                                  [&](const Request& w) { return match_request(v, w, true, direct); });
             if (!ok) {
                 rollback(cp);
                 return;

@@ -185,6 +185,7 @@ class Matcher {
     bool node_satisfies(uint32_t node, const Constraint& c) const;
     // Why a request can never fit: the constraint's term no node meets.
     std::string unsatisfiable_reason() const;
+    std::string slot_shortfall(const std::vector<Request>& requests) const;
 
     ResourcePool pool_;
     MatchPolicy policy_;

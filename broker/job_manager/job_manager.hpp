@@ -66,6 +66,7 @@ class JobManager {
     void on_submit(const Message& req);
     // The submission, its signature checked (or none needed).
     void submit(const Message& req, nlohmann::json body);
+    void accept(const Message& req, const nlohmann::json& spec, Job job, const std::string& signature);
     void drop_unstored(const std::vector<JobId>& ids, const Error& error);
     void on_list(const Message& req);
     void on_info(const Message& req);

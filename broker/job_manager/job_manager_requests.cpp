@@ -335,11 +335,35 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
         if (!is_owner(req) && t->second.userid != req.userid)
             return broker_.respond_error(req, EPERM, fmt::format("dependency {}:{}: not your job", d.scheme, d.given));
     }
+    job.urgency = static_cast<int>(*urgency);
+    // A job that can never run here is refused now, in one line, rather
+    // than acknowledged and failed after (sched.md §7, sched.feasibility:
+    // a local handler, answered before rpc returns; it never waits for
+    // the graph). Only what the scheduler reads goes.
+    const auto& system = json_object_at(spec, {"attributes", "system"});
+    nlohmann::json feasible_spec = {{"version", spec.contains("version") ? spec["version"] : nlohmann::json(1)},
+                                    {"resources", spec["resources"]},
+                                    {"tasks", spec.contains("tasks") ? spec["tasks"] : nlohmann::json::array()},
+                                    {"attributes", {{"system", nlohmann::json::object()}}}};
+    for (const char* key : {"queue", "constraints", "duration"})
+        if (system.contains(key))
+            feasible_spec["attributes"]["system"][key] = system[key];
+    broker_.rpc(Message::request("sched.feasibility", {{"jobspec", std::move(feasible_spec)}}, 0),
+                [this, req, body = std::move(body_json), job = std::move(job), signature = *signature](
+                    const Message& resp) mutable {
+                    // (ENOSYS: no scheduler loaded here; sched.alloc decides.)
+                    if (resp.errnum && resp.errnum != ENOSYS)
+                        return broker_.respond_error(req, resp.errnum, resp.error_text());
+                    accept(req, body["jobspec"], std::move(job), signature);
+                });
+}
+
+// The submission, every check passed: stored, then acknowledged.
+void JobManager::accept(const Message& req, const nlohmann::json& spec, Job job, const std::string& signature) {
     job.id = ids_.next();
     job.userid = req.userid;
     job.t_submit = wall_now();
-    job.urgency = static_cast<int>(*urgency);
-    db_->add_job(job.id, job.userid, job.t_submit, stored_text(*req.payload, spec), *signature);
+    db_->add_job(job.id, job.userid, job.t_submit, stored_text(*req.payload, spec), signature);
     auto [it, inserted] = jobs_.emplace(job.id, std::move(job));
     Job& j = it->second;
     for (const auto& d : j.dependencies)

@@ -84,6 +84,10 @@ void SchedService::register_methods() {
     broker_.register_method("sched.stats", true, broker_.at_rank0([this](const Message& r) {
         broker_.respond(Message::response_to(r, {{"pass", pass_seconds_.to_json()}}));
     }));
+    // Not held back until the graph is there: a submission never waits
+    // for it (before it, every job is taken, and sched.alloc decides).
+    broker_.register_method("sched.feasibility", true,
+                            broker_.at_rank0([this](const Message& r) { on_feasibility(r); }));
     // Not held back until the graph is there: nothing is allocated before.
     broker_.register_method("sched.resource-status", false,
                             broker_.at_rank0([this](const Message& r) { on_resource_status(r); }));
@@ -174,6 +178,36 @@ void SchedService::on_resource_status(const Message& req) {
     broker_.respond(Message::response_to(req, {{"allocated", allocated.to_json()}}));
 }
 
+// The jobspec of sched.alloc or sched.feasibility, with its queue's node
+// constraint joined to its own, and the lane it goes to.
+Result<std::pair<SchedService::Lane*, Jobspec>> SchedService::lane_and_jobspec(const nlohmann::json& p,
+                                                                             std::string_view topic) {
+    if (!p.contains("jobspec"))
+        return make_error(EPROTO, fmt::format("{}: expected a jobspec", topic));
+    auto jobspec = Jobspec::from_json(p["jobspec"]);
+    if (!jobspec)
+        return make_error(EINVAL, "jobspec: " + jobspec.error().message);
+    auto asked = json_field<std::string>(json_object_at(jobspec->attributes, {"system"}), "queue", "",
+                                         "jobspec: attributes.system");
+    if (!asked)
+        return make_error(EINVAL, asked.error().message);
+    auto lane = lane_named(*asked);
+    if (!lane)
+        return lane.error();
+    // The queue's nodes and the job's own constraint, both.
+    if ((*lane)->nodes) {
+        nlohmann::json both = {{"and", nlohmann::json::array({(*lane)->nodes->to_json()})}};
+        if (jobspec->constraint)
+            both["and"].push_back(jobspec->constraint->to_json());
+        jobspec->constraint = *Constraint::from_json(both);
+    }
+    // The queue needs resources and duration only; a job's environment can
+    // be kilobytes, and many thousands of jobs may wait.
+    jobspec->attributes = nullptr;
+    jobspec->tasks.clear();
+    return std::pair<Lane*, Jobspec>(*lane, std::move(*jobspec));
+}
+
 void SchedService::on_alloc(const Message& req) {
     auto body = req.json();
     if (!body)
@@ -186,41 +220,40 @@ void SchedService::on_alloc(const Message& req) {
     auto t_submit = json_field<double>(p, "t_submit", static_cast<double>(wall_now()), req.topic);
     if (auto e = first_error(priority, t_submit))
         return broker_.respond_error(req, EPROTO, e->message);
-    if (!p.contains("jobspec"))
-        return broker_.respond_error(req, EPROTO, fmt::format("{}: expected a jobspec", req.topic));
-    auto jobspec = Jobspec::from_json(p["jobspec"]);
-    if (!jobspec)
-        return broker_.respond_error(req, EINVAL, "jobspec: " + jobspec.error().message);
-    auto asked = json_field<std::string>(json_object_at(jobspec->attributes, {"system"}), "queue", "",
-                                         "jobspec: attributes.system");
-    if (!asked)
-        return broker_.respond_error(req, EINVAL, asked.error().message);
+    auto found = lane_and_jobspec(p, req.topic);
+    if (!found)
+        return broker_.respond_error(req, found.error().code, found.error().message);
+    auto& [lane, jobspec] = *found;
     if (lane_index_.count(*id))
         return broker_.respond_error(req, EEXIST, fmt::format("job {} is already known to the scheduler", *id));
-    auto lane = lane_named(*asked);
-    if (!lane)
-        return broker_.respond_error(req, lane.error().code, lane.error().message);
-    // The queue's nodes and the job's own constraint, both.
-    if ((*lane)->nodes) {
-        nlohmann::json both = {{"and", nlohmann::json::array({(*lane)->nodes->to_json()})}};
-        if (jobspec->constraint)
-            both["and"].push_back(jobspec->constraint->to_json());
-        jobspec->constraint = *Constraint::from_json(both);
-    }
-    // The queue needs resources and duration only; a job's environment can
-    // be kilobytes, and many thousands of jobs may wait.
-    jobspec->attributes = nullptr;
-    jobspec->tasks.clear();
-    if (auto r = (*lane)->queue->submit(*id, std::move(*jobspec), *priority, *t_submit); !r)
+    if (auto r = lane->queue->submit(*id, std::move(jobspec), *priority, *t_submit); !r)
         return broker_.respond_error(req, r.error().code, r.error().message);
-    lane_index_[*id] = static_cast<size_t>(*lane - lanes_.data());
-    if (!(*lane)->started)
-        (*lane)->queue->annotate_pending(stopped_reason(**lane));
+    lane_index_[*id] = static_cast<size_t>(lane - lanes_.data());
+    if (!lane->started)
+        lane->queue->annotate_pending(stopped_reason(*lane));
     // Kept to answer it: without its payload (the jobspec), which at
     // 100,000 pending jobs would be hundreds of MB.
     Message& kept = waiting_.emplace(*id, req).first->second;
     kept.payload.reset();
     schedule_soon();
+}
+
+// sched.feasibility {jobspec}: could the job ever run here (its queue
+// known, the graph able to hold it with every node up)? {} or why not,
+// as sched.alloc would refuse it; nothing is recorded. The job manager
+// asks before it acknowledges a submission (doc/spec/sched.md §7).
+void SchedService::on_feasibility(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    if (lanes_.empty())  // no graph yet
+        return broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    auto found = lane_and_jobspec(*body, req.topic);
+    if (!found)
+        return broker_.respond_error(req, found.error().code, found.error().message);
+    if (auto fits = matcher_->could_ever_fit(found->second); !fits)
+        return broker_.respond_error(req, fits.error().code, fits.error().message);
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
 }
 
 void SchedService::on_free(const Message& req) {

@@ -13,6 +13,8 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "broker/broker.hpp"
@@ -40,6 +42,7 @@ class SchedService {
     // Runs `handle` now if the graph is loaded, else once it is.
     Broker::Handler with_graph(Broker::Handler handle);
     void on_alloc(const Message& req);
+    void on_feasibility(const Message& req);
     void on_free(const Message& req);
     void on_cancel(const Message& req);
     void on_prioritize(const Message& req);
@@ -51,6 +54,9 @@ class SchedService {
     // The lane of a job asking for `queue` ("" without queues). Error
     // EINVAL: an unknown queue.
     Result<Lane*> lane_named(const std::string& queue);
+    // The jobspec of a request (`p`), its queue's node constraint joined
+    // to its own, and its lane. Error names what is wrong.
+    Result<std::pair<Lane*, Jobspec>> lane_and_jobspec(const nlohmann::json& p, std::string_view topic);
     // The lane of a job the scheduler knows. Error ENOENT.
     Result<Lane*> lane_of(uint64_t id);
     static std::string stopped_reason(const Lane& lane);

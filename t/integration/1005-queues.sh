@@ -54,6 +54,11 @@ check_fails "max-nodes" "queue 'batch': 3 nodes is over its max-nodes of 2" bany
 check_fails "max-duration" "queue 'debug': a time limit of 1h00m is over its max-duration of 10m00s" \
     banyan submit -q debug -t 1h true
 check_fails "an unknown queue" "unknown queue 'gpu' \(queues: batch, debug\)" banyan submit -q gpu true
+jobs_before=$(banyan jobs -a --no-header | wc -l)
+check_fails "a job its queue's nodes can never hold is refused at submit, in one line" \
+    "^banyan submit: unsatisfiable: the 2 nodes that satisfy '.*debug.*' can never hold this request$" \
+    banyan submit -q debug -N3 -n3 true
+check_output "and no job was made" "^$jobs_before$" sh -c "banyan jobs -a --no-header | wc -l"
 a=$(banyan submit -q debug sleep 300)
 b=$(banyan submit -q debug sleep 300)
 check_fails "max-active-per-user" "queue 'debug': uid [0-9]+ has 2 active jobs there, its max-active-per-user" \

@@ -10,6 +10,18 @@ lstopo-no-graphics -i "pack:1 core:2 pu:1" --of xml "$T_DIR/node.xml" 2>/dev/nul
 for i in $(seq 200); do printf 'BIG%d=%100000d\n' "$i" 0; done >"$T_DIR/bigenv"
 
 inside() {
+    # What can never run here is refused at submit, in one line, and no
+    # job is made (the node has 2 cores and no GPU).
+    check_fails "a task larger than any node is refused, naming the shortfall" \
+        "^banyan submit: unsatisfiable: a task needs 3 cores on one node; the largest node has 2$" \
+        banyan submit -n1 -c3 true
+    check_fails "... with banyan run too" "^banyan run: unsatisfiable: a task needs 3 cores on one node" \
+        banyan run -n1 -c3 true
+    check_fails "a constraint no node meets is refused at submit" \
+        "^banyan submit: unsatisfiable: no node satisfies 'host:no-such-host'$" \
+        banyan submit --requires=host:no-such-host true
+    check_fails "GPUs the graph lacks are refused at submit" "^banyan submit: .*'gpu'" banyan submit -n1 -g3 true
+    check_output "none of them made a job" "^0$" sh -c "banyan jobs -a --no-header | wc -l"
     check_fails "an unknown option before COMMAND is an error naming it" \
         "^banyan submit: --bogus: unknown option \(COMMAND starts at the first word that is not an option, or after --\)$" \
         banyan submit --bogus --cc=1-3 true

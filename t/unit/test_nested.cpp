@@ -33,7 +33,7 @@ TEST_CASE("PMI-1: MPICH's process mapping, one block per run of nodes", "[pmi]")
     CHECK(PmiSimpleServer::process_mapping(map) == "(vector,(0,1,4))");
 }
 
-TEST_CASE("-o pmi: pmix, simple, both, off; anything else named", "[pmi]") {
+TEST_CASE("shell option pmi: pmix, simple, both, off, and anything else named", "[pmi]") {
     auto with = [](const char* value) { return read_shell_options({{"shell", {{"options", {{"pmi", value}}}}}}); };
     CHECK((with("pmix")->pmix && !with("pmix")->pmi_simple));
     CHECK((!with("simple")->pmix && with("simple")->pmi_simple));
