@@ -134,10 +134,21 @@ class TestInstance {
         if (rank == 0 && !statedir.empty())
             argv.insert(argv.end(), {"--statedir", statedir});
         auto proc = Subprocess::spawn(reactor_, {.argv = argv}, [this, rank](int status) {
-            if (!shutting_down_)
-                fmt::print(stderr, "banyan start: broker rank {} exited early (status {})\n", rank,
-                           exit_code_from_wait_status(status));
             exited_++;
+            if (shutting_down_ || shut_down_outside_)
+                return;
+            // A broker ending well while COMMAND runs (the leaves first):
+            // `banyan shutdown` from outside. Said once, and COMMAND ends
+            // (its BANYAN_URI is dead).
+            if (exit_code_from_wait_status(status) == 0) {
+                shut_down_outside_ = true;
+                fmt::print(stderr, "banyan start: the instance was shut down (banyan shutdown); ending the command\n");
+                if (on_shut_down_outside)
+                    on_shut_down_outside();
+                return;
+            }
+            fmt::print(stderr, "banyan start: broker rank {} exited early (status {})\n", rank,
+                       exit_code_from_wait_status(status));
         });
         brokers_.push_back(must(std::move(proc)));
     }
@@ -206,6 +217,11 @@ class TestInstance {
     std::vector<std::unique_ptr<Subprocess>> brokers_;
     size_t exited_ = 0;
     bool shutting_down_ = false;
+    bool shut_down_outside_ = false;
+
+  public:
+    // Runs when the instance is shut down from outside while COMMAND runs.
+    std::function<void()> on_shut_down_outside;
 };
 
 int run_test_instance(const StartOptions& o) {
@@ -241,6 +257,8 @@ int run_test_instance(const StartOptions& o) {
     } else {
         std::optional<SignalWatcher> term(std::in_place, reactor, std::vector<int>{SIGTERM},
                                           [&](int) { (void)(*proc)->signal(SIGTERM); });
+        // As a terminal that closes: an interactive shell exits on SIGHUP.
+        instance.on_shut_down_outside = [&] { (void)(*proc)->signal(SIGHUP); };
         // Woken by the command's exit, not polling: a command may run for
         // hours, and every wake costs a CPU the jobs would use.
         while (!done)

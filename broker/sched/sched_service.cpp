@@ -178,15 +178,31 @@ void SchedService::on_resource_status(const Message& req) {
     broker_.respond(Message::response_to(req, {{"allocated", allocated.to_json()}}));
 }
 
+namespace {
+
+// RFC 25 lets a leaf ask for none (`gpu: count 0`): it asks for nothing,
+// and the matcher is not asked for it.
+void drop_zero_counts(std::vector<JobspecResource>& resources) {
+    std::erase_if(resources, [](const JobspecResource& r) {
+        return r.with.empty() && r.count.min == 0 && r.count.max.value_or(0) == 0 && r.count.values.empty();
+    });
+    for (auto& r : resources)
+        drop_zero_counts(r.with);
+}
+
+}  // namespace
+
 // The jobspec of sched.alloc or sched.feasibility, with its queue's node
 // constraint joined to its own, and the lane it goes to.
 Result<std::pair<SchedService::Lane*, Jobspec>> SchedService::lane_and_jobspec(const nlohmann::json& p,
                                                                              std::string_view topic) {
     if (!p.contains("jobspec"))
         return make_error(EPROTO, fmt::format("{}: expected a jobspec", topic));
-    auto jobspec = Jobspec::from_json(p["jobspec"]);
+    // Jobs are version 1 jobspecs, as the job manager checked them (RFC 25).
+    auto jobspec = Jobspec::from_json(p["jobspec"], JobspecRules::v1);
     if (!jobspec)
         return make_error(EINVAL, "jobspec: " + jobspec.error().message);
+    drop_zero_counts(jobspec->resources);
     auto asked = json_field<std::string>(json_object_at(jobspec->attributes, {"system"}), "queue", "",
                                          "jobspec: attributes.system");
     if (!asked)

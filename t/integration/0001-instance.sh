@@ -84,3 +84,14 @@ check_fails "a missing argument is one line naming the command" "^banyan ping: R
     banyan ping
 check_fails "a bad option value is one line" "^banyan ping: --count: Value x not in range 1 to 1000000" \
     banyan ping -c x 1
+
+# `banyan shutdown` from inside the command (as from another terminal):
+# said once, not as a broker that "exited early", and the command, whose
+# BANYAN_URI is now dead, is ended as a closed terminal would end it.
+start=$SECONDS
+banyan start --test-size=2 sh -c 'banyan shutdown; sleep 30; echo survived' >"$T_DIR/outside.out" 2>&1
+check_output "an outside shutdown is said once" \
+    "^banyan start: the instance was shut down \(banyan shutdown\); ending the command$" cat "$T_DIR/outside.out"
+check "no broker is said to have exited early" sh -c "! grep -q 'exited early' '$T_DIR/outside.out'"
+check "the command is ended, not left running with a dead BANYAN_URI" \
+    sh -c "! grep -q survived '$T_DIR/outside.out' && [ $((SECONDS - start)) -lt 20 ]"

@@ -58,11 +58,14 @@ inside() {
         check_output "invalid v1 jobspec $(basename "$f") is refused" "^error 22: jobspec: " \
             banyan-test-client submit "$f"
     done
+    # (Every node drained: they wait, none starts on the simulated nodes.)
+    banyan resource drain 0-7 holding the valid jobspecs >/dev/null
     for f in "$conformance"/valid_v1/*.yaml; do
         check_output "valid v1 jobspec $(basename "$f") is accepted" '^\{"id":[0-9]+\}$' \
             banyan-test-client submit "$f"
     done
     banyan cancel --all >/dev/null 2>&1
+    banyan resource undrain 0-7 >/dev/null
 
     state=$(state_dir "$dir")
     check_output "the state directory is the owner's alone (0700)" "^700 $(id -u)$" stat -c '%a %u' "$state"
@@ -72,7 +75,12 @@ inside() {
 }
 export -f inside deep
 
-if banyan start --test-size=2 bash -c inside; then ok "instance ran"; else not_ok "instance ran"; fi
+# A graph that can hold every valid jobspec (4 nodes of 4 cores and 4 GPUs;
+# ranks 2-7 simulated): each is accepted, not refused at submit as one
+# that can never run here.
+if banyan start --test-size=2 -S 'resource.synthetic="node[0-7]: socket:1,core:4,gpu:4"' bash -c inside; then
+    ok "instance ran"
+else not_ok "instance ran"; fi
 
 # Directories the broker must not trust.
 mkdir -m 0777 "$T_DIR/open"
