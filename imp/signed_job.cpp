@@ -16,13 +16,13 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <munge.h>
 #include <sodium.h>
 
 #include "core/hostlist.hpp"
 #include "core/idset.hpp"
 #include "core/jobid.hpp"
 #include "core/json_parse.hpp"
+#include "core/munge_credential.hpp"
 #include "core/unique_fd.hpp"
 
 namespace banyan {
@@ -188,33 +188,21 @@ Result<SignedJob> check_signed_job(const SignedJobRequest& request, const ImpCon
         return make_error(EPERM,
                           "the job is not signed (submitted without MUNGE to an instance that runs jobs as "
                           "their users)");
-    std::unique_ptr<munge_ctx, decltype(&munge_ctx_destroy)> ctx(munge_ctx_create(), munge_ctx_destroy);
-    if (!ctx)
-        return make_error(ENOMEM, "munge_ctx_create failed");
-    void* payload = nullptr;
-    int length = 0;
-    uid_t uid = 0;
-    gid_t gid = 0;
-    munge_err_t err = munge_decode(request.credential.c_str(), ctx.get(), &payload, &length, &uid, &gid);
-    std::unique_ptr<void, decltype(&std::free)> owned(payload, std::free);
-    // Expired and replayed by MUNGE's clock and cache are expected (see the
+    // Expired and replayed by MUNGE's clock and cache are read (see the
     // header); max-credential-age and our records decide instead.
-    if (err != EMUNGE_SUCCESS && err != EMUNGE_CRED_EXPIRED && err != EMUNGE_CRED_REPLAYED)
-        return make_error(
-            EPERM, fmt::format("the job's signature is refused by MUNGE: {}",
-                               munge_ctx_strerror(ctx.get()) ? munge_ctx_strerror(ctx.get()) : munge_strerror(err)));
-    if (uid != request.userid)
-        return make_error(
-            EPERM, fmt::format("the job's signature was made by uid {}, not by its owner uid {}", uid, request.userid));
-    time_t encoded = 0;
-    if (munge_ctx_get(ctx.get(), MUNGE_OPT_ENCODE_TIME, &encoded) != EMUNGE_SUCCESS)
-        return make_error(EPERM, "the job's signature has no time");
+    auto decoded = decode_munge_credential(request.credential);
+    if (!decoded)
+        return make_error(EPERM, "the job's signature is " + decoded.error().message);
+    if (decoded->uid != request.userid)
+        return make_error(EPERM, fmt::format("the job's signature was made by uid {}, not by its owner uid {}",
+                                             decoded->uid, request.userid));
+    time_t encoded = decoded->encoded;
     double age = std::difftime(std::time(nullptr), encoded);
     if (age > config.max_credential_age)
         return make_error(EPERM, fmt::format("the job's signature is {:.0f} s old, more than max-credential-age "
                                              "({:.0f} s): submit it again",
                                              age, config.max_credential_age));
-    if (!payload || length <= 0)
+    if (decoded->payload.empty())
         return make_error(EPERM, "the job's signature holds no jobspec");
     auto host = host_of_rank(request.R, request.rank);
     if (!host)
@@ -222,8 +210,7 @@ Result<SignedJob> check_signed_job(const SignedJobRequest& request, const ImpCon
     if (!same_host(*host, request.hostname))
         return make_error(EPERM, fmt::format("the job's R puts rank {} on {}, not on this node ({})", request.rank,
                                              *host, request.hostname));
-    SignedJob job{.jobspec = std::string(static_cast<const char*>(payload), static_cast<size_t>(length)),
-                  .encoded = encoded};
+    SignedJob job{.jobspec = std::move(decoded->payload), .encoded = encoded};
     auto spec = parse_json(job.jobspec);
     if (!spec || !spec->is_object())
         return make_error(EPERM, "the job's signature holds no jobspec (not a JSON object)");

@@ -1,35 +1,23 @@
 #include "broker/job_manager/signature_check.hpp"
 
-#include <cstdlib>
-
 #include <fmt/format.h>
-#include <munge.h>
 
 #include "core/json_parse.hpp"
+#include "core/munge_credential.hpp"
 
 namespace banyan {
 namespace {
 
 Result<SignedPayload> decode_credential(const std::string& credential) {
-    std::unique_ptr<munge_ctx, decltype(&munge_ctx_destroy)> ctx(munge_ctx_create(), munge_ctx_destroy);
-    if (!ctx)
-        return make_error(ENOMEM, "munge_ctx_create failed");
-    void* payload = nullptr;
-    int length = 0;
-    uid_t uid = 0;
-    gid_t gid = 0;
-    munge_err_t err = munge_decode(credential.c_str(), ctx.get(), &payload, &length, &uid, &gid);
-    std::unique_ptr<void, decltype(&std::free)> owned(payload, std::free);
-    if (err != EMUNGE_SUCCESS && err != EMUNGE_CRED_EXPIRED && err != EMUNGE_CRED_REPLAYED) {
-        const char* why = munge_ctx_strerror(ctx.get());
-        return make_error(EPERM, fmt::format("J: the signature is refused by MUNGE: {}", why ? why : munge_strerror(err)));
-    }
-    if (!payload || length <= 0)
+    auto decoded = decode_munge_credential(credential);
+    if (!decoded)
+        return make_error(EPERM, "J: the signature is " + decoded.error().message);
+    if (decoded->payload.empty())
         return make_error(EPERM, "J: the signature holds no jobspec");
-    auto jobspec = parse_json(std::string_view(static_cast<const char*>(payload), static_cast<size_t>(length)));
+    auto jobspec = parse_json(decoded->payload);
     if (!jobspec || !jobspec->is_object())
         return make_error(EPERM, "J: the signature holds no jobspec (not a JSON object)");
-    return SignedPayload{.uid = static_cast<uint32_t>(uid), .jobspec = std::move(*jobspec)};
+    return SignedPayload{.uid = decoded->uid, .jobspec = std::move(*jobspec)};
 }
 
 }  // namespace

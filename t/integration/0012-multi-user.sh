@@ -64,27 +64,6 @@ check_fails "no munged: submit says so in one line" \
 # The helper itself: forged, replayed, and foreign callers.
 J=$(as "$ALICE" sh -c "munge <'$T_DIR/unsigned.json'")
 # (a MUNGE credential is base64 between colons: nothing to escape in JSON)
-# R_of RANKS [HOST]: a job's R, its ranks on HOST (this one by default).
-R_of() {
-    local host=${2:-$(hostname)} n hosts=""
-    for n in $(seq "$(echo "$1" | tr ',' ' ' | wc -w)"); do hosts+="${hosts:+,}\"$host\""; done
-    printf '{"version":1,"execution":{"R_lite":[{"rank":"%s","children":{"core":"0"}}],"nodelist":[%s]}}' "$1" "$hosts"
-}
-# req ID RANK USERID J TMPDIR [R]
-req() {
-    printf '{"id":%s,"rank":%s,"userid":%s,"J":"%s","tmpdir":"%s","R":%s}' "$1" "$2" "$3" "$4" "$5" "${6:-$(R_of "$2")}"
-}
-mkdir -p "$T_DIR/impjobs" && chown "$SVC" "$T_DIR/impjobs" && chmod 0755 "$T_DIR/impjobs"
-# (The broker makes each job's tmpdir before it asks: as here, unless the
-# request is about a tmpdir that is not there. The shell's stdin is a pipe
-# at its end, as a broker's that stopped: a shell that started exits.)
-imp() {
-    local dir
-    dir=$(echo "$1" | sed 's/.*"tmpdir":"\([^"]*\)".*/\1/')
-    [ -d "$(dirname "$dir")" ] && runuser -u "$SVC" -- mkdir -p "$dir"
-    imp_bare "$1"
-}
-imp_bare() { runuser -u "$SVC" -- "$IMP" exec 3<<<"$1" < <(:); }
 uid_a=$(id -u "$ALICE") uid_b=$(id -u "$BOB")
 check_fails "a credential of alice for bob's job is refused" "made by uid $uid_a, not by its owner uid $uid_b" \
     imp "$(req 7 0 "$uid_b" "$J" "$T_DIR/impjobs/7")"

@@ -99,23 +99,6 @@ cat >"$T_DIR/one-slot.json" <<'JSON'
 JSON
 chmod 644 "$T_DIR/one-slot.json"
 signed() { as "$ALICE" sh -c "munge <'$T_DIR/one-slot.json'"; }
-R_of() {
-    local host=${2:-$(hostname)} n hosts=""
-    for n in $(seq "$(echo "$1" | tr ',' ' ' | wc -w)"); do hosts+="${hosts:+,}\"$host\""; done
-    printf '{"version":1,"execution":{"R_lite":[{"rank":"%s","children":{"core":"0"}}],"nodelist":[%s]}}' "$1" "$hosts"
-}
-req() { printf '{"id":%s,"rank":%s,"userid":%s,"J":"%s","tmpdir":"%s","R":%s}' "$1" "$2" "$3" "$4" "$5" "$6"; }
-mkdir -p "$T_DIR/impjobs" && chown "$SVC" "$T_DIR/impjobs" && chmod 0755 "$T_DIR/impjobs"
-# (The broker makes each job's tmpdir before it asks: as here, unless the
-# request is about a tmpdir that is not there. The shell's stdin is a pipe
-# at its end, as a broker's that stopped: a shell that started exits.)
-imp() {
-    local dir
-    dir=$(echo "$1" | sed 's/.*"tmpdir":"\([^"]*\)".*/\1/')
-    [ -d "$(dirname "$dir")" ] && runuser -u "$SVC" -- mkdir -p "$dir"
-    imp_bare "$1"
-}
-imp_bare() { runuser -u "$SVC" -- "$IMP" exec 3<<<"$1" < <(:); }
 uid_a=$(id -u "$ALICE")
 J=$(signed)
 check_fails "a rank outside the job's R is refused" "rank 1 is not in the job's R \(0\)" \

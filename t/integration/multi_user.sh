@@ -73,4 +73,29 @@ ${1:-}"
     wait_for "4 brokers up" 30 all_up 4
     as() { local user=$1; shift; runuser -u "$user" -- env BANYAN_URI="$BANYAN_URI" PATH="$PATH" "$@"; }
     export -f as
+    # Where requests to banyan-imp below put their jobs' run directories.
+    mkdir -p "$T_DIR/impjobs" && chown "$SVC" "$T_DIR/impjobs" && chmod 0755 "$T_DIR/impjobs"
 }
+
+# Asking banyan-imp as the broker does (the tests ask it themselves, as a
+# leaked service account would): R_of, req, imp, imp_bare.
+# R_of RANKS [HOST]: a job's R, its ranks on HOST (this one by default).
+R_of() {
+    local host=${2:-$(hostname)} n hosts=""
+    for n in $(seq "$(echo "$1" | tr ',' ' ' | wc -w)"); do hosts+="${hosts:+,}\"$host\""; done
+    printf '{"version":1,"execution":{"R_lite":[{"rank":"%s","children":{"core":"0"}}],"nodelist":[%s]}}' "$1" "$hosts"
+}
+# req ID RANK USERID J TMPDIR [R]
+req() {
+    printf '{"id":%s,"rank":%s,"userid":%s,"J":"%s","tmpdir":"%s","R":%s}' "$1" "$2" "$3" "$4" "$5" "${6:-$(R_of "$2")}"
+}
+# (The broker makes each job's tmpdir before it asks: as here, unless the
+# request is about a tmpdir that is not there. The shell's stdin is a pipe
+# at its end, as a broker's that stopped: a shell that started exits.)
+imp() {
+    local dir
+    dir=$(echo "$1" | sed 's/.*"tmpdir":"\([^"]*\)".*/\1/')
+    [ -d "$(dirname "$dir")" ] && runuser -u "$SVC" -- mkdir -p "$dir"
+    imp_bare "$1"
+}
+imp_bare() { runuser -u "$SVC" -- "$IMP" exec 3<<<"$1" < <(:); }
