@@ -88,6 +88,26 @@ std::vector<JobId> submit_all(Client& client, const std::vector<nlohmann::json>&
     return ids;
 }
 
+// --cc IDSET: a copy of `jobspec` for each index, {cc} in its command's
+// words made the index; without --cc, the jobspec alone.
+std::vector<nlohmann::json> copies_of(const nlohmann::json& jobspec, const std::string& cc) {
+    if (cc.empty())
+        return {jobspec};
+    auto set = IdSet::parse(cc);
+    if (!set)
+        fail("--cc " + set.error().message);
+    if (set->count() > kMaxCopies)
+        fail(fmt::format("--cc {}: {} jobs; one submit makes at most {}", cc, set->count(), kMaxCopies));
+    std::vector<nlohmann::json> jobspecs;
+    set->for_each([&](uint64_t index) {
+        nlohmann::json copy = jobspec;
+        for (auto& arg : copy["tasks"][0]["command"])
+            arg = replace_all(arg.get<std::string>(), "{cc}", std::to_string(index));
+        jobspecs.push_back(std::move(copy));
+    });
+    return jobspecs;
+}
+
 // The words of a directive, as sh splits them: quotes ('...', "...") and
 // backslashes; nullopt when a quote is not closed.
 std::optional<std::vector<std::string>> shell_words(std::string_view text) {
@@ -204,9 +224,11 @@ nlohmann::json instance_jobspec(SubmitOptions& o, std::vector<std::string> broke
 
 void add_batch(CLI::App& app, int& exit_code) {
     static SubmitOptions o;
+    static std::string cc;
     auto* cmd =
         app.add_subcommand("batch", "Submit a batch script, run by a nested instance on its nodes; print the id");
     add_submit_options(cmd, o);
+    cmd->add_option("--cc", cc, "submit a copy for each index in IDSET (e.g. 1-100); {cc} in ARGS is the index");
     cmd->prefix_command();
     cmd->footer(
         "SCRIPT [ARGS...]: the script (starting with #!, with #BANYAN OPTIONS lines in its header) and its "
@@ -235,7 +257,7 @@ void add_batch(CLI::App& app, int& exit_code) {
         jobspec["attributes"]["system"]["batch"] = {{"script", *script}};
         check_size(jobspec);
         Client client = connect_to_instance();
-        submit_all(client, {jobspec}, o.urgency, true, false);
+        submit_all(client, copies_of(jobspec, cc), o.urgency, true, false);
         exit_code = 0;
     });
 }
@@ -283,22 +305,7 @@ void add_submit(CLI::App& app, int& exit_code) {
         std::vector<std::string> command = command_of(cmd);
         nlohmann::json jobspec = build_jobspec(o, command);
         check_size(jobspec);
-        std::vector<nlohmann::json> jobspecs;
-        if (cc.empty()) {
-            jobspecs.push_back(jobspec);
-        } else {
-            auto set = IdSet::parse(cc);
-            if (!set)
-                fail("--cc " + set.error().message);
-            if (set->count() > kMaxCopies)
-                fail(fmt::format("--cc {}: {} jobs; one submit makes at most {}", cc, set->count(), kMaxCopies));
-            set->for_each([&](uint64_t index) {
-                nlohmann::json copy = jobspec;
-                for (auto& arg : copy["tasks"][0]["command"])
-                    arg = replace_all(arg.get<std::string>(), "{cc}", std::to_string(index));
-                jobspecs.push_back(std::move(copy));
-            });
-        }
+        std::vector<nlohmann::json> jobspecs = copies_of(jobspec, cc);
         Client client = connect_to_instance();
         std::vector<JobId> ids = submit_all(client, jobspecs, o.urgency, !quiet, progress);
         exit_code = 0;

@@ -56,6 +56,13 @@ INNER
 id=$(banyan batch -n3 --output="$T_DIR/count.out" "$T_DIR/count.sh")
 banyan job wait "$id" >/dev/null
 check_output "an instance of -n3 has the job's 3 cores, no more" '^free 3$' cat "$T_DIR/count.out"
+
+# --cc: a batch script submitted once per index, {cc} in its arguments.
+printf '#!/bin/sh\necho copy "$1"\n' >"$T_DIR/copy.sh"
+banyan batch --cc=1-2 --output="$T_DIR/copy-{{id}}.out" "$T_DIR/copy.sh" '{cc}' >"$T_DIR/copies.id"
+check_output "batch --cc prints one id per copy" "^2$" sh -c "wc -l <'$T_DIR/copies.id'"
+for copy in $(cat "$T_DIR/copies.id"); do banyan job wait "$copy" >/dev/null; done
+check_output "each copy got its index" "^copy 1 copy 2$" sh -c "cat '$T_DIR'/copy-*.out | sort | paste -sd' '"
 check_output "... and the job's R held 3 cores" '"core"' sh -c "banyan job info $id"
 
 check_output "banyan alloc runs its command in the instance" '^ *free +1 +4 ' banyan alloc -N1 banyan resource list
