@@ -235,6 +235,7 @@ struct ChildPlan {
     const char* cwd;  // nullptr: inherit
     bool new_process_group;
     bool new_session;
+    bool keep_descriptors;
     int dup_from[4];        // -1: inherit fd 0, 1, 2; none as fd 3
     const cpu_set_t* cpus;  // nullptr: inherit
     int cgroup_fd;          // >= 0: join it here (when clone could not start us in it)
@@ -280,7 +281,8 @@ struct ChildFailure {
     // placed here closes (a listening socket or a log of this process
     // must never reach a job's task, even one opened without
     // close-on-exec). The error pipe stays until exec closes it.
-    close_descriptors_from(plan.dup_from[3] >= 0 ? 4 : 3, plan.error_fd);
+    if (!plan.keep_descriptors)
+        close_descriptors_from(plan.dup_from[3] >= 0 ? 4 : 3, plan.error_fd);
     if (plan.cwd && chdir(plan.cwd) != 0)
         child_failed(plan, ChildFailure::cwd);
     if (plan.cpus && sched_setaffinity(0, sizeof *plan.cpus, plan.cpus) != 0)
@@ -471,6 +473,7 @@ Result<std::unique_ptr<Subprocess>> Subprocess::spawn(Reactor& reactor, const Sp
                    .cwd = options.cwd.empty() ? nullptr : options.cwd.c_str(),
                    .new_process_group = options.new_process_group || options.new_session,
                    .new_session = options.new_session,
+                   .keep_descriptors = options.keep_descriptors,
                    .dup_from = {options.stdin_fd, options.stdout_fd, options.stderr_fd, options.fd3},
                    .cpus = options.cpus.empty() ? nullptr : &cpus,
                    .cgroup_fd = options.cgroup_fd,

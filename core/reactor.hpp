@@ -107,6 +107,10 @@ struct SpawnOptions {
     int fd3 = -1;           // placed as the child's fd 3 (banyan-imp's request); -1: none
     std::vector<int> cpus;  // CPUs the child may run on; empty: inherit
     int cgroup_fd = -1;     // a cgroup v2 directory the child starts in; -1: ours
+    // Every descriptor above those placed (0-2, fd3) is closed in the child
+    // unless this is set: only for a user's own command run as a shell
+    // would run it (`banyan start COMMAND`: its <(...) and jobserver fds).
+    bool keep_descriptors = false;
 };
 
 // A child process, started with clone3 (and exec) and watched through a pidfd.

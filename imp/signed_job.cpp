@@ -1,6 +1,7 @@
 #include "imp/signed_job.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -59,6 +60,9 @@ Result<std::string> host_of_rank(const nlohmann::json& R, uint32_t rank) {
         auto set = IdSet::parse(entry["rank"].get<std::string>());
         if (!set)
             return make_error(EPERM, "the job's R: " + set.error().message);
+        // (Counted first: a range of billions must not be listed here.)
+        if (set->count() + ranks.count() > HostList::kMaxHosts)
+            return make_error(EPERM, fmt::format("the job's R: more than {} ranks", HostList::kMaxHosts));
         for (uint32_t r : set->ids())
             ranks.insert(r);
     }
@@ -119,6 +123,18 @@ uint64_t nodes_under(const nlohmann::json& resources, uint64_t above) {
     return total;
 }
 
+bool strict_munge_form(std::string_view text) {
+    constexpr std::string_view prefix = "MUNGE:";
+    if (!text.starts_with(prefix) || text.size() < prefix.size() + 2 || text.back() != ':')
+        return false;
+    std::string_view body = text.substr(prefix.size(), text.size() - prefix.size() - 1);
+    size_t pad = body.find('=');
+    if (pad != std::string_view::npos && body.find_first_not_of('=', pad) != std::string_view::npos)
+        return false;
+    return std::all_of(body.begin(), body.begin() + static_cast<std::ptrdiff_t>(std::min(pad, body.size())),
+                       [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/'; });
+}
+
 std::string record_path(const SignedJobRequest& request, const ImpConfig& config, time_t encoded) {
     unsigned char hash[32];
     crypto_generichash(hash, sizeof hash, reinterpret_cast<const unsigned char*>(request.credential.data()),
@@ -170,11 +186,16 @@ Result<void> record_first_use(const SignedJobRequest& request, const SignedJob& 
                                              "its jobspec can hold",
                                              used, job_line));
     std::string add = (lines.empty() ? job_line + "\n" : "") + std::to_string(request.rank) + "\n";
-    if (lseek(fd.get(), 0, SEEK_END) < 0 || write(fd.get(), add.data(), add.size()) != static_cast<ssize_t>(add.size()) ||
-        fsync(fd.get()) != 0) {
+    off_t end = lseek(fd.get(), 0, SEEK_END);
+    ssize_t wrote = end < 0 ? -1 : write(fd.get(), add.data(), add.size());
+    bool whole = wrote == static_cast<ssize_t>(add.size());
+    if (!whole || fsync(fd.get()) != 0) {
         // A record we cannot complete is no record: without it a replay
-        // would pass. (What was written stays: it can only refuse more.)
-        int err = errno;
+        // would pass. A part written is taken back (still under the lock),
+        // so that the next line is not joined to it.
+        int err = wrote >= 0 && !whole ? ENOSPC : errno;
+        if (end >= 0)
+            (void)ftruncate(fd.get(), end);
         return make_error(err, fmt::format("{}: {}", record, std::strerror(err)));
     }
     int64_t max_days = static_cast<int64_t>(config.max_credential_age) / kDay + 1;
@@ -188,6 +209,11 @@ Result<SignedJob> check_signed_job(const SignedJobRequest& request, const ImpCon
         return make_error(EPERM,
                           "the job is not signed (submitted without MUNGE to an instance that runs jobs as "
                           "their users)");
+    // The record is keyed on the credential's text: munged reads the same
+    // credential from other texts (blanks, anything after its last ':'), so
+    // only its one strict form is taken.
+    if (!strict_munge_form(request.credential))
+        return make_error(EPERM, "the job's signature is not one MUNGE credential in its plain form (MUNGE:BASE64:)");
     // Expired and replayed by MUNGE's clock and cache are read (see the
     // header); max-credential-age and our records decide instead.
     auto decoded = decode_munge_credential(request.credential);

@@ -634,6 +634,17 @@ bool Matcher::match_request(uint32_t v, const Request& r, bool exclusive, bool d
     return true;
 }
 
+// For `pack`: a slot is matched at a node or below one (a jobspec may put
+// it under a socket), never above; one that holds nodes itself anywhere.
+bool Matcher::at_or_below_a_node(uint32_t v, const Request& slot) const {
+    if (!node_type_ || std::any_of(slot.unit_needs.begin(), slot.unit_needs.end(),
+                                   [&](const auto& need) { return need.first == *node_type_; }))
+        return true;
+    if (v == kNoVertex)
+        return false;
+    return pool_.total(v, *node_type_) <= (pool_.type(v) == *node_type_ ? 1 : 0);
+}
+
 bool Matcher::holds_slot_members(uint32_t v, const Request& slot) const {
     if (v == kNoVertex)
         return false;
@@ -654,8 +665,7 @@ void Matcher::collect_slots(uint32_t v, const Request& r, uint64_t want, std::ve
     // children only: a slot of cores and memory stays within one socket.
     // Banyan's `pack` takes a slot's members anywhere below one node (all
     // its sockets), never from two: a task runs on one node.
-    bool at_slot = policy_.slot_at_holder ? holds_slot_members(v, r)
-                                          : !node_type_ || (v != kNoVertex && pool_.type(v) == *node_type_);
+    bool at_slot = policy_.slot_at_holder ? holds_slot_members(v, r) : at_or_below_a_node(v, r);
     if (at_slot) {
         bool direct = policy_.slot_at_holder;
         while (after.size() < want) {

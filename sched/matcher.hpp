@@ -124,6 +124,7 @@ class Matcher {
     // `direct`: only among v's children, not deeper (a slot's members).
     bool match_request(uint32_t v, const Request& r, bool exclusive, bool direct = false);
     int64_t collect(uint32_t v, const Request& r, int64_t want, bool exclusive, bool direct = false);
+    bool at_or_below_a_node(uint32_t v, const Request& slot) const;
     bool holds_slot_members(uint32_t v, const Request& slot) const;
     // Candidates below v in preorder, for the `flatten` policies (low,
     // high: vertices of r's type, or the vertices that hold a slot) and

@@ -12,6 +12,7 @@
 //   recovery                  start on a database: replay, re-attach
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <unordered_map>
@@ -67,6 +68,7 @@ class JobManager {
     // The submission, its signature checked (or none needed).
     void submit(const Message& req, nlohmann::json body);
     void accept(const Message& req, const nlohmann::json& spec, Job job, const std::string& signature);
+    void answered_barrier(const Message& req, const std::function<void()>& fn);
     void drop_unstored(const std::vector<JobId>& ids, const Error& error);
     void on_list(const Message& req);
     void on_info(const Message& req);

@@ -250,6 +250,18 @@ void JobManager::on_queue_enable(const Message& req) {
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
 }
 
+// A continuation of a request outside its handler (after a signature
+// check, or the scheduler's answer) is its own exception barrier: what it
+// throws answers the request (EPROTO), as the broker does for a handler.
+void JobManager::answered_barrier(const Message& req, const std::function<void()>& fn) {
+    try {
+        fn();
+    } catch (const std::exception& e) {
+        log::error("job-manager", "{}: {}", req.topic, e.what());
+        broker_.respond_error(req, EPROTO, fmt::format("{}: {}", req.topic, e.what()));
+    }
+}
+
 // A job of another user than the broker's runs as that user: the job
 // manager checks, before it stores anything, that the user signed this
 // jobspec (doc/spec/jobs.md §2.1); banyan-imp checks again on each node.
@@ -276,7 +288,7 @@ void JobManager::on_submit(const Message& req) {
                     fmt::format("J: signed by uid {}, not by the submitting user (uid {})", decoded->uid, req.userid));
             if (decoded->jobspec != body["jobspec"])
                 return broker_.respond_error(req, EPERM, "J: the signed jobspec is not the one submitted");
-            submit(req, std::move(body));
+            answered_barrier(req, [&] { submit(req, std::move(body)); });
         });
 }
 
@@ -354,7 +366,7 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
                     // (ENOSYS: no scheduler loaded here; sched.alloc decides.)
                     if (resp.errnum && resp.errnum != ENOSYS)
                         return broker_.respond_error(req, resp.errnum, resp.error_text());
-                    accept(req, body["jobspec"], std::move(job), signature);
+                    answered_barrier(req, [&] { accept(req, body["jobspec"], std::move(job), signature); });
                 });
 }
 

@@ -36,9 +36,21 @@ SignatureCheck::~SignatureCheck() {
 }
 
 void SignatureCheck::decode(std::string credential, std::function<void(Result<SignedPayload>)> done) {
+    bool queued = false;
     {
         std::lock_guard lock(mutex_);
-        queue_.push_back({std::move(credential), std::move(done)});
+        if (queue_.size() < kMaxWaiting) {
+            queue_.push_back({std::move(credential), std::move(done)});
+            queued = true;
+        }
+    }
+    if (!queued) {
+        // Each waiting submission holds its whole request: bounded.
+        reactor_.post([alive = alive_, done = std::move(done)] {
+            if (*alive)
+                done(make_error(EAGAIN, fmt::format("{} signed submissions wait to be checked: try again", kMaxWaiting)));
+        });
+        return;
     }
     wake_.notify_one();
 }

@@ -39,7 +39,9 @@ class SignatureCheck {
     // does not answer), or its payload is not a jobspec object. An expired
     // or replayed credential is accepted: the job manager checks who and
     // what, banyan-imp when and how often.
+    // Error EAGAIN (through `done`) when kMaxWaiting wait already.
     void decode(std::string credential, std::function<void(Result<SignedPayload>)> done);
+    static constexpr size_t kMaxWaiting = 1024;
 
   private:
     struct Work {

@@ -95,3 +95,5 @@ check_output "an outside shutdown is said once" \
 check "no broker is said to have exited early" sh -c "! grep -q 'exited early' '$T_DIR/outside.out'"
 check "the command is ended, not left running with a dead BANYAN_URI" \
     sh -c "! grep -q survived '$T_DIR/outside.out' && [ $((SECONDS - start)) -lt 20 ]"
+check_output "COMMAND keeps the descriptors it was given, as under a shell (<(...), a jobserver's)" "^inherited$" \
+    banyan start --test-size=1 sh -c 'cat <&5' 5<<<"inherited"
