@@ -120,6 +120,12 @@ check_fails "a new rank number does not replay it: one slot holds one node" \
     imp "$(req 30 1 "$uid_a" "$J" "$T_DIR/impjobs/30b" "$(R_of 0,1)")"
 check_fails "nor does a new job id" "a replayed credential: it started job .*, not " \
     imp "$(req 31 0 "$uid_a" "$J" "$T_DIR/impjobs/31" "$(R_of 0)")"
+# munged reads the same credential from other texts; the record is keyed
+# on the text, so only the plain form is taken.
+check_fails "nor the same credential with a word after its last ':'" "not one MUNGE credential in its plain form" \
+    imp "$(req 30 1 "$uid_a" "${J}x" "$T_DIR/impjobs/30c" "$(R_of 0,1)")"
+check_fails "nor with a blank before it" "not one MUNGE credential in its plain form" \
+    imp "$(req 30 1 "$uid_a" " $J" "$T_DIR/impjobs/30d" "$(R_of 0,1)")"
 cat >"$T_DIR/two-nodes.json" <<'JSON'
 {"version":1,"resources":[{"type":"node","count":2,"with":[{"type":"slot","count":1,"label":"task","with":[{"type":"core","count":1}]}]}],"tasks":[{"command":["true"],"slot":"task","count":{"per_slot":1}}],"attributes":{"system":{"duration":0}}}
 JSON
