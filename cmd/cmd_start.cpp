@@ -137,9 +137,12 @@ class TestInstance {
             exited_++;
             if (shutting_down_ || shut_down_outside_)
                 return;
-            // A broker ending well while COMMAND runs (the leaves first):
-            // `banyan shutdown` from outside. Said once, and COMMAND ends
-            // (its BANYAN_URI is dead).
+            // A follower that ends well left cleanly (a shutdown takes the
+            // leaves first, or it was told to go): nothing to say. Rank 0
+            // ending well while COMMAND runs: `banyan shutdown` from
+            // outside. Said once, and COMMAND ends (its BANYAN_URI is dead).
+            if (exit_code_from_wait_status(status) == 0 && rank != 0)
+                return;
             if (exit_code_from_wait_status(status) == 0) {
                 shut_down_outside_ = true;
                 fmt::print(stderr, "banyan start: the instance was shut down (banyan shutdown); ending the command\n");
