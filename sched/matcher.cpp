@@ -255,6 +255,17 @@ Result<void> Matcher::could_ever_fit(const Jobspec& jobspec) {
     return {};
 }
 
+bool Matcher::any_free(int64_t now) const {
+    std::optional<TypeId> gpu = pool_.find_type("gpu");
+    if (!core_type_ && !gpu)
+        return true;
+    for (uint32_t root : pool_.roots())
+        for (std::optional<TypeId> t : {core_type_, gpu})
+            if (t && pool_.avail(root, *t, now, now + 1) > 0)
+                return true;
+    return false;
+}
+
 // A slot (one task) is on one node: what one slot needs of a type that no
 // node has as much of, named ("" when none).
 std::string Matcher::slot_shortfall(const std::vector<Request>& requests) const {

@@ -67,6 +67,10 @@ class Matcher {
     // with nothing in use and every vertex up (drained and down nodes
     // return). Error ENOSPC, with the reason, when it never could.
     Result<void> could_ever_fit(const Jobspec& jobspec);
+    // False when no core and no GPU is free at `now` (drained and down ones
+    // count as free): then no job can start now, and a backfilling pass
+    // stops looking. True when the graph has neither type.
+    bool any_free(int64_t now) const;
 
     // Marks the node of each rank drained, down or up (ranks not named in
     // either set). Allocations on a node that goes down stay until

@@ -115,7 +115,14 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
         job.t_estimate.reset();
         if (blocked && config_.policy == QueuePolicy::fcfs)
             break;  // the rest wait on the first (pending() says so)
-        MatchOp op = reservations > 0 ? MatchOp::allocate_orelse_reserve : MatchOp::allocate_with_satisfiability;
+        // EASY's one reservation only guards the first blocked job against
+        // jobs started after it, and with nothing free none can start now:
+        // it is made in the next pass that has room (a reservation costs a
+        // search of the planners, once per pass). Conservative reserves
+        // every blocked job, to say when each will start.
+        bool easy = config_.policy == QueuePolicy::easy;
+        MatchOp op = reservations > 0 && (!easy || matcher_.any_free(now)) ? MatchOp::allocate_orelse_reserve
+                                                                            : MatchOp::allocate_with_satisfiability;
         auto r = matcher_.match(job.jobspec, op, now, job.id);
         if (r && r->matched && !r->reserved) {
             started.push_back({job.id, matcher_.to_rv1(r->claims, r->start, r->end)});
@@ -136,6 +143,11 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
         }
         job.reason = "insufficient resources";
         blocked = true;
+        // Backfilling looks further only while something is free: with
+        // every core and GPU in use no later job can start now, and
+        // trying each of queue-depth jobs cost a full pass per free.
+        if (easy && !matcher_.any_free(now))
+            break;
     }
     return started;
 }
