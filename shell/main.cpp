@@ -18,6 +18,7 @@
 #include "core/log.hpp"
 #include "core/unique_fd.hpp"
 #include "shell/fork_server.hpp"
+#include "shell/pmix_server.hpp"
 #include "shell/shell.hpp"
 
 namespace {
@@ -93,5 +94,10 @@ int main(int argc, char** argv) {
     banyan::Reactor reactor;
     banyan::Shell shell(reactor, in, out, std::move(signed_jobspec));
     reactor.run();
-    return shell.exit_code();
+    int code = shell.exit_code();
+    if (banyan::pmix_finalize_abandoned()) {
+        std::fflush(nullptr);
+        _exit(code);
+    }
+    return code;
 }

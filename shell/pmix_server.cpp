@@ -2,12 +2,15 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -39,6 +42,8 @@ struct PmixServer::State {
 namespace {
 
 std::shared_ptr<PmixServer::State> g_state;  // the library has no user pointer
+constexpr std::chrono::seconds kFinalizeLimit(5);
+std::atomic<bool> g_finalize_abandoned{false};
 
 // Blocks until an asynchronous PMIx call reports back.
 struct Completion {
@@ -501,8 +506,28 @@ PmixServer::~PmixServer() {
             cb.first(PMIX_ERR_TIMEOUT, nullptr, 0, cb.second, nullptr, nullptr);
         state_->fences.clear();
     }
-    PMIx_server_finalize();
+    // The library's finalize waits for its own threads: one held up (as
+    // after a cancel, by a client that never lets go) held this shell,
+    // its job's end and the broker's shutdown for minutes. Past
+    // kFinalizeLimit the shell goes on without it; the library may still
+    // call back, so its state stays, and the shell ends with _exit.
+    auto done = std::make_shared<std::promise<void>>();
+    std::future<void> finished = done->get_future();
+    std::thread([done] {
+        PMIx_server_finalize();
+        done->set_value();
+    }).detach();
+    if (finished.wait_for(kFinalizeLimit) == std::future_status::timeout) {
+        g_finalize_abandoned = true;
+        log::warning("shell", "PMIx_server_finalize did not return within {} s: the shell goes on without it",
+                     kFinalizeLimit.count());
+        return;
+    }
     g_state.reset();
+}
+
+bool pmix_finalize_abandoned() {
+    return g_finalize_abandoned;
 }
 
 std::vector<std::string> PmixServer::task_environment(uint32_t task) const {

@@ -78,4 +78,9 @@ class PmixServer {
     std::shared_ptr<State> state_;
 };
 
+// True once a PmixServer's destruction gave up waiting for the library's
+// finalize (it never returned): the shell must then end with _exit, since
+// the library's own exit-time clean-up could block as its finalize did.
+bool pmix_finalize_abandoned();
+
 }  // namespace banyan
