@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -122,6 +123,26 @@ void give_job_dir(const UniqueFd& dir, const std::string& path, uid_t user) {
         fail(fmt::format("tmpdir {}: {}", path, std::strerror(errno)));
 }
 
+// The user's lock on this node, held shared by each of the user's shells
+// for as long as it runs: the shell that takes it alone at its end is the
+// user's last on the node and removes the user's files in /dev/shm
+// (doc/spec/shell.md §1). Root's file, in state-dir: no other user can
+// hold it to stop that. Taken before the shell starts, so a new job of the
+// user waits for a clean-up under way, which then cannot remove its files.
+UniqueFd hold_user_lock(const ImpConfig& config, uid_t user) {
+    std::string dir = config.state_dir + "/users";
+    if ((mkdir(config.state_dir.c_str(), 0700) != 0 && errno != EEXIST) || (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST))
+        fail(fmt::format("state-dir {}: {}", dir, std::strerror(errno)));
+    std::string path = fmt::format("{}/{}.lock", dir, user);
+    UniqueFd fd(open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd)
+        fail(fmt::format("{}: {}", path, std::strerror(errno)));
+    while (flock(fd.get(), LOCK_SH) != 0)
+        if (errno != EINTR)
+            fail(fmt::format("{}: {}", path, std::strerror(errno)));
+    return fd;
+}
+
 // Becomes `pw` for good: supplementary groups, gid, uid (real, effective
 // and saved, so root cannot come back).
 void become(const passwd& pw) {
@@ -142,9 +163,9 @@ std::string this_host() {
 
 // exec: fd 3 holds {"id", "rank", "userid", "J", "R", "tmpdir"} (the broker
 // writes it to a memfd); stdin and stdout are the shell's protocol, passed
-// on untouched. The shell gets the jobspec the user signed on fd 3, an
-// environment made here from nothing, and no other descriptor
-// (doc/spec/shell.md §3.1).
+// on untouched. The shell gets the jobspec the user signed on fd 3, the
+// user's lock on fd 4 (held shared), an environment made here from
+// nothing, and no other descriptor (doc/spec/shell.md §3.1).
 int exec_shell(const ImpConfig& config) {
     std::string text = read_all(3, 64 << 20);
     close(3);
@@ -185,6 +206,11 @@ int exec_shell(const ImpConfig& config) {
         fail(fmt::format("passing the jobspec on: {}", std::strerror(errno)));
     if (memfd != 3)
         close(memfd);
+    UniqueFd lock = hold_user_lock(config, *userid);
+    if (dup2(lock.get(), 4) != 4 || fcntl(4, F_SETFD, 0) != 0)
+        fail(fmt::format("passing the user's lock on: {}", std::strerror(errno)));
+    if (lock.get() == 4)
+        (void)lock.release();
     become(pw);
     // Nothing of the caller's environment reaches the shell: a library
     // search variable (HWLOC_PLUGINS_PATH, GCONV_PATH, ...) would load the
@@ -196,9 +222,9 @@ int exec_shell(const ImpConfig& config) {
     setenv("LOGNAME", name.c_str(), 1);
     setenv("SHELL", shell.c_str(), 1);
     setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
-    close_descriptors_from(4);
-    std::string shell_path = config.shell, option = "--signed-jobspec-fd=3";
-    char* argv[] = {shell_path.data(), option.data(), nullptr};
+    close_descriptors_from(5);
+    std::string shell_path = config.shell, option = "--signed-jobspec-fd=3", lock_option = "--user-lock-fd=4";
+    char* argv[] = {shell_path.data(), option.data(), lock_option.data(), nullptr};
     execv(shell_path.c_str(), argv);
     fail(fmt::format("{}: {}", config.shell, std::strerror(errno)), 127);
 }

@@ -47,8 +47,10 @@ int main(int argc, char** argv) {
     // its memory, to write on the shell's protocol or take what it holds.
     // (Tasks are dumpable again: exec resets it.)
     prctl(PR_SET_DUMPABLE, 0);
-    // banyan-imp passes the jobspec the user signed on fd 3.
-    bool signed_fd = argc == 2 && std::strcmp(argv[1], "--signed-jobspec-fd=3") == 0;
+    // banyan-imp passes the jobspec the user signed on fd 3 and the user's
+    // lock on this node on fd 4.
+    bool signed_fd = argc == 3 && std::strcmp(argv[1], "--signed-jobspec-fd=3") == 0 &&
+                     std::strcmp(argv[2], "--user-lock-fd=4") == 0;
     bool fork_server = argc == 2 && std::strcmp(argv[1], "--fork-server") == 0;
     if (fork_server && !isatty(0))
         banyan::serve_forks(argv[1]);  // returns in a job's shell, forked
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
     // Whatever it was given beyond its protocol and the signed jobspec is
     // never its tasks' (they get their own descriptors only).
     banyan::mark_close_on_exec_from(signed_fd ? 4 : 3);
+    banyan::UniqueFd user_lock(signed_fd ? 4 : -1);
     std::optional<nlohmann::json> signed_jobspec;
     if (signed_fd) {
         std::string text;
@@ -92,7 +95,7 @@ int main(int argc, char** argv) {
     // do not inherit this: they get the job's environment.
     setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_xml_libxml", 0);
     banyan::Reactor reactor;
-    banyan::Shell shell(reactor, in, out, std::move(signed_jobspec));
+    banyan::Shell shell(reactor, in, out, std::move(signed_jobspec), std::move(user_lock));
     reactor.run();
     int code = shell.exit_code();
     if (banyan::pmix_finalize_abandoned()) {

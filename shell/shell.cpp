@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -34,6 +35,9 @@ namespace banyan {
 namespace {
 
 constexpr auto kDrainLimit = std::chrono::seconds(5);
+
+// Where POSIX shared memory and named semaphores live (glibc).
+constexpr const char* kSharedMemoryDir = "/dev/shm";
 // Output queued for the exec service beyond which the tasks' pipes are no
 // longer read (until the queue empties): a task writing faster than its
 // output can travel waits in write() instead of filling this shell's memory.
@@ -110,9 +114,11 @@ std::unique_ptr<MachineTopology> machine_topology(const std::string& xml) {
 
 }  // namespace
 
-Shell::Shell(Reactor& reactor, int in_fd, int out_fd, std::optional<nlohmann::json> signed_jobspec)
+Shell::Shell(Reactor& reactor, int in_fd, int out_fd, std::optional<nlohmann::json> signed_jobspec,
+             UniqueFd user_lock)
     : reactor_(reactor),
       signed_jobspec_(std::move(signed_jobspec)),
+      user_lock_(std::move(user_lock)),
       reattach_timer_(reactor),
       socket_check_(reactor),
       exit_timer_(reactor),
@@ -174,6 +180,35 @@ void Shell::release_job_files() {
             if (!listen_fd_ || entry.path() != reattach_socket_)
                 std::filesystem::remove_all(entry.path(), ec);
     }
+}
+
+void Shell::clean_user_shm() {
+    if (!user_lock_)
+        return;
+    // Shared by every running shell of the user here: whoever takes it
+    // alone is the last. Two ending at once both let go first, so one of
+    // them gets it; a starting one waits in banyan-imp until this is done.
+    (void)flock(user_lock_.get(), LOCK_UN);
+    bool last = flock(user_lock_.get(), LOCK_EX | LOCK_NB) == 0;
+    if (last) {
+        const uid_t user = getuid();
+        std::error_code ec;
+        size_t removed = 0;
+        for (const auto& entry : std::filesystem::directory_iterator(kSharedMemoryDir, ec)) {
+            struct stat st {};
+            if (lstat(entry.path().c_str(), &st) != 0 || st.st_uid != user)
+                continue;
+            std::error_code failed;
+            std::filesystem::remove_all(entry.path(), failed);  // (never follows a link)
+            if (failed)
+                log::warning("shell", "{}: {}", entry.path().string(), failed.message());
+            else
+                removed++;
+        }
+        if (removed)
+            log::debug("shell", "removed {} of the user's entries in {}", removed, kSharedMemoryDir);
+    }
+    user_lock_.reset();
 }
 
 void Shell::on_message(Result<nlohmann::json> message) {
@@ -437,7 +472,7 @@ Result<void> Shell::prepare() {
 void Shell::warn_if_shm_small() {
     constexpr uint64_t kPerRank = 4ull << 20;
     struct statvfs st;
-    if (!pmix_ || statvfs("/dev/shm", &st) != 0)
+    if (!pmix_ || statvfs(kSharedMemoryDir, &st) != 0)
         return;
     uint64_t free_bytes = static_cast<uint64_t>(st.f_bavail) * st.f_frsize;
     uint64_t needed = kPerRank * job_->local.ntasks;
@@ -658,6 +693,7 @@ void Shell::finish() {
     // The exec service ends the job at `finish` (§6), not at this
     // process's exit: nothing of the job may be left after it.
     release_job_files();
+    clean_user_shm();
     send({{"type", "finish"}, {"status", status}, {"time", wall_now()}});
     if (!channel_)
         return;  // kept: sent, and this shell done, once a broker re-attaches

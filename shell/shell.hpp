@@ -33,7 +33,10 @@ class Shell {
     // Talks to the exec service over `in_fd` / `out_fd` (owned). Started by
     // banyan-imp, it runs `signed_jobspec` (what the user signed) in place
     // of the jobspec of its request.
-    Shell(Reactor& reactor, int in_fd, int out_fd, std::optional<nlohmann::json> signed_jobspec = std::nullopt);
+    // `user_lock`: from banyan-imp, the job's user's lock on this node, held
+    // shared (doc/spec/shell.md §1, "Shared memory").
+    Shell(Reactor& reactor, int in_fd, int out_fd, std::optional<nlohmann::json> signed_jobspec = std::nullopt,
+          UniqueFd user_lock = {});
     ~Shell();
     // The process's exit status once the loop stops: 0 after `finish`.
     int exit_code() const { return exit_code_; }
@@ -80,10 +83,15 @@ class Shell {
     // Ends the PMIx server and removes what the job left in its run
     // directory; the tasks are gone by then.
     void release_job_files();
+    // The last shell of its user on this node removes the user's files in
+    // /dev/shm: what the job's tasks left there (POSIX shared memory and
+    // semaphores) outlives them.
+    void clean_user_shm();
     void finish();
 
     Reactor& reactor_;
     std::optional<nlohmann::json> signed_jobspec_;
+    UniqueFd user_lock_;
     uint32_t broker_uid_ = 0;               // besides this shell's own uid, who may re-attach it
     std::unique_ptr<LineChannel> channel_;  // none while waiting to be re-attached
     bool ending_ = false;                   // the broker is stopping: end with it

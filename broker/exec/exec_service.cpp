@@ -746,6 +746,19 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
     } else if (*type == "started") {
         job.started = true;
         report_started(id);
+        // Where jobs of other users run, a job not held by a cgroup is
+        // told so, once, in its output (doc/spec/shell.md §1).
+        if (!job.cgroup && job.userid != getuid() && rank == job.leader)
+            send_to_job_manager(
+                id, job,
+                {"job-manager.output",
+                 {{"id", id},
+                  {"task", 0},
+                  {"stream", "stderr"},
+                  {"data", fmt::format("banyan: note: this job runs without cgroup containment on rank {}: its "
+                                       "memory is not limited, and a process that leaves its process group may "
+                                       "outlive it\n",
+                                       rank)}}});
     } else if (*type == "finish") {
         auto status = json_field<int64_t>(m, "status", 0, "shell");
         auto time = json_field<double>(m, "time", 0, "shell");

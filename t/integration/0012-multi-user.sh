@@ -15,9 +15,9 @@ cd "$T_DIR/home"
 out=$(cd / && as "$ALICE" sh -c "umask 027; banyan run -N4 -n4 sh -c 'echo \$(id -un) \$(id -Gn | tr \" \" ,) \$HOME \$USER \$(umask)'" 2>&1)
 echo "$out" | sed 's/^/    | /'
 check "alice's 4 tasks ran as alice on 4 brokers" test "$(echo "$out" | grep -c "^$ALICE ")" = 4
-check "with her supplementary group" sh -c "echo '$out' | head -1 | grep -q $PROJ"
-check "with HOME and USER from the password database" sh -c "echo '$out' | head -1 | grep -q ' $T_DIR/home/alice $ALICE '"
-check "with the umask she submitted with" sh -c "echo '$out' | head -1 | grep -q ' 0027\$'"
+check "with her supplementary group" sh -c "echo '$out' | grep '^$ALICE ' | head -1 | grep -q $PROJ"
+check "with HOME and USER from the password database" sh -c "echo '$out' | grep '^$ALICE ' | head -1 | grep -q ' $T_DIR/home/alice $ALICE '"
+check "with the umask she submitted with" sh -c "echo '$out' | grep '^$ALICE ' | head -1 | grep -q ' 0027\$'"
 check_output "bob's job runs as bob" "^$BOB\$" as "$BOB" banyan run id -un
 check_output "the prolog ran as root on each of alice's 4 nodes, with her job's id and name" "^4$" \
     sh -c "grep -c '^0 f[^ ]* $ALICE [0-3]\$' '$T_DIR/prolog.out'"

@@ -246,6 +246,28 @@ check_output "REST names J among the fields it knows" "unknown field \(expected 
 check_output "a broker says at start whether its jobs are held in cgroups" \
     "jobs are contained: each in a cgroup|exec.warning: no writable cgroup v2 hierarchy for this broker: jobs run without containment" \
     cat "$T_DIR/rank-0.log"
+# ... and, where jobs are not, each job of a user says it once, in its output.
+if grep -q "jobs are contained" "$T_DIR/rank-0.log"; then expected=0; else expected=1; fi
+check_output "a job not held by a cgroup is told so in its output, once ($expected)" "^$expected$" \
+    bash -c "as $ALICE banyan run -N2 -n2 true 2>&1 | grep -c 'runs without cgroup containment on rank'"
+# What a job leaves in /dev/shm (POSIX shared memory, semaphores) goes with
+# the user's last job on the node (all four brokers share this host), and
+# only the user's.
+shm=/dev/shm/bnyt-$$
+rm -rf "$shm"-*
+as "$BOB" touch "$shm-bob"
+as "$ALICE" banyan run sh -c "touch $shm-alone; mkdir $shm-dir; touch $shm-dir/inside" >/dev/null 2>&1
+check "her last job's /dev/shm files are gone when it has ended" test ! -e "$shm-alone" -a ! -e "$shm-dir"
+check "bob's file is not touched" test -e "$shm-bob"
+holder=$(as "$ALICE" banyan submit sh -c "touch $shm-holder; exec sleep 300")
+wait_for "her holding job runs" 30 test -e "$shm-holder"
+as "$ALICE" banyan run sh -c "touch $shm-second" >/dev/null 2>&1
+check "while another job of hers runs here, a job's files stay" test -e "$shm-second" -a -e "$shm-holder"
+as "$ALICE" banyan cancel "$holder"
+as "$ALICE" banyan job wait "$holder" >/dev/null 2>&1
+check "... and go with the last one" test ! -e "$shm-second" -a ! -e "$shm-holder"
+check "bob's file is still there" test -e "$shm-bob"
+rm -f "$shm-bob"
 
 # --- What held before keeps holding.
 job=$(as "$ALICE" banyan submit sleep 300)
