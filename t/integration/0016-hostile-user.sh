@@ -295,6 +295,15 @@ python3 -c "print('{\"jobspec\":' + '[' * 100000 + ']' * 100000 + '}')" >"$T_DIR
 chmod 644 "$T_DIR/deep.json"
 check_fails "JSON nested 100,000 deep is refused in one line" "^error 71: .*JSON nested deeper than 64 levels$" \
     as "$BOB" "$T_DIR/test-client" rpc job-manager.submit "@$T_DIR/deep.json"
+# 10 MB of it: refused as soon as it is read, in the same line, not a reset
+# connection.
+python3 -c "print('{\"jobspec\":' + '[' * 5000000 + ']' * 5000000 + '}')" >"$T_DIR/deep.json"
+check_fails "a 10 MB payload nested 5,000,000 deep is refused in the same line" \
+    "^error 71: .*JSON nested deeper than 64 levels$" \
+    as "$BOB" "$T_DIR/test-client" rpc job-manager.submit "@$T_DIR/deep.json"
+check_output "... and over REST, in one line naming the limit" '^\{"message":"the body is over [0-9]+ bytes \(http.max-body\)","status":413\} 413$' \
+    curl -s -w ' %{http_code}' -H "Authorization: Bearer $BOB_TOKEN" -H 'Content-Type: application/json' \
+    --data-binary "@$T_DIR/deep.json" "$URL/api/v1/jobs"
 check_output "a flood of bob's connections is cut at his limit" "^connections: [0-9]+ of 300 answered; refused: " \
     as "$BOB" "$T_DIR/test-client" connections 300
 check_output "and alice is still served" "^$ALICE$" as "$ALICE" banyan run id -un
