@@ -248,6 +248,11 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     broker.register_method("exec.fence", true, [s](const Message& r) { s->on_fence(r); });
     broker.register_method("exec.proxy", true, [s](const Message& r) { s->on_proxy(r); });
     broker.register_method("exec.reattach", true, [s](const Message& r) { s->on_reattach(r); });
+    broker.register_method("exec.cut-off", true, [s](const Message& r) { s->on_cut_off(r); });
+    if (broker.bootstrap().rank != 0) {
+        svc->parent_check_ = std::make_unique<Timer>(broker.reactor());
+        svc->parent_check_->start_repeating(std::chrono::seconds(1), [s] { s->check_parent(); });
+    }
     // Users pass through jobs/ to their jobs' directories, never list it.
     std::string jobs_dir = broker.bootstrap().rundir + "/jobs";
     mkdir(jobs_dir.c_str(), 0711);
@@ -1127,6 +1132,55 @@ void ExecService::on_reconcile(const Message& req) {
         kill_now(id);
     }
     broker_.respond(Message::response_to(req, {{"killed", killed}}));
+}
+
+void ExecService::check_parent() {
+    if (broker_.overlay().parent_ready()) {
+        cut_off_ = false;
+        return;
+    }
+    // Silence is counted from the parent's last word, as the parent counts
+    // this rank's (a broker that restarted counts from its own start).
+    double lost_timeout = broker_.bootstrap().lost_timeout;
+    auto since = std::max(broker_.overlay().parent_last_seen(), started_);
+    if (cut_off_ || Clock::now() - since < std::chrono::duration<double>(lost_timeout))
+        return;
+    // What rank 0 does at the same time, where it still runs: a rank that
+    // reaches it again is reconciled besides (doc/spec/jobs.md §7).
+    cut_off_ = true;
+    uint32_t rank = broker_.bootstrap().rank;
+    kill_all_jobs(fmt::format("rank {} has not reached its parent for {}s (tbon.lost_timeout): rank 0 has ended this "
+                              "job (node-failure)",
+                              rank, lost_timeout));
+    broker_.overlay().subtree().online.for_each([this, rank](uint32_t below) {
+        if (below == rank)
+            return;
+        broker_.rpc(Message::request("exec.cut-off", {{"rank", rank}}, below), [below](const Message& resp) {
+            if (resp.errnum)
+                log::warning("exec", "exec.cut-off on rank {}: {}", below, resp.error_text());
+        });
+    });
+}
+
+void ExecService::on_cut_off(const Message& req) {
+    auto body = req.json();
+    auto rank = body ? json_field<uint32_t>(*body, "rank", 0, "exec.cut-off") : Result<uint32_t>(body.error());
+    if (!rank)
+        return broker_.respond_error(req, EPROTO, rank.error().message);
+    kill_all_jobs(fmt::format("rank {}, above rank {}, has not reached its parent for {}s (tbon.lost_timeout): rank "
+                              "0 has ended this job (node-failure)",
+                              *rank, broker_.bootstrap().rank, broker_.bootstrap().lost_timeout));
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+}
+
+void ExecService::kill_all_jobs(const std::string& why) {
+    std::vector<JobId> ids;
+    for (const auto& [id, job] : jobs_)
+        ids.push_back(id);
+    for (JobId id : ids) {
+        log::warning("exec", "{}: {}: killing its tasks", format_jobid(id), why);
+        kill_now(id);
+    }
 }
 
 void ExecService::on_terminate(const Message& req) {

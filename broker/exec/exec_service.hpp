@@ -92,6 +92,14 @@ class ExecService {
     // exec.reconcile {keep: [ids]}: kills every job of this rank not in
     // `keep` (rank 0 ended it while this rank was cut off).
     void on_reconcile(const Message& req);
+    // Every second on ranks but 0: a rank cut off from its parent for
+    // tbon.lost_timeout is lost to rank 0, which has ended its jobs and
+    // those of every rank below it (node-failure); it kills their tasks
+    // and has the ranks below it do the same (exec.cut-off).
+    void check_parent();
+    // exec.cut-off {rank}: `rank`, above this one, is cut off: kill every job.
+    void on_cut_off(const Message& req);
+    void kill_all_jobs(const std::string& why);
     void kill_now(JobId id);
     void on_stdin(const Message& req);
     void on_fence(const Message& req);
@@ -127,6 +135,9 @@ class ExecService {
     };
     std::list<EmptyingCgroup> emptying_;
     std::unique_ptr<Timer> emptying_timer_;
+    std::unique_ptr<Timer> parent_check_;
+    Clock::time_point started_ = Clock::now();
+    bool cut_off_ = false;  // acted on, until the parent is back
     // Each job's end here, in <rundir>/jobs/ended too.
     std::unique_ptr<EndedShares> ended_;
 };

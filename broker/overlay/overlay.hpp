@@ -72,6 +72,8 @@ class Overlay {
     void say_goodbye();
 
     bool parent_ready() const { return parent_ready_; }
+    // When the parent was last heard from (the clock's epoch: never).
+    Clock::time_point parent_last_seen() const { return parent_last_seen_; }
     size_t children_up() const;
     PeerState child_state(uint32_t rank) const;
     SubtreeStates subtree() const;

@@ -17,7 +17,10 @@ wait_for "rank 1 is lost and its job ends with node-failure" 20 \
 kill -CONT "$rank1"
 wait_for "rank 1 is back" 30 all_up 2
 wait_for "the ended job's task on rank 1 is killed, none left" 15 sh -c "! pgrep -f '^sleep $marker\$'"
-check_output "rank 1 said why" "rank 0 ended this job while rank 1 was cut off" cat "$T_DIR/rank-1.log"
+# (Stopped past tbon.lost_timeout, rank 1 may also find itself cut off as
+# it resumes, and kill them before it is back: doc/spec/shell.md §8.)
+check_output "rank 1 said why" \
+    "rank 0 ended this job while rank 1 was cut off|rank 1 has not reached its parent for 3s" cat "$T_DIR/rank-1.log"
 new=$(banyan submit -N2 -n2 true)
 check "a new job runs on both ranks" banyan job wait "$new"
 check "shutdown" banyan shutdown
