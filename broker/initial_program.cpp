@@ -67,6 +67,13 @@ void InitialProgram::on_running() {
         return;
     }
     process_ = std::move(*process);
+    // On a terminal whose foreground this broker is (a job's task 0 run
+    // with --pty: banyan alloc --pty), the program takes the foreground, as
+    // a shell gives it to the job it starts: an interactive shell would be
+    // stopped reading it from a background group. SIGCONT: it may have
+    // stopped itself already, waiting for it.
+    if (isatty(0) && tcgetpgrp(0) == getpgrp() && tcsetpgrp(0, process_->pid()) == 0)
+        kill(-process_->pid(), SIGCONT);
 }
 
 void InitialProgram::finish() {

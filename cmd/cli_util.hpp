@@ -79,8 +79,10 @@ JobList list_jobs(Client& client, const nlohmann::json& request);
 // code `banyan run` and `banyan job attach` end with (the job's, or 1 when
 // it never finished). With `interactive`, Ctrl-C once sends SIGINT to the
 // job's tasks and twice within 2 s cancels it. With `with_stdin`, what
-// arrives on stdin once the job has started goes to its task 0.
-int attach_job(Client& client, JobId id, bool interactive, bool with_stdin);
+// arrives on stdin once the job has started goes to its task 0. With
+// `pty` (task 0 runs on a terminal of its own), this terminal is raw while
+// attached and its size goes to the job's.
+int attach_job(Client& client, JobId id, bool interactive, bool with_stdin, bool pty);
 // Waits for job `id` to end (job-manager.wait) and returns its exit code
 // (1 when it ended without one); prints the wait's note, if any, on stderr
 // after `who` ("banyan job wait"). Fails (cli::fail) if it cannot wait.

@@ -1,11 +1,14 @@
 // banyan job info|eventlog|attach|wait|urgency|hold|release: one job's details, history
 // and output (doc/spec/jobs.md §7).
 #include <poll.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <optional>
@@ -26,6 +29,50 @@ namespace {
 
 volatile std::sig_atomic_t interrupts = 0;
 extern "C" void count_interrupt(int) { interrupts = interrupts + 1; }
+
+// --pty: this terminal is raw while attached, so every key (Ctrl-C,
+// Ctrl-Z, arrows) goes to the job's terminal, which acts on it; it is put
+// back however the CLI ends.
+termios saved_terminal;
+volatile std::sig_atomic_t terminal_raw = 0;
+volatile std::sig_atomic_t window_changed = 0;
+
+void restore_terminal() {
+    if (terminal_raw) {
+        tcsetattr(0, TCSAFLUSH, &saved_terminal);  // (async-signal-safe)
+        terminal_raw = 0;
+    }
+}
+extern "C" void restore_terminal_and_die(int signo) {
+    restore_terminal();
+    std::signal(signo, SIG_DFL);
+    std::raise(signo);
+}
+extern "C" void note_window_change(int) { window_changed = 1; }
+
+void make_terminal_raw() {
+    if (!isatty(0) || tcgetattr(0, &saved_terminal) != 0)
+        return;
+    termios raw = saved_terminal;
+    cfmakeraw(&raw);
+    if (tcsetattr(0, TCSAFLUSH, &raw) != 0)
+        return;
+    terminal_raw = 1;
+    std::atexit(restore_terminal);
+    for (int signo : {SIGTERM, SIGHUP, SIGQUIT})
+        std::signal(signo, restore_terminal_and_die);
+    std::signal(SIGWINCH, note_window_change);
+}
+
+// This terminal's size, for the job's: sent once the tasks run and again
+// at each change.
+void send_window_size(Client& client, JobId id) {
+    winsize size{};
+    if (ioctl(0, TIOCGWINSZ, &size) != 0 || size.ws_row == 0 || size.ws_col == 0)
+        return;
+    nlohmann::json input{{"id", id}, {"data", ""}, {"winsize", {{"rows", size.ws_row}, {"cols", size.ws_col}}}};
+    (void)client.send(Message::request("job-manager.input", input, 0));
+}
 
 nlohmann::json ask(Client& client, const std::string& topic, const nlohmann::json& body) {
     return must(client.rpc(topic, body, 0));
@@ -126,8 +173,11 @@ int wait_all_jobs(Client& client, bool progress) {
     return exit_code;
 }
 
-int attach_job(Client& client, JobId id, bool interactive, bool with_stdin) {
+int attach_job(Client& client, JobId id, bool interactive, bool with_stdin, bool pty) {
     std::string jid = format_jobid(id);
+    if (pty) {
+        make_terminal_raw();  // (the job's terminal starts with this one's size: request_pty)
+    }
     if (interactive) {
         interrupts = 0;
         struct sigaction sa {};
@@ -146,6 +196,10 @@ int attach_job(Client& client, JobId id, bool interactive, bool with_stdin) {
         std::optional<Message> answer;
         while (!answer) {
             auto msg = client.recv(std::chrono::milliseconds(with_stdin && started ? 10 : 100));
+            if (pty && started && window_changed) {
+                window_changed = 0;
+                send_window_size(client, id);
+            }
             if (with_stdin && started)
                 with_stdin = forward_stdin(client, id);
             if (msg && msg->matchtag == tag)
@@ -190,6 +244,7 @@ int attach_job(Client& client, JobId id, bool interactive, bool with_stdin) {
     }
     if (interactive)
         std::signal(SIGINT, SIG_DFL);
+    restore_terminal();
     if (status)
         return *status;
     return excepted ? 1 : 0;
@@ -226,7 +281,7 @@ void add_job(CLI::App& app, int& exit_code) {
     attach->add_option("ID", id_text, "job id")->required();
     attach->callback([&exit_code] {
         Client client = connect_to_instance();
-        exit_code = attach_job(client, job_id_argument(id_text), true, false);
+        exit_code = attach_job(client, job_id_argument(id_text), true, false, false);
     });
 
     auto* kill = job->add_subcommand("kill", "Send a signal to the job's tasks (default SIGTERM)");

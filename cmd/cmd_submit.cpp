@@ -2,6 +2,8 @@
 // submit it (doc/spec/jobs.md §7). submit prints the id; run streams the
 // job's output and exits with its exit code. banyan batch / banyan alloc:
 // the same for a nested instance (doc/spec/instances.md §6).
+#include <sys/ioctl.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -220,6 +222,20 @@ nlohmann::json instance_jobspec(SubmitOptions& o, std::vector<std::string> broke
     return jobspec;
 }
 
+// --pty: task 0 on a pseudo-terminal of its own (doc/spec/shell.md §5).
+void add_pty_option(CLI::App* cmd, bool& pty) {
+    cmd->add_flag("--pty", pty,
+                  "run task 0 on a terminal of its own, connected to this one (an interactive shell, an editor)");
+}
+
+// The job's terminal starts with this one's size (80x24 without one).
+void request_pty(nlohmann::json& jobspec) {
+    winsize size{};
+    bool sized = ioctl(0, TIOCGWINSZ, &size) == 0 && size.ws_row > 0 && size.ws_col > 0;
+    jobspec["attributes"]["system"]["shell"]["options"]["pty"] =
+        sized ? nlohmann::json{{"rows", size.ws_row}, {"cols", size.ws_col}} : nlohmann::json(true);
+}
+
 }  // namespace
 
 void add_batch(CLI::App& app, int& exit_code) {
@@ -264,8 +280,10 @@ void add_batch(CLI::App& app, int& exit_code) {
 
 void add_alloc(CLI::App& app, int& exit_code) {
     static SubmitOptions o;
+    static bool pty = false;
     auto* cmd = app.add_subcommand("alloc", "Run COMMAND (default: a shell) in a nested instance of its own");
     add_submit_options(cmd, o);
+    add_pty_option(cmd, pty);
     cmd->prefix_command();
     cmd->footer("COMMAND...: what rank 0 of the instance runs, with BANYAN_URI set to it (default: $SHELL)");
     cmd->callback([cmd, &exit_code] {
@@ -279,10 +297,12 @@ void add_alloc(CLI::App& app, int& exit_code) {
         bool with_stdin = o.input.empty();
         if (with_stdin)
             jobspec["attributes"]["system"]["shell"]["options"]["stdin"] = "forward";
+        if (pty)
+            request_pty(jobspec);
         check_size(jobspec);
         Client client = connect_to_instance();
         JobId id = submit_all(client, {jobspec}, o.urgency, false, false).front();
-        exit_code = attach_job(client, id, true, with_stdin);
+        exit_code = attach_job(client, id, true, with_stdin, pty);
     });
 }
 
@@ -310,7 +330,7 @@ void add_submit(CLI::App& app, int& exit_code) {
         std::vector<JobId> ids = submit_all(client, jobspecs, o.urgency, !quiet, progress);
         exit_code = 0;
         for (JobId id : ids) {
-            int code = watch ? attach_job(client, id, false, false) : wait ? wait_job(client, id, "banyan submit") : 0;
+            int code = watch ? attach_job(client, id, false, false, false) : wait ? wait_job(client, id, "banyan submit") : 0;
             exit_code = std::max(exit_code, code);
         }
     });
@@ -318,8 +338,10 @@ void add_submit(CLI::App& app, int& exit_code) {
 
 void add_run(CLI::App& app, int& exit_code) {
     static SubmitOptions o;
+    static bool pty = false;
     auto* cmd = app.add_subcommand("run", "Run a job: submit it, stream its output, exit with its exit code");
     add_submit_options(cmd, o);
+    add_pty_option(cmd, pty);
     cmd->prefix_command();
     cmd->footer("COMMAND...: the command to run and its arguments");
     cmd->callback([cmd, &exit_code] {
@@ -330,9 +352,11 @@ void add_run(CLI::App& app, int& exit_code) {
         bool with_stdin = o.input.empty();
         if (with_stdin)
             jobspec["attributes"]["system"]["shell"]["options"]["stdin"] = "forward";
+        if (pty)
+            request_pty(jobspec);
         Client client = connect_to_instance();
         JobId id = submit_all(client, {jobspec}, o.urgency, false, false).front();
-        exit_code = attach_job(client, id, true, with_stdin);
+        exit_code = attach_job(client, id, true, with_stdin, pty);
     });
 }
 

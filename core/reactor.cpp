@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -235,6 +236,7 @@ struct ChildPlan {
     const char* cwd;  // nullptr: inherit
     bool new_process_group;
     bool new_session;
+    bool controlling_terminal;
     bool keep_descriptors;
     int dup_from[4];        // -1: inherit fd 0, 1, 2; none as fd 3
     const cpu_set_t* cpus;  // nullptr: inherit
@@ -277,6 +279,8 @@ struct ChildFailure {
         if (from == target ? fcntl(from, F_SETFD, 0) != 0 : from >= 0 && dup2(from, target) < 0)
             child_failed(plan, ChildFailure::redirect);
     }
+    if (plan.controlling_terminal && ioctl(0, TIOCSCTTY, 0) != 0)
+        child_failed(plan, ChildFailure::redirect);
     // Nothing else reaches the program: every descriptor above the ones
     // placed here closes (a listening socket or a log of this process
     // must never reach a job's task, even one opened without
@@ -473,6 +477,7 @@ Result<std::unique_ptr<Subprocess>> Subprocess::spawn(Reactor& reactor, const Sp
                    .cwd = options.cwd.empty() ? nullptr : options.cwd.c_str(),
                    .new_process_group = options.new_process_group || options.new_session,
                    .new_session = options.new_session,
+                   .controlling_terminal = options.new_session && options.controlling_terminal,
                    .keep_descriptors = options.keep_descriptors,
                    .dup_from = {options.stdin_fd, options.stdout_fd, options.stderr_fd, options.fd3},
                    .cpus = options.cpus.empty() ? nullptr : &cpus,

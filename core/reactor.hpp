@@ -101,6 +101,9 @@ struct SpawnOptions {
     std::string cwd;                              // empty: inherit
     bool new_process_group = true;                // so signal() reaches descendants
     bool new_session = false;  // and a session of its own: no controlling terminal (a job's task)
+    // With new_session: its stdin, a terminal, becomes its controlling one
+    // (a task run with --pty).
+    bool controlling_terminal = false;
     int stdin_fd = -1;                            // -1: inherit
     int stdout_fd = -1;
     int stderr_fd = -1;

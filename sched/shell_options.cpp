@@ -15,7 +15,8 @@ namespace {
 // What `-o NAME=...` may name (the CLI sets output, input and stdin from
 // its own options).
 constexpr std::string_view kKnownOptions[] = {"cpu-affinity", "gpu-affinity", "exit-timeout", "rlimit",  "output",
-                                              "input",        "stdin",        "signal",       "profile", "pmi"};
+                                              "input",        "stdin",        "signal",       "profile", "pmi",
+                                              "pty"};
 
 Result<Affinity> affinity(const nlohmann::json& options, const char* key) {
     auto it = options.find(key);
@@ -93,7 +94,7 @@ Result<ShellOptions> read_shell_options(const nlohmann::json& system) {
         if (std::find(std::begin(kKnownOptions), std::end(kKnownOptions), name) == std::end(kKnownOptions))
             return make_error(EINVAL, fmt::format("-o {}: unknown shell option (known: cpu-affinity, gpu-affinity, "
                                                   "exit-timeout, rlimit.NAME, output, input, stdin, signal, "
-                                                  "profile, pmi)",
+                                                  "profile, pmi, pty)",
                                                   name));
     ShellOptions opts;
     if (o.contains("profile")) {
@@ -149,6 +150,22 @@ Result<ShellOptions> read_shell_options(const nlohmann::json& system) {
     if (input.contains("path") && input["path"].is_string())
         opts.input_path = input["path"].get<std::string>();
     opts.forward_stdin = o.contains("stdin") && o["stdin"] == "forward";
+    if (o.contains("pty")) {
+        // true, or the size it starts with (the CLI's terminal's).
+        const auto& p = o["pty"];
+        auto rows = json_field<uint16_t>(json_object_at(o, {"pty"}), "rows", opts.pty_rows);
+        auto cols = json_field<uint16_t>(json_object_at(o, {"pty"}), "cols", opts.pty_cols);
+        if (!(p.is_boolean() || p.is_object()) || !rows || !cols || *rows == 0 || *cols == 0)
+            return make_error(EINVAL,
+                              fmt::format("-o pty={}: expected true, false or {{\"rows\": N, \"cols\": N}}", p.dump()));
+        opts.pty = p != false;
+        opts.pty_rows = *rows;
+        opts.pty_cols = *cols;
+    }
+    // Task 0's terminal is its input and its output.
+    if (opts.pty && (!opts.input_path.empty() || !opts.stdout_path.empty() || !opts.stderr_path.empty() || opts.label))
+        return make_error(EINVAL, "--pty: task 0 reads and writes its terminal: not with --input, --output, --error "
+                                  "or -l");
     return opts;
 }
 

@@ -238,11 +238,18 @@ void Shell::on_message(Result<nlohmann::json> message) {
         signal_tasks(m["signal"].get<int>());
     } else if (type == "stdin") {
         auto data = io_data(m, "stdin");
-        if (!data)
-            return log::error("shell", "{}: {}", format_jobid(job_->id), data.error().message);
-        for (auto& t : tasks_)
-            if (t->rank() == 0)
-                t->write_stdin(std::move(*data), m.value("eof", false));
+        auto eof = json_field<bool>(m, "eof", false, "stdin");
+        auto rows = json_field<uint16_t>(json_object_at(m, {"winsize"}), "rows", 0, "stdin.winsize");
+        auto cols = json_field<uint16_t>(json_object_at(m, {"winsize"}), "cols", 0, "stdin.winsize");
+        if (auto e = first_error(data, eof, rows, cols))
+            return log::error("shell", "{}: {}", format_jobid(job_->id), e->message);
+        for (auto& t : tasks_) {
+            if (t->rank() != 0)
+                continue;
+            if (*rows > 0 && *cols > 0)
+                t->set_window_size(*rows, *cols);
+            t->write_stdin(std::move(*data), *eof);
+        }
     } else if (type == "fence") {
         on_fence_result(m);
     } else if (type == "proxy") {
@@ -580,6 +587,9 @@ Result<void> Shell::launch_tasks() {
                 return make_error(errno, fmt::format("--input {}: {}", path, std::strerror(errno)));
         }
         setup.stdin_pipe = job.options.forward_stdin && rank == 0;
+        setup.pty = job.options.pty && rank == 0;
+        setup.pty_rows = job.options.pty_rows;
+        setup.pty_cols = job.options.pty_cols;
         int input_fd = setup.stdin_fd;
         auto task = Task::start(
             reactor_, std::move(setup),

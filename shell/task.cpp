@@ -2,10 +2,12 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -36,6 +38,23 @@ Result<std::pair<int, int>> make_pipe() {
     return std::pair<int, int>(fds[0], fds[1]);
 }
 
+// A pseudo-terminal: its master side (the shell's) and its other side
+// (the task's), both close-on-exec (the child places its copies).
+Result<std::pair<UniqueFd, UniqueFd>> open_terminal(uint16_t rows, uint16_t cols) {
+    UniqueFd master(posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (!master || grantpt(master.get()) != 0 || unlockpt(master.get()) != 0)
+        return make_error(errno, fmt::format("--pty: a pseudo-terminal: {}", std::strerror(errno)));
+    char name[64];
+    if (ptsname_r(master.get(), name, sizeof name) != 0)
+        return make_error(errno, fmt::format("--pty: ptsname: {}", std::strerror(errno)));
+    UniqueFd other(open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (!other)
+        return make_error(errno, fmt::format("--pty: {}: {}", name, std::strerror(errno)));
+    winsize size{.ws_row = rows, .ws_col = cols, .ws_xpixel = 0, .ws_ypixel = 0};
+    (void)ioctl(master.get(), TIOCSWINSZ, &size);
+    return std::pair<UniqueFd, UniqueFd>(std::move(master), std::move(other));
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Task>> Task::start(Reactor& reactor, Setup setup, Sink sink, std::function<void()> on_change) {
@@ -47,7 +66,28 @@ Result<std::unique_ptr<Task>> Task::start(Reactor& reactor, Setup setup, Sink si
     task->on_change_ = std::move(on_change);
     FdCloser child_ends;  // the child's copies, closed here once it has them
     int in = setup.stdin_fd;
-    if (setup.stdin_pipe) {
+    if (setup.pty) {
+        auto terminal = open_terminal(setup.pty_rows, setup.pty_cols);
+        if (!terminal)
+            return terminal.error();
+        auto& [master, other] = *terminal;
+        int writer = fcntl(master.get(), F_DUPFD_CLOEXEC, 3);
+        int reader = fcntl(master.get(), F_DUPFD_CLOEXEC, 3);
+        if (writer < 0 || reader < 0) {
+            int err = errno;
+            for (int fd : {writer, reader})
+                if (fd >= 0)
+                    close(fd);
+            return make_error(err, fmt::format("--pty: {}", std::strerror(err)));
+        }
+        in = setup.stdout_fd = setup.stderr_fd = other.get();
+        child_ends.fds.push_back(other.release());
+        task->stdin_ = std::make_unique<PipeWriter>(reactor, writer);
+        task->out_.fd = reader;  // end of file: the terminal's last user is gone (EIO)
+        fcntl(reader, F_SETFL, O_NONBLOCK);
+        task->terminal_ = std::move(master);
+        setup.spawn.controlling_terminal = true;
+    } else if (setup.stdin_pipe) {
         auto p = make_pipe();
         if (!p)
             return p.error();
@@ -135,8 +175,16 @@ void Task::write_stdin(std::string data, bool eof) {
     if (!stdin_)
         return;
     stdin_->write(std::move(data));
-    if (eof)
+    if (eof && terminal_)
+        stdin_->write(std::string(1, '\x04'));  // (VEOF, as a terminal's user types it)
+    else if (eof)
         stdin_->close();
+}
+
+void Task::set_window_size(uint16_t rows, uint16_t cols) {
+    winsize size{.ws_row = rows, .ws_col = cols, .ws_xpixel = 0, .ws_ypixel = 0};
+    if (terminal_)
+        (void)ioctl(terminal_.get(), TIOCSWINSZ, &size);  // (the kernel sends SIGWINCH)
 }
 
 void Task::read(Stream& s, bool at_exit) {

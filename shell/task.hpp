@@ -11,6 +11,7 @@
 #include "core/pipe_writer.hpp"
 #include "core/reactor.hpp"
 #include "core/result.hpp"
+#include "core/unique_fd.hpp"
 
 namespace banyan {
 
@@ -25,6 +26,11 @@ class Task {
         int stdout_fd = -1;     // a file to write directly; -1: a pipe to the sink
         int stderr_fd = -1;
         bool label = false;
+        // Its stdin, stdout and stderr are a pseudo-terminal of its own,
+        // its controlling one (--pty): what it writes comes as stdout, and
+        // input goes to the terminal (doc/spec/shell.md §5).
+        bool pty = false;
+        uint16_t pty_rows = 24, pty_cols = 80;
     };
 
     // `on_change` runs when the process exits and when an output pipe
@@ -44,7 +50,11 @@ class Task {
     // The task's process group (its pid), which outlives it while its
     // children are in it.
     pid_t pgid() const { return pgid_; }
+    // With a terminal, end of input is its end-of-file character (^D): the
+    // terminal stays.
     void write_stdin(std::string data, bool eof);
+    // The terminal's size (--pty); nothing without one.
+    void set_window_size(uint16_t rows, uint16_t cols);
     // Stops and resumes reading the output pipes: a task that writes faster
     // than its output can be passed on then blocks in write(). What is in
     // the pipes when the task exits is still read at once.
@@ -79,6 +89,7 @@ class Task {
     Stream out_, err_;
     bool paused_ = false;  // pause_output() until resume_output()
     std::unique_ptr<PipeWriter> stdin_;
+    UniqueFd terminal_;  // --pty: the terminal's master side
 };
 
 }  // namespace banyan

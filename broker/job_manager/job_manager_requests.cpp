@@ -732,7 +732,11 @@ void JobManager::on_input(const Message& req) {
         return;
     auto data = io_data(body, "input");
     auto eof = json_field<bool>(body, "eof", false, "input");
-    if (auto e = first_error(data, eof))
+    // --pty: the size of the CLI's terminal, with or without data.
+    auto winsize = json_field<nlohmann::json>(body, "winsize", nlohmann::json::object(), "input");
+    auto rows = json_field<uint16_t>(json_object_at(body, {"winsize"}), "rows", 0, "input.winsize");
+    auto cols = json_field<uint16_t>(json_object_at(body, {"winsize"}), "cols", 0, "input.winsize");
+    if (auto e = first_error(data, eof, winsize, rows, cols))
         return broker_.respond_error(req, EPROTO, e->message);
     if (job->state != JobState::run || job->ranks.empty())
         return broker_.respond_error(req, EINVAL, fmt::format("{}: job is not running", format_jobid(job->id)));
@@ -740,6 +744,8 @@ void JobManager::on_input(const Message& req) {
     nlohmann::json forward_body{{"id", job->id}, {"eof", *eof}, {"data", std::move(body["data"])}};
     if (body.contains("encoding"))
         forward_body["encoding"] = std::move(body["encoding"]);
+    if (*rows > 0 && *cols > 0)
+        forward_body["winsize"] = {{"rows", *rows}, {"cols", *cols}};
     Message forward =
         Message::request("exec.stdin", forward_body, *std::min_element(job->ranks.begin(), job->ranks.end()));
     broker_.rpc(std::move(forward), [this, req](const Message& resp) {
