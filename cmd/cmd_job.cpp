@@ -55,7 +55,7 @@ void make_terminal_raw() {
         return;
     termios raw = saved_terminal;
     cfmakeraw(&raw);
-    if (tcsetattr(0, TCSAFLUSH, &raw) != 0)
+    if (tcsetattr(0, TCSADRAIN, &raw) != 0)  // (what was typed ahead stays, for the job)
         return;
     terminal_raw = 1;
     std::atexit(restore_terminal);
