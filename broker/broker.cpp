@@ -16,6 +16,10 @@
 namespace banyan {
 namespace {
 
+// Answers kept for a parent that is away, at most.
+constexpr size_t kMaxAnswersForParent = 10'000;
+constexpr size_t kMaxAnswerBytesForParent = size_t{64} << 20;
+
 std::string_view service_of(std::string_view topic) {
     return topic.substr(0, topic.find('.'));
 }
@@ -83,6 +87,7 @@ Result<void> Broker::start() {
                                      event_sequence_);
                         replay_events(event_sequence_ + 1, sequence);
                     }
+                    send_answers_for_parent();
                     check_ready();
                 },
             .on_shutdown_request = [this] { begin_shutdown("parent is shutting down"); },
@@ -298,9 +303,31 @@ void Broker::respond(Message msg) {
         return;
     }
     auto peer = static_cast<uint32_t>(*rank);
+    if (peer == boot_.parent() && (!overlay_->parent_ready() || !answers_for_parent_.empty())) {
+        // Kept, bounded: an exec service's answer for a job that ended while
+        // this rank was cut off is all rank 0 hears of that end.
+        size_t bytes = msg.payload ? msg.payload->size() : 0;
+        if (answers_for_parent_.size() >= kMaxAnswersForParent ||
+            answers_for_parent_bytes_ + bytes > kMaxAnswerBytesForParent)
+            return log::warning("router", "dropped response {} for the parent: {} answers wait for it already",
+                                msg.topic, answers_for_parent_.size());
+        answers_for_parent_bytes_ += bytes;
+        answers_for_parent_.push_back(std::move(msg));
+        return;
+    }
     auto sent = peer == boot_.parent() ? overlay_->send_to_parent(msg) : overlay_->send_to_child(peer, msg);
     if (!sent)
         log::debug("router", "dropped response {} to rank {}: {}", msg.topic, peer, sent.error().message);
+}
+
+void Broker::send_answers_for_parent() {
+    while (!answers_for_parent_.empty() && overlay_->parent_ready()) {
+        Message& msg = answers_for_parent_.front();
+        if (auto sent = overlay_->send_to_parent(msg); !sent)
+            return log::debug("router", "answers for the parent wait: {}", sent.error().message);
+        answers_for_parent_bytes_ -= msg.payload ? msg.payload->size() : 0;
+        answers_for_parent_.pop_front();
+    }
 }
 
 void Broker::respond_error(const Message& request, int errnum, std::string_view errstr) {

@@ -134,6 +134,12 @@ class Broker {
     std::deque<Message> event_log_;     // rank 0: the last events, for event.replay
     bool replaying_ = false;            // a follower asking rank 0 for events it missed
     std::vector<Message> held_events_;  // ... and those that came meanwhile
+    // Answers for the parent while it is away, sent in order once it is back
+    // (the request may still wait there: a parent that never saw this rank
+    // gone; one that did drops them).
+    std::deque<Message> answers_for_parent_;
+    size_t answers_for_parent_bytes_ = 0;
+    void send_answers_for_parent();
     Timer shutdown_timer_;
     bool finished_ = false;
 };

@@ -51,7 +51,7 @@ extern "C" void restore_terminal_and_die(int signo) {
 extern "C" void note_window_change(int) { window_changed = 1; }
 
 void make_terminal_raw() {
-    if (!isatty(0) || tcgetattr(0, &saved_terminal) != 0)
+    if (terminal_raw || !isatty(0) || tcgetattr(0, &saved_terminal) != 0)
         return;
     termios raw = saved_terminal;
     cfmakeraw(&raw);
@@ -62,6 +62,7 @@ void make_terminal_raw() {
     for (int signo : {SIGTERM, SIGHUP, SIGQUIT})
         std::signal(signo, restore_terminal_and_die);
     std::signal(SIGWINCH, note_window_change);
+    window_changed = 1;  // (it may have changed while the job waited)
 }
 
 // This terminal's size, for the job's: sent once the tasks run and again
@@ -175,9 +176,6 @@ int wait_all_jobs(Client& client, bool progress) {
 
 int attach_job(Client& client, JobId id, bool interactive, bool with_stdin, bool pty) {
     std::string jid = format_jobid(id);
-    if (pty) {
-        make_terminal_raw();  // (the job's terminal starts with this one's size: request_pty)
-    }
     if (interactive) {
         interrupts = 0;
         struct sigaction sa {};
@@ -230,8 +228,13 @@ int attach_job(Client& client, JobId id, bool interactive, bool with_stdin, bool
             const auto& c = ev.value("context", nlohmann::json::object());
             if (ev.value("name", "") == "finish")
                 status = c.value("status", 1);
-            if (ev.value("name", "") == "start")
+            if (ev.value("name", "") == "start") {
                 started = true;
+                // Raw once the tasks run, not while the job waits: until
+                // then Ctrl-C is this command's (doc: banyan-run(1)).
+                if (pty)
+                    make_terminal_raw();
+            }
             if (ev.value("name", "") == "exception") {
                 excepted = true;
                 fmt::print(stderr, "banyan: job {}: {}: {}\n", jid, c.value("type", ""), c.value("note", ""));

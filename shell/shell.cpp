@@ -189,7 +189,8 @@ void Shell::clean_user_shm() {
     // alone is the last. Two ending at once both let go first, so one of
     // them gets it; a starting one waits in banyan-imp until this is done.
     (void)flock(user_lock_.get(), LOCK_UN);
-    bool last = flock(user_lock_.get(), LOCK_EX | LOCK_NB) == 0;
+    // Never root's (allow-root): system daemons keep theirs there.
+    bool last = getuid() != 0 && flock(user_lock_.get(), LOCK_EX | LOCK_NB) == 0;
     if (last) {
         const uid_t user = getuid();
         std::error_code ec;

@@ -167,8 +167,13 @@ Task::~Task() {
 }
 
 void Task::signal(int signo) {
-    if (running())
-        (void)proc_->signal(signo);
+    if (!running())
+        return;
+    (void)proc_->signal(signo);
+    // On a terminal (--pty) a shell runs its commands in process groups of
+    // their own: the one in the foreground gets it too, as from a keyboard.
+    if (pid_t foreground = terminal_ ? tcgetpgrp(terminal_.get()) : -1; foreground > 0 && foreground != pgid_)
+        (void)kill(-foreground, signo);
 }
 
 void Task::write_stdin(std::string data, bool eof) {

@@ -753,7 +753,7 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
         report_started(id);
         // Where jobs of other users run, a job not held by a cgroup is
         // told so, once, in its output (doc/spec/shell.md §1).
-        if (!job.cgroup && job.userid != getuid() && rank == job.leader)
+        if (!job.cgroup && !job.adopted_pid && job.userid != getuid() && rank == job.leader)
             send_to_job_manager(
                 id, job,
                 {"job-manager.output",
@@ -1137,49 +1137,84 @@ void ExecService::on_reconcile(const Message& req) {
 void ExecService::check_parent() {
     if (broker_.overlay().parent_ready()) {
         cut_off_ = false;
+        if (!ended_while_cut_off_.empty())
+            report_cut_off_jobs();
         return;
     }
     // Silence is counted from the parent's last word, as the parent counts
-    // this rank's (a broker that restarted counts from its own start).
-    double lost_timeout = broker_.bootstrap().lost_timeout;
+    // this rank's (a broker that restarted counts from its own start). A
+    // parent that is not rank 0 has this rank lost, and rank 0 its jobs
+    // ended, after tbon.lost_timeout; rank 0 itself may be restarting,
+    // which its jobs outlive for exec.reattach-timeout (§8).
+    const Bootstrap& boot = broker_.bootstrap();
+    bool under_rank0 = boot.parent() == 0u;
+    double timeout = under_rank0 ? reattach_timeout_ : boot.lost_timeout;
     auto since = std::max(broker_.overlay().parent_last_seen(), started_);
-    if (cut_off_ || Clock::now() - since < std::chrono::duration<double>(lost_timeout))
+    if (cut_off_ || Clock::now() - since < std::chrono::duration<double>(timeout))
         return;
-    // What rank 0 does at the same time, where it still runs: a rank that
-    // reaches it again is reconciled besides (doc/spec/jobs.md §7).
     cut_off_ = true;
-    uint32_t rank = broker_.bootstrap().rank;
-    kill_all_jobs(fmt::format("rank {} has not reached its parent for {}s (tbon.lost_timeout): rank 0 has ended this "
-                              "job (node-failure)",
-                              rank, lost_timeout));
-    broker_.overlay().subtree().online.for_each([this, rank](uint32_t below) {
+    uint32_t rank = boot.rank;
+    std::string why = fmt::format("rank {} has not reached {} for {}s ({})", rank,
+                                  under_rank0 ? "rank 0" : fmt::format("its parent (rank {})", *boot.parent()), timeout,
+                                  under_rank0 ? "exec.reattach-timeout" : "tbon.lost_timeout");
+    for (JobId id : kill_all_jobs(why))
+        ended_while_cut_off_.insert(id);
+    broker_.overlay().subtree().online.for_each([this, rank, why](uint32_t below) {
         if (below == rank)
             return;
-        broker_.rpc(Message::request("exec.cut-off", {{"rank", rank}}, below), [below](const Message& resp) {
-            if (resp.errnum)
-                log::warning("exec", "exec.cut-off on rank {}: {}", below, resp.error_text());
+        broker_.rpc(Message::request("exec.cut-off", {{"why", why}}, below), [this, below](const Message& resp) {
+            auto body = resp.json();
+            auto killed = body && !resp.errnum
+                              ? json_field<nlohmann::json>(*body, "killed", nlohmann::json::array(), "exec.cut-off")
+                              : Result<nlohmann::json>(make_error(EPROTO, resp.error_text()));
+            if (!killed || !killed->is_array())
+                return log::warning("exec", "exec.cut-off on rank {}: {}", below,
+                                    killed ? "expected killed: [JOBID, ...]" : killed.error().message);
+            for (const auto& id : *killed)
+                if (id.is_number_unsigned())
+                    ended_while_cut_off_.insert(id.get<JobId>());
         });
     });
 }
 
+// exec.cut-off {why}: a rank above this one is cut off from its parent;
+// the jobs here were ended with it (doc/spec/shell.md §8).
 void ExecService::on_cut_off(const Message& req) {
     auto body = req.json();
-    auto rank = body ? json_field<uint32_t>(*body, "rank", 0, "exec.cut-off") : Result<uint32_t>(body.error());
-    if (!rank)
-        return broker_.respond_error(req, EPROTO, rank.error().message);
-    kill_all_jobs(fmt::format("rank {}, above rank {}, has not reached its parent for {}s (tbon.lost_timeout): rank "
-                              "0 has ended this job (node-failure)",
-                              *rank, broker_.bootstrap().rank, broker_.bootstrap().lost_timeout));
-    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    auto why = body ? json_field<std::string>(*body, "why", "", "exec.cut-off") : Result<std::string>(body.error());
+    if (!why || why->empty())
+        return broker_.respond_error(req, EPROTO, "exec.cut-off: expected {\"why\": TEXT}");
+    nlohmann::json killed = kill_all_jobs(*why);
+    broker_.respond(Message::response_to(req, {{"killed", killed}}));
 }
 
-void ExecService::kill_all_jobs(const std::string& why) {
+std::vector<JobId> ExecService::kill_all_jobs(const std::string& why) {
     std::vector<JobId> ids;
     for (const auto& [id, job] : jobs_)
         ids.push_back(id);
     for (JobId id : ids) {
-        log::warning("exec", "{}: {}: killing its tasks", format_jobid(id), why);
+        log::warning("exec", "{}: {}: killing its tasks (rank 0 ends the job: node-failure)", format_jobid(id), why);
         kill_now(id);
+    }
+    return ids;
+}
+
+// Back from a cut-off: rank 0 may not have seen it (it was itself stopped,
+// or restarting), and the jobs ended here would run on its other ranks.
+// Each gets the exception rank 0 would have raised; one it ended already
+// refuses it.
+void ExecService::report_cut_off_jobs() {
+    uint32_t rank = broker_.bootstrap().rank;
+    for (JobId id : std::exchange(ended_while_cut_off_, {})) {
+        nlohmann::json body{
+            {"id", id},
+            {"type", "node-failure"},
+            {"severity", 0},
+            {"note", fmt::format("rank {} was cut off from rank 0: the job's tasks there and below were killed", rank)}};
+        broker_.rpc(Message::request("job-manager.raise", body, 0), [id](const Message& resp) {
+            if (resp.errnum)
+                log::debug("exec", "{}: node-failure not raised: {}", format_jobid(id), resp.error_text());
+        });
     }
 }
 

@@ -16,6 +16,7 @@
 #include <deque>
 #include <list>
 #include <map>
+#include <set>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -93,13 +94,14 @@ class ExecService {
     // `keep` (rank 0 ended it while this rank was cut off).
     void on_reconcile(const Message& req);
     // Every second on ranks but 0: a rank cut off from its parent for
-    // tbon.lost_timeout is lost to rank 0, which has ended its jobs and
-    // those of every rank below it (node-failure); it kills their tasks
-    // and has the ranks below it do the same (exec.cut-off).
+    // tbon.lost_timeout (exec.reattach-timeout under rank 0) kills the
+    // tasks of its jobs, which rank 0 ends (node-failure), and has the
+    // ranks below it do the same (exec.cut-off); back, it raises
+    // node-failure on each, for a rank 0 that did not see it go.
     void check_parent();
-    // exec.cut-off {rank}: `rank`, above this one, is cut off: kill every job.
     void on_cut_off(const Message& req);
-    void kill_all_jobs(const std::string& why);
+    std::vector<JobId> kill_all_jobs(const std::string& why);
+    void report_cut_off_jobs();
     void kill_now(JobId id);
     void on_stdin(const Message& req);
     void on_fence(const Message& req);
@@ -138,6 +140,7 @@ class ExecService {
     std::unique_ptr<Timer> parent_check_;
     Clock::time_point started_ = Clock::now();
     bool cut_off_ = false;  // acted on, until the parent is back
+    std::set<JobId> ended_while_cut_off_;  // here and below: to report once back
     // Each job's end here, in <rundir>/jobs/ended too.
     std::unique_ptr<EndedShares> ended_;
 };

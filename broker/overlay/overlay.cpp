@@ -286,12 +286,6 @@ void Overlay::on_hello(uint32_t rank, const Message& msg) {
         if (child.uuid != uuid) {
             log::warning("overlay", "rank {} ({}) restarted", rank, host);
             cb_.on_peer_reset(rank, "restarted");
-        } else {
-            // It dropped its link to say hello again (it heard nothing from
-            // here for tbon.lost_timeout, or the connection closed): what
-            // either side sent meanwhile may be lost, answers included.
-            log::warning("overlay", "rank {} ({}) joined again: it had dropped its link", rank, host);
-            cb_.on_peer_reset(rank, "it dropped its link");
         }
     }
     bool was_up = child.state == PeerState::online;
