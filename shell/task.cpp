@@ -169,11 +169,15 @@ Task::~Task() {
 void Task::signal(int signo) {
     if (!running())
         return;
-    (void)proc_->signal(signo);
     // On a terminal (--pty) a shell runs its commands in process groups of
-    // their own: the one in the foreground gets it too, as from a keyboard.
-    if (pid_t foreground = terminal_ ? tcgetpgrp(terminal_.get()) : -1; foreground > 0 && foreground != pgid_)
+    // their own: the one in the foreground gets it, as from a keyboard (the
+    // shell, at its prompt, is that one). SIGKILL goes to the task's own
+    // group besides: it ends the job.
+    pid_t foreground = terminal_ ? tcgetpgrp(terminal_.get()) : -1;
+    if (foreground > 0)
         (void)kill(-foreground, signo);
+    if (foreground <= 0 || (signo == SIGKILL && foreground != pgid_))
+        (void)proc_->signal(signo);
 }
 
 void Task::write_stdin(std::string data, bool eof) {

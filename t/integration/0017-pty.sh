@@ -24,6 +24,10 @@ inside() {
     check_output "... which ends as it chose" "^status 3$" cat "$T_DIR/driven.out"
     check_output "Ctrl-D ends the task's input" "^status 0$" \
         $D expect:ready 'send:abc\r' 'expect:abc\s+abc' 'send:\x04' -- banyan run --pty sh -c 'echo ready; exec cat'
+    check_output "a signal for the job reaches the command its shell runs in the foreground (--signal)" \
+        "after-sleep-138$" \
+        $D "expect:[#$] " 'send:sleep 30; echo after-sleep-$?\r' "expect:after-sleep-[0-9]+" 'send:exit 0\r' -- \
+        banyan run --pty -t 10s --signal=USR1@8 bash --norc -i
     check_output "a resize of the user's terminal reaches it (SIGWINCH, the new size)" "^40 120$" \
         $D expect:ready resize:40,120 -- banyan run --pty sh -c 'trap "stty size; exit 4" WINCH; echo ready; while :; do sleep 0.1; done'
     check_output "the user's terminal is cooked again afterwards" "^ icanon$" \
