@@ -1,4 +1,4 @@
-// banyan job info|eventlog|attach|wait|urgency|hold|release: one job's details, history
+// banyan job info|eventlog|attach|wait|wait-event|urgency|hold|release: one job's details, history
 // and output (doc/spec/jobs.md §7).
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <limits>
 #include <optional>
 #include <tuple>
 
@@ -253,6 +254,54 @@ int attach_job(Client& client, JobId id, bool interactive, bool with_stdin, bool
     return excepted ? 1 : 0;
 }
 
+namespace {
+
+// banyan job wait-event: follows the job's eventlog (job-manager.attach
+// without its output) until an event named `name` is committed, and prints
+// it; fails when the job ends without one or `timeout` (seconds, 0: none;
+// `timeout_text` as the user gave it) passes first.
+int wait_event(Client& client, JobId id, const std::string& name, double timeout, const std::string& timeout_text) {
+    std::string jid = format_jobid(id);
+    auto deadline = timeout > 0 ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                      std::chrono::duration<double>(timeout))
+                                : Clock::time_point::max();
+    constexpr uint32_t kNoOutput = std::numeric_limits<uint32_t>::max();  // (an attach that reads none)
+    uint32_t events_from = 0;
+    for (;;) {
+        auto tag = must(client.send(Message::request(
+            "job-manager.attach", {{"id", id}, {"events_from", events_from}, {"output_from", kNoOutput}}, 0)));
+        std::optional<Message> answer;
+        while (!answer) {
+            auto now = Clock::now();
+            if (now >= deadline)
+                fail(fmt::format("{}: no {} event within {}", jid, name, timeout_text));
+            auto wait = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100));
+            auto msg = client.recv(std::chrono::duration_cast<std::chrono::milliseconds>(wait) +
+                                   std::chrono::milliseconds(1));
+            if (msg && msg->matchtag == tag)
+                answer = std::move(*msg);
+            else if (!msg && msg.error().code != ETIMEDOUT)
+                fail(msg.error().message);
+        }
+        auto body = must(response_payload(*answer));
+        auto events = json_field<nlohmann::json>(body, "events", nlohmann::json::array(), "attach");
+        auto next = json_field<uint32_t>(body, "events_next", events_from, "attach");
+        auto done = json_field<bool>(body, "done", false, "attach");
+        if (auto e = first_error(events, next, done))
+            fail(e->message);
+        for (const auto& ev : *events)
+            if (json_field<std::string>(ev, "name", "").value_or("") == name) {
+                fmt::print("{}\n", event_line(ev));
+                return 0;
+            }
+        events_from = *next;
+        if (*done)
+            fail(fmt::format("{}: the job ended with no {} event", jid, name));
+    }
+}
+
+}  // namespace
+
 void add_job(CLI::App& app, int& exit_code) {
     auto* job = app.add_subcommand("job", "One job: info, eventlog, attach, wait, urgency, kill");
     job->require_subcommand(1);
@@ -312,6 +361,24 @@ void add_job(CLI::App& app, int& exit_code) {
             return;
         }
         exit_code = wait_all_jobs(client, progress);
+    });
+
+    static std::string event_name, timeout_text;
+    auto* wait_event_cmd = job->add_subcommand(
+        "wait-event", "Wait until the job's eventlog has EVENT (start, finish, exception, ...); print it");
+    wait_event_cmd->add_option("ID", id_text, "job id")->required();
+    wait_event_cmd->add_option("EVENT", event_name, "the event's name, as banyan job eventlog prints it")->required();
+    wait_event_cmd->add_option("-t,--timeout", timeout_text, "give up after this long (10s, 2m; a bare number: seconds)");
+    wait_event_cmd->callback([&exit_code] {
+        double timeout = 0;
+        if (!timeout_text.empty()) {
+            auto parsed = parse_duration(timeout_text, BareNumber::seconds);
+            if (!parsed)
+                fail(fmt::format("-t {}: {}", timeout_text, parsed.error().message));
+            timeout = *parsed;
+        }
+        Client client = connect_to_instance();
+        exit_code = wait_event(client, job_id_argument(id_text), event_name, timeout, timeout_text);
     });
 
     static std::string urgency_text;

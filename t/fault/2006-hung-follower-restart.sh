@@ -11,13 +11,14 @@
 . "$(dirname "$0")/../integration/lib.sh"
 
 start_cluster 2
-old=$(banyan submit -N2 -n2 sh -c 'sleep 2; exit $((BANYAN_TASK_RANK + 4))')
+nap=2.$((RANDOM % 9000 + 1000))  # (a name no other test's process has)
+old=$(banyan submit -N2 -n2 sh -c "sleep $nap; exit \$((BANYAN_TASK_RANK + 4))")
 wait_for "a job runs on both ranks" 20 sh -c "banyan job eventlog $old | grep -q ' start'"
 rank1=$(pgrep -f -- "--rundir $T_DIR/rank-1( |$)")
 kill -STOP "$rank1"
 kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")"
 start_broker "$T_DIR/c.toml" 0
-sleep 3   # the tasks end while rank 1 is stopped
+wait_for "the tasks end while rank 1 is stopped" 10 sh -c "! pgrep -f '^sleep $nap\$'"
 kill -CONT "$rank1"
 wait_for "rank 0 is back, rank 1 with it" 30 all_up 2
 check "the old job ends with its real status, 5" sh -c "banyan job wait $old; [ \$? -eq 5 ]"

@@ -11,7 +11,8 @@
 . "$(dirname "$0")/../integration/lib.sh"
 
 start_cluster 3
-b=$(banyan submit -n2 sh -c 'sleep 3; exit 7')
+nap=3.$((RANDOM % 9000 + 1000))  # (a name no other test's process has)
+b=$(banyan submit -n2 sh -c "sleep $nap; exit 7")
 wait_for "B runs" 20 sh -c "banyan jobs --no-header -o '{id} {st}' | grep -q '^$b R'"
 a=$(banyan submit -N2 -n4 sh -c 'for i in $(seq 1 30); do echo "$BANYAN_TASK_RANK $i"; sleep 0.3; done')
 wait_for "A runs on ranks 1-2" 20 sh -c "banyan jobs --no-header -o '{id} {st}' | grep -q '^$a R'"
@@ -23,7 +24,7 @@ if ! sanitized; then  # (sanitizer builds have no fork server)
     check "rank 0 had a shell fork server" [ -n "$server" ]
     wait_for "which ends with its broker (B's shell, forked by it, goes on)" 10 sh -c "! kill -0 $server 2>/dev/null"
 fi
-sleep 4.5   # B ends meanwhile
+wait_for "B ends meanwhile" 10 sh -c "! pgrep -f '^sleep $nap\$'"
 restarted=$(date +%s.%N)
 start_broker "$T_DIR/c.toml" 0
 wait_for "rank 0 is back, its followers with it" 30 all_up 3

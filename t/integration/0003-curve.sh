@@ -19,7 +19,8 @@ write_config "$T_DIR/other.toml" 2 "$port" "$T_DIR/other.cert"
 start_broker "$T_DIR/good.toml" 0
 start_broker "$T_DIR/other.toml" 1
 wait_for "rank 0 is up" 10 env BANYAN_URI="$(uri_of 0)" banyan ping 0
-sleep 1.5
+wait_for "rank 0 refuses the broker with another certificate" 10 \
+    grep -q "refused connection on .*CURVE handshake failed" "$T_DIR/rank-0.log"
 check_output "the broker with another certificate did not join" "^offline: 1 \(1\)$" \
     env BANYAN_URI="$(uri_of 0)" banyan overlay status -s
 check_output "rank 0 logged the refused connection" "refused connection on .*CURVE handshake failed" \

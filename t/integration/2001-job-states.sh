@@ -51,11 +51,16 @@ check_output "jobs: canceled is CA" "^$run_id CA" banyan jobs -a --no-header -o 
 
 # Hold (urgency 0): SCHED with priority 0; released, it runs.
 held=$(banyan submit --urgency=0 true)
-wait_for "a held job is S" 5 bash -c "[ \"\$(st $held)\" = S ]"
-sleep 0.3
+check_output "a held job gets priority 0 (job wait-event)" "priority priority=0" \
+    banyan job wait-event -t 10s "$held" priority
+check_fails "job wait-event gives up at its timeout, in one line" "^banyan job wait-event: $held: no start event within 0.5$" \
+    banyan job wait-event -t 0.5 "$held" start
 check_output "a held job stays S and says why" "^$held S held" banyan jobs --no-header -o '{id} {st} {info}'
 check "job urgency ID 16 releases it" banyan job urgency "$held" 16
 check "the released job completes" banyan job wait "$held"
+check_fails "job wait-event: a job that ended without the event, in one line" \
+    "^banyan job wait-event: $held: the job ended with no exception event$" banyan job wait-event "$held" exception
+check_output "... and one that has it answers at once" " finish status=0$" banyan job wait-event "$held" finish
 check_output "eventlog of a held job: priority 0, urgency, priority 16" \
     'priority=0.*urgency=16.*priority=16' sh -c "banyan job eventlog $held | tr '\n' ' '"
 check_fails "urgency of an inactive job is refused" 'only while it is pending' banyan job urgency "$held" 10
@@ -141,20 +146,18 @@ check "run: exits with the job's exit code" test $? = 7
 check_output "run: stderr arrives too" 'oops' banyan run sh -c 'echo oops >&2'
 banyan run --output=out.{{id}} sh -c 'echo into a file' >run.out 2>&1
 check_output "run --output: stdout goes to the file" 'into a file' sh -c 'cat out.f*'
-banyan run sh -c 'trap "echo got INT; exit 9" INT; while :; do sleep 0.1; done' >int1.out 2>&1 &
+banyan run sh -c 'trap "echo got INT; exit 9" INT; echo trap-set; while :; do sleep 0.1; done' >int1.out 2>&1 &
 pid=$!
-wait_for "run: the trapping job started" 10 sh -c "banyan jobs --no-header -o '{st} {name}' | grep -q '^R sh'"
-sleep 0.3
+wait_for "run: the trapping job has set its trap" 10 grep -q trap-set int1.out
 kill -INT $pid
 wait $pid
 check "run: Ctrl-C once reaches the tasks (the job's own exit code)" test $? = 9
 check_output "run: the job saw SIGINT" 'got INT' cat int1.out
-banyan run sh -c 'trap "" INT; while :; do sleep 0.1; done' >int2.out 2>&1 &
+banyan run sh -c 'trap "" INT; echo trap-set; while :; do sleep 0.1; done' >int2.out 2>&1 &
 pid=$!
-wait_for "run: the INT-ignoring job started" 10 sh -c "banyan jobs --no-header -o '{st} {name}' | grep -q '^R sh'"
-sleep 0.3
+wait_for "run: the INT-ignoring job has set its trap" 10 grep -q trap-set int2.out
 kill -INT $pid
-sleep 0.3
+wait_for "run: the first Ctrl-C is taken" 10 grep -q "sending SIGINT" int2.out
 kill -INT $pid
 wait $pid
 check "run: Ctrl-C twice cancels (non-zero exit)" test $? != 0

@@ -95,9 +95,8 @@ banyan run -n3 sh -c 'exit $BANYAN_TASK_RANK'
 check_output "the job's code is the highest task's: 2 of 0, 1, 2" '^2$' echo $?
 banyan run sh -c 'kill -9 $$'
 check_output "a task killed by signal 9 gives 137" '^137$' echo $?
-id=$(banyan submit sh -c 'trap "echo got-usr1; exit 5" USR1; while :; do sleep 0.1; done')
-wait_for "the trapping job runs" 10 sh -c "banyan jobs --no-header -o '{id} {st}' | grep -q '$id R'"
-sleep 0.3
+id=$(banyan submit --output="$T_DIR/usr1.out" sh -c 'trap "echo got-usr1; exit 5" USR1; echo trap-set; while :; do sleep 0.1; done')
+wait_for "the trapping job has set its trap" 10 grep -q trap-set "$T_DIR/usr1.out"
 check "job kill -s USR1" banyan job kill -s USR1 "$id"
 banyan job wait "$id" >/dev/null 2>&1
 check_output "the task's trap ran and its code came back" 'finish status=5' banyan job eventlog "$id"
