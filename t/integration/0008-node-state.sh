@@ -92,7 +92,7 @@ inside() {
     wait_for "a stopped broker is torpid" 10 sh -c "banyan resource status | grep -Eq 'torpid +1 +2 '"
     check_output "a -N3 job runs on the three others" "^0,1,3$" ranks_of_run timeout 20 banyan run -N3 -n3
     kill -CONT "$(broker_pid "$dir" 2)"
-    wait_for "it is avail again" 10 sh -c "! banyan resource status | grep -q torpid"
+    wait_for "it is avail again" 10 lacks torpid banyan resource status
 }
 export -f inside
 

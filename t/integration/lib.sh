@@ -62,6 +62,15 @@ wait_for() {
     ok "$desc"
 }
 
+# lacks REGEX CMD...: CMD succeeds and nothing it prints matches REGEX (a
+# negative check written `! CMD | grep -q` would pass when CMD fails).
+lacks() {
+    local regex=$1 out
+    shift
+    out=$("$@" 2>&1) || { echo "$out"; return 1; }
+    ! grep -Eq -- "$regex" <<<"$out"
+}
+
 # The test instance's directory, from BANYAN_URI (inside `banyan start`).
 instance_dir() {
     local uri=${BANYAN_URI#local://}
@@ -115,7 +124,7 @@ finish() {
 }
 trap finish EXIT
 
-export -f ok not_ok check check_output check_fails wait_for instance_dir broker_pid state_dir sanitized no_brokers_left
+export -f ok not_ok check check_output check_fails wait_for lacks instance_dir broker_pid state_dir sanitized no_brokers_left
 
 # need_root WHY: skip (77), saying why, unless this test runs as root.
 need_root() {
