@@ -11,13 +11,24 @@
 // one left in its run directory, keeps output rank 0 could not take and
 // the result of every job that ended, and exec.reattach hands both to a
 // job manager that started again.
+//
+// Its code, by concern (local_job.hpp: what it holds per job):
+//   exec_service.cpp   start (config), exec.run, exec.go (held starts),
+//                      exec.kill, exec.terminate; the outbox to rank 0;
+//                      a job's end on this rank (finish, cgroup removal)
+//   exec_shell.cpp     starting the shell and reading it (RUN: output,
+//                      exceptions, started, finish)
+//   exec_perilog.cpp   prolog and epilog (before the start, after the end)
+//   exec_io.cpp        exec.stdin, exec.proxy, exec.fence (a running job)
+//   exec_recovery.cpp  adopted shells, exec.reattach, exec.reconcile,
+//                      exec.cut-off (failures: shell.md §8)
 #pragma once
 
 #include <deque>
 #include <list>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <unordered_map>
 #include <vector>
 

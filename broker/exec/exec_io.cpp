@@ -1,0 +1,104 @@
+// The exec service: what reaches a running job's shell on this rank —
+// task 0's stdin, requests for a nested instance it runs, and the fence
+// its shells meet at on the job's first rank (doc/spec/shell.md §4, §7).
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "broker/exec/local_job.hpp"
+#include "core/duration.hpp"
+#include "core/idset.hpp"
+#include "core/json_field.hpp"
+#include "core/json_parse.hpp"
+#include "core/log.hpp"
+
+namespace banyan {
+
+void ExecService::on_stdin(const Message& req) {
+    nlohmann::json body;
+    LocalJob* job = job_for(req, body);
+    if (!job)
+        return;
+    if (!body.contains("data") || !body["data"].is_string())
+        return broker_.respond_error(req, EPROTO, "exec.stdin: expected {\"id\", \"data\": STRING, \"eof\"?}");
+    // {data, encoding?, eof} is what the shell takes: passed on as it is.
+    body.erase("id");
+    body["type"] = "stdin";
+    to_shell(*job, std::move(body));
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+}
+
+// A request for the nested instance the job runs (doc/spec/instances.md
+// §5), from job-manager.proxy: passed to the job's shell on this rank,
+// which sends it on as the job's user and answers.
+void ExecService::on_proxy(const Message& req) {
+    nlohmann::json body;
+    LocalJob* job = job_for(req, body);
+    if (!job)
+        return;
+    auto uri = json_field<std::string>(body, "uri", "", "exec.proxy");
+    if (!uri)
+        return broker_.respond_error(req, EPROTO, uri.error().message);
+    if (!job->channel || job->held)
+        return broker_.respond_error(req, EAGAIN, "the job's shell is not running here yet");
+    uint64_t tag = job->next_proxy_tag++;
+    job->proxied.emplace(tag, req);
+    job->channel->send(
+        {{"type", "proxy"}, {"tag", tag}, {"uri", *uri}, {"request", json_object_at(body, {"request"})}});
+}
+
+// At the job's first rank: answered for all shells once all have come.
+// A contribution may arrive before this rank's own exec.run: it waits
+// here all the same.
+void ExecService::on_fence(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    auto id = json_field<uint64_t>(*body, "id", 0, "exec.fence");
+    auto seq = json_field<uint64_t>(*body, "seq", 0, "exec.fence");
+    auto rank = json_field<uint32_t>(*body, "rank", 0, "exec.fence");
+    auto nshells = json_field<uint32_t>(*body, "nshells", 1, "exec.fence");
+    auto data = json_field<std::string>(*body, "data", "", "exec.fence");
+    if (auto e = first_error(id, seq, rank, nshells, data))
+        return broker_.respond_error(req, EPROTO, e->message);
+    Fence& fence = fences_[{*id, *seq}];
+    // The answer, every shell's data in one message, must fit in a
+    // message (16 MiB, kDefaultMaxPayload), base64 and JSON included.
+    constexpr size_t kFenceDataLimit = size_t{12} << 20;
+    fence.bytes += data->size();
+    if (fence.bytes > kFenceDataLimit && !fence.failed) {
+        fence.failed = true;
+        for (const Message& w : fence.waiting)
+            broker_.respond_error(w, E2BIG, "the job's fence data is over 12 MiB in all (one message carries it)");
+        fence.failed_parts = static_cast<uint32_t>(fence.waiting.size());
+        fence.waiting.clear();
+        fence.data = nlohmann::json::object();
+    }
+    if (fence.failed) {
+        broker_.respond_error(req, E2BIG, "the job's fence data is over 12 MiB in all (one message carries it)");
+        if (++fence.failed_parts >= *nshells)
+            fences_.erase({*id, *seq});
+        return;
+    }
+    fence.data[std::to_string(*rank)] = std::move(*data);
+    fence.waiting.push_back(req);
+    fence.waiting.back().payload.reset();
+    if (fence.data.size() < *nshells)
+        return;
+    for (const Message& w : fence.waiting)
+        broker_.respond(Message::response_to(w, {{"seq", *seq}, {"data", fence.data}}));
+    fences_.erase({*id, *seq});
+}
+
+}  // namespace banyan

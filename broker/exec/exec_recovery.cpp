@@ -1,0 +1,246 @@
+// The exec service across failures (doc/spec/shell.md §8): adopting the
+// shells a dead broker left, exec.reattach for a job manager that started
+// again, exec.reconcile for a rank that comes back, and what a rank cut
+// off from its parent does (exec.cut-off).
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "broker/exec/local_job.hpp"
+#include "core/duration.hpp"
+#include "core/idset.hpp"
+#include "core/json_field.hpp"
+#include "core/json_parse.hpp"
+#include "core/log.hpp"
+#include "core/unix_socket.hpp"
+
+namespace banyan {
+
+// Each socket <rundir>/jobs/<id>/reattach.sock is a shell that outlived
+// its broker (doc/spec/shell.md §8): connected, it says hello, sends what
+// it kept, and goes on as if started here; its end of file is its exit.
+void ExecService::adopt_orphaned_shells() {
+    std::string dir = broker_.bootstrap().rundir + "/jobs";
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name == "ended" || !entry.is_directory(ec))
+            continue;
+        auto id = parse_decimal(name, UINT64_MAX, "job id");
+        if (!id) {
+            log::warning("exec", "{}: {}; ignored", entry.path().string(), id.error().message);
+            continue;
+        }
+        std::string socket = entry.path().string() + "/reattach.sock";
+        if (!jobs_.count(*id) && access(socket.c_str(), F_OK) == 0)
+            adopt_shell(socket, *id);
+    }
+}
+
+bool ExecService::adopt_shell(const std::string& path, JobId id) {
+    // Not waiting: a shell that hangs with its backlog full must not stop
+    // this broker's loop (it is tried again at the next reattach/reconcile).
+    auto fd = connect_unix(path, Wait::no);
+    if (!fd) {
+        if (fd.error().code == EAGAIN) {
+            log::warning("exec", "{}: busy; tried again later", path);
+            return false;
+        }
+        if (fd.error().code != ENOENT) {
+            // A shell that gave up (or crashed) left its socket behind.
+            log::warning("exec", "{}: {}; removed", path, fd.error().message);
+            unlink(path.c_str());
+        }
+        return false;
+    }
+    ucred peer{};
+    socklen_t len = sizeof peer;
+    // Only this broker (or banyan-imp, for the job's user) makes the
+    // directories in jobs/: the shell must be its directory's owner.
+    struct stat dir {};
+    std::string job_dir = path.substr(0, path.rfind('/'));
+    if (getsockopt(fd->get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0 || stat(job_dir.c_str(), &dir) != 0 ||
+        peer.uid != dir.st_uid) {
+        log::warning("exec", "{}: not a shell of the job's user; ignored", path);
+        return false;
+    }
+    UniqueFd write_fd(fcntl(fd->get(), F_DUPFD_CLOEXEC, 0));
+    if (!write_fd) {
+        log::error("exec", "{}: dup: {}", path, std::strerror(errno));
+        return false;
+    }
+    auto job = std::make_unique<LocalJob>();
+    job->adopted_pid = peer.pid;
+    job->tmpdir = job_dir;  // removed with the job, as a shell's started here
+    job->channel = std::make_unique<LineChannel>(
+        broker_.reactor(), fd->release(), write_fd.release(),
+        [this, id](Result<nlohmann::json> m) { on_shell_message(id, std::move(m)); },
+        [this, id] {
+            // Not here: the channel is inside its own callback.
+            broker_.reactor().post([this, id] { on_adopted_shell_gone(id); });
+        });
+    jobs_.emplace(id, std::move(job));
+    log::info("exec", "{}: re-attached its shell (pid {})", format_jobid(id), peer.pid);
+    return true;
+}
+
+// A job manager that started again asks for a job's share here (doc/spec/
+// shell.md §8): what rank 0 did not take is sent again, its tasks are
+// reported running again, and the answer comes when the share ends, at
+// once if it has.
+void ExecService::on_reattach(const Message& req) {
+    auto body = req.json();
+    auto id = body ? json_field<uint64_t>(*body, "id", 0, "exec.reattach") : Result<uint64_t>(body.error());
+    if (!id || !body->contains("id"))
+        return broker_.respond_error(req, EPROTO, "exec.reattach: expected {\"id\": JOBID}");
+    auto it = jobs_.find(*id);
+    std::optional<EndedShares::End> ended = it == jobs_.end() ? ended_->find(*id) : std::nullopt;
+    if (it == jobs_.end() && !ended &&
+        adopt_shell(fmt::format("{}/jobs/{}/reattach.sock", broker_.bootstrap().rundir, *id), *id))
+        it = jobs_.find(*id);  // its shell began waiting after this service started
+    if (it == jobs_.end()) {
+        if (!ended)
+            return broker_.respond_error(
+                req, ENOENT, fmt::format("{} has nothing here (rank {})", format_jobid(*id), broker_.bootstrap().rank));
+        // What it kept goes first: the answer brings the job's finish.
+        for (auto& message : ended_->take_kept(*id))  // sent once
+            broker_.rpc(Message::request(message.topic, message.body, 0),
+                        [id = *id, topic = message.topic](const Message& resp) {
+                            if (resp.errnum)
+                                log::warning("exec", "{}: {} lost: {}", format_jobid(id), topic, resp.error_text());
+                        });
+        broker_.respond(
+            Message::response_to(req, {{"status", ended->status}, {"time", ended->time}, {"started", ended->started}}));
+        return;  // kept until it expires: rank 0 may die again before it stores this
+    }
+    LocalJob& job = *it->second;
+    job.answer_to = req;
+    job.answer_to->payload.reset();
+    auto kept = std::exchange(job.kept, {});
+    job.kept_bytes = 0;
+    job.output_lost = false;
+    for (auto& message : kept)
+        send_to_job_manager(*id, job, std::move(message));
+    if (job.started)
+        report_started(*id);
+}
+
+void ExecService::on_reconcile(const Message& req) {
+    auto body = req.json();
+    if (!body || !body->contains("keep") || !(*body)["keep"].is_array())
+        return broker_.respond_error(req, EPROTO, "exec.reconcile: expected {\"keep\": [JOBID, ...]}");
+    std::set<JobId> keep;
+    for (const auto& id : (*body)["keep"])
+        if (id.is_number_unsigned())
+            keep.insert(id.get<JobId>());
+    adopt_orphaned_shells();  // a shell that began waiting after this service started is judged too
+    std::vector<JobId> orphans;
+    for (const auto& [id, job] : jobs_)
+        if (!keep.count(id))
+            orphans.push_back(id);
+    nlohmann::json killed = nlohmann::json::array();
+    for (JobId id : orphans) {
+        log::warning("exec", "{}: rank 0 ended this job while rank {} was cut off: killing its tasks", format_jobid(id),
+                     broker_.bootstrap().rank);
+        killed.push_back(id);
+        kill_now(id);
+    }
+    broker_.respond(Message::response_to(req, {{"killed", killed}}));
+}
+
+void ExecService::check_parent() {
+    if (broker_.overlay().parent_ready()) {
+        cut_off_ = false;
+        if (!ended_while_cut_off_.empty())
+            report_cut_off_jobs();
+        return;
+    }
+    // Silence is counted from the parent's last word, as the parent counts
+    // this rank's (a broker that restarted counts from its own start). A
+    // parent that is not rank 0 has this rank lost, and rank 0 its jobs
+    // ended, after tbon.lost_timeout; rank 0 itself may be restarting,
+    // which its jobs outlive for exec.reattach-timeout (§8).
+    const Bootstrap& boot = broker_.bootstrap();
+    bool under_rank0 = boot.parent() == 0u;
+    double timeout = under_rank0 ? reattach_timeout_ : boot.lost_timeout;
+    auto since = std::max(broker_.overlay().parent_last_seen(), started_);
+    if (cut_off_ || Clock::now() - since < std::chrono::duration<double>(timeout))
+        return;
+    cut_off_ = true;
+    uint32_t rank = boot.rank;
+    std::string why = fmt::format("rank {} has not reached {} for {}s ({})", rank,
+                                  under_rank0 ? "rank 0" : fmt::format("its parent (rank {})", *boot.parent()), timeout,
+                                  under_rank0 ? "exec.reattach-timeout" : "tbon.lost_timeout");
+    for (JobId id : kill_all_jobs(why))
+        ended_while_cut_off_.insert(id);
+    broker_.overlay().subtree().online.for_each([this, rank, why](uint32_t below) {
+        if (below == rank)
+            return;
+        broker_.rpc(Message::request("exec.cut-off", {{"why", why}}, below), [this, below](const Message& resp) {
+            auto body = resp.json();
+            auto killed = body && !resp.errnum
+                              ? json_field<nlohmann::json>(*body, "killed", nlohmann::json::array(), "exec.cut-off")
+                              : Result<nlohmann::json>(make_error(EPROTO, resp.error_text()));
+            if (!killed || !killed->is_array())
+                return log::warning("exec", "exec.cut-off on rank {}: {}", below,
+                                    killed ? "expected killed: [JOBID, ...]" : killed.error().message);
+            for (const auto& id : *killed)
+                if (id.is_number_unsigned())
+                    ended_while_cut_off_.insert(id.get<JobId>());
+        });
+    });
+}
+
+// exec.cut-off {why}: a rank above this one is cut off from its parent;
+// the jobs here were ended with it (doc/spec/shell.md §8).
+void ExecService::on_cut_off(const Message& req) {
+    auto body = req.json();
+    auto why = body ? json_field<std::string>(*body, "why", "", "exec.cut-off") : Result<std::string>(body.error());
+    if (!why || why->empty())
+        return broker_.respond_error(req, EPROTO, "exec.cut-off: expected {\"why\": TEXT}");
+    nlohmann::json killed = kill_all_jobs(*why);
+    broker_.respond(Message::response_to(req, {{"killed", killed}}));
+}
+
+std::vector<JobId> ExecService::kill_all_jobs(const std::string& why) {
+    std::vector<JobId> ids;
+    for (const auto& [id, job] : jobs_)
+        ids.push_back(id);
+    for (JobId id : ids) {
+        log::warning("exec", "{}: {}: killing its tasks (rank 0 ends the job: node-failure)", format_jobid(id), why);
+        kill_now(id);
+    }
+    return ids;
+}
+
+// Back from a cut-off: rank 0 may not have seen it (it was itself stopped,
+// or restarting), and the jobs ended here would run on its other ranks.
+// Each gets the exception rank 0 would have raised; one it ended already
+// refuses it.
+void ExecService::report_cut_off_jobs() {
+    uint32_t rank = broker_.bootstrap().rank;
+    for (JobId id : std::exchange(ended_while_cut_off_, {})) {
+        nlohmann::json body{
+            {"id", id},
+            {"type", "node-failure"},
+            {"severity", 0},
+            {"note", fmt::format("rank {} was cut off from rank 0: the job's tasks there and below were killed", rank)}};
+        broker_.rpc(Message::request("job-manager.raise", body, 0), [id](const Message& resp) {
+            if (resp.errnum)
+                log::debug("exec", "{}: node-failure not raised: {}", format_jobid(id), resp.error_text());
+        });
+    }
+}
+
+}  // namespace banyan

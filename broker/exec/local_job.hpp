@@ -1,0 +1,99 @@
+// The exec service's own: what it holds for each job on this rank, and
+// what its parts (exec_service.cpp: requests and the job's life;
+// exec_shell.cpp: starting and hearing the shell; exec_perilog.cpp: prolog
+// and epilog; exec_io.cpp: stdin, proxy and fence for a running job;
+// exec_recovery.cpp: re-attach, reconcile and cut-off) share. Not for any
+// other service: they reach it through its messages (doc/spec/shell.md §7).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "broker/exec/exec_service.hpp"
+#include "broker/exec/job_cgroup.hpp"
+#include "core/line_channel.hpp"
+#include "core/reactor.hpp"
+
+namespace banyan {
+
+// After SIGKILL went to the tasks, how long the shell has to report before
+// it and its cgroup are killed too.
+inline constexpr auto kShellGrace = std::chrono::seconds(2);
+// Output sent to rank 0 and not yet answered beyond which the shell's
+// pipe is no longer read (it resumes at half): bounds what a fast writer
+// queues in the brokers.
+inline constexpr size_t kOutputInFlightLimit = size_t{4} << 20;
+// Output kept per job while rank 0 cannot take it (doc/spec/shell.md §8).
+inline constexpr size_t kKeptOutputLimit = size_t{1} << 20;
+
+struct ExecService::LocalJob {
+    // exec.run or exec.reattach, answered when the shell has finished;
+    // none for an adopted shell until a job manager asks (the result is
+    // kept in ended_ all the same).
+    std::optional<Message> answer_to;
+    pid_t adopted_pid = 0;  // a dead broker's shell, reached through its socket
+    bool started = false;   // every local task runs
+    // What rank 0 did not take (no route to it), and all after it, in
+    // order: sent again at exec.reattach.
+    std::vector<ForRank0> kept;
+    size_t kept_bytes = 0;     // of output
+    bool output_lost = false;  // past kKeptOutputLimit: output dropped, with one notice
+    bool told_long_line = false;  // the job heard once that its shell sent a line too long
+    uint32_t leader = 0;  // the first rank of R: where fences meet
+    uint32_t nshells = 1;
+    std::unique_ptr<Subprocess> shell;
+    std::unique_ptr<LineChannel> channel;
+    std::optional<JobCgroup> cgroup;
+    std::optional<int> status;    // from the shell's finish
+    bool shell_done = false;      // finish came, or the shell is gone: the job is ending
+    double end_time = 0;          // ... and when its tasks ended
+    size_t output_in_flight = 0;  // bytes sent to job-manager.output, not yet answered
+    std::unique_ptr<Timer> simulated;
+    std::unique_ptr<Timer> escalate;  // terminate: SIGKILL, then the shell itself
+    uint32_t userid = 0;              // the job's owner
+    std::string credential;           // the owner's MUNGE credential (J), for banyan-imp
+    std::string tmpdir;               // <rundir>/jobs/<id>, removed with the job
+    std::vector<std::string> perilog_env;  // BANYAN_JOB_*, BANYAN_R: for the prolog and epilog
+    std::unique_ptr<Subprocess> perilog;
+    std::unique_ptr<Timer> perilog_timer;
+    bool perilog_timed_out = false;
+    std::optional<int> killed_before_start;  // a signal that came during the prolog
+    // exec.run with `hold`: the start waits for exec.go (shell.md §7); the
+    // shell has its job and is ready. What it would be sent meanwhile, or
+    // during the prolog, waits here, in order.
+    bool held = false;
+    std::function<void()> on_go;  // what exec.go starts besides (a prolog, a simulated run)
+    std::vector<std::string> held_lines;  // JSON, one line each
+    // exec.proxy requests the shell has not answered yet, by tag.
+    std::map<uint64_t, Message> proxied;
+    uint64_t next_proxy_tag = 1;
+    // Which start of this job id on this rank: a late answer or exit of an
+    // earlier one's shell (a start ended, then run again after rank 0
+    // restarted) is told apart by it.
+    uint64_t launch = 0;
+};
+
+struct ExecService::Fence {
+    nlohmann::json data = nlohmann::json::object();  // rank -> base64
+    std::vector<Message> waiting;
+    size_t bytes = 0;     // of data, all shells together
+    bool failed = false;  // over kFenceDataLimit: every part answered with the error
+    uint32_t failed_parts = 0;
+};
+
+inline std::string describe_wait_status(int wait_status) {
+    if (WIFSIGNALED(wait_status))
+        return fmt::format("was killed by signal {} ({})", WTERMSIG(wait_status), strsignal(WTERMSIG(wait_status)));
+    return fmt::format("exited with status {} before it reported", exit_code_from_wait_status(wait_status));
+}
+
+}  // namespace banyan
