@@ -29,6 +29,9 @@
 
 namespace banyan {
 
+// The instance owner asked (role::owner): may act on every job.
+inline bool is_owner(const Message& req) { return req.rolemask & role::owner; }
+
 class SignatureCheck;
 
 // From the [job-manager] table (doc/man/banyan-broker.md).
