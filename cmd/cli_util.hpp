@@ -10,6 +10,7 @@
 
 #include "core/client.hpp"
 #include "core/jobid.hpp"
+#include "core/json_field.hpp"
 #include "core/result.hpp"
 #include "core/text.hpp"
 
@@ -32,6 +33,12 @@ T must(Result<T> r) {
 inline void must(Result<void> r) {
     if (!r)
         fail(r.error().message);
+}
+// A field of the instance's answer, read typed (json_field): a field of
+// another type fails in one line naming it, never throws.
+template <class T>
+T answer_field(const nlohmann::json& answer, std::string_view key, T fallback) {
+    return must(json_field<T>(answer, key, std::move(fallback), "answer"));
 }
 
 // Connects to the instance named by $BANYAN_URI, or fails with a clear line.

@@ -13,8 +13,8 @@ void add_dmesg(CLI::App& app, int& exit_code) {
         Client client = connect_to_instance();
         uint32_t nodeid = rank < 0 ? kNodeIdAny : static_cast<uint32_t>(rank);
         auto body = must(client.rpc("broker.dmesg", nlohmann::json::object(), nodeid));
-        for (const auto& line : body.value("lines", nlohmann::json::array()))
-            fmt::print("{}\n", line.get<std::string>());
+        for (const auto& line : answer_field<nlohmann::json>(body, "lines", nlohmann::json::array()))
+            fmt::print("{}\n", line.is_string() ? line.get<std::string>() : line.dump());
         exit_code = 0;
     });
 }

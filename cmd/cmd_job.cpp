@@ -81,11 +81,11 @@ nlohmann::json ask(Client& client, const std::string& topic, const nlohmann::jso
 }
 
 std::string event_line(const nlohmann::json& ev) {
-    double ts = ev.value("timestamp", 0.0);
+    double ts = answer_field<double>(ev, "timestamp", 0.0);
     std::string line = fmt::format("{}.{:03} {}", format_moment(ts),
                                    static_cast<int>((ts - static_cast<double>(static_cast<std::time_t>(ts))) * 1000),
-                                   ev.value("name", ""));
-    const nlohmann::json context = ev.value("context", nlohmann::json::object());
+                                   answer_field<std::string>(ev, "name", ""));
+    const nlohmann::json context = answer_field<nlohmann::json>(ev, "context", nlohmann::json::object());
     for (const auto& [key, value] : context.items()) {
         if (key == "R")
             continue;  // `banyan job info` shows it
@@ -223,27 +223,30 @@ int attach_job(Client& client, JobId id, bool interactive, bool with_stdin, bool
             }
         }
         auto body = must(response_payload(*answer));
-        for (const auto& chunk : body["output"])
-            write_all(chunk.value("stream", "") == "stderr" ? stderr : stdout, must(io_data(chunk, "attach")));
-        for (const auto& ev : body["events"]) {
-            const auto& c = ev.value("context", nlohmann::json::object());
-            if (ev.value("name", "") == "finish")
-                status = c.value("status", 1);
-            if (ev.value("name", "") == "start") {
+        for (const auto& chunk : answer_field<nlohmann::json>(body, "output", nlohmann::json::array()))
+            write_all(answer_field<std::string>(chunk, "stream", "") == "stderr" ? stderr : stdout,
+                      must(io_data(chunk, "attach")));
+        for (const auto& ev : answer_field<nlohmann::json>(body, "events", nlohmann::json::array())) {
+            const nlohmann::json c = answer_field<nlohmann::json>(ev, "context", nlohmann::json::object());
+            const std::string name = answer_field<std::string>(ev, "name", "");
+            if (name == "finish")
+                status = static_cast<int>(answer_field<int64_t>(c, "status", 1));
+            if (name == "start") {
                 started = true;
                 // Raw once the tasks run, not while the job waits: until
                 // then Ctrl-C is this command's (doc: banyan-run(1)).
                 if (pty)
                     make_terminal_raw();
             }
-            if (ev.value("name", "") == "exception") {
+            if (name == "exception") {
                 excepted = true;
-                fmt::print(stderr, "banyan: job {}: {}: {}\n", jid, c.value("type", ""), c.value("note", ""));
+                fmt::print(stderr, "banyan: job {}: {}: {}\n", jid, answer_field<std::string>(c, "type", ""),
+                           answer_field<std::string>(c, "note", ""));
             }
         }
-        events_from = body.value("events_next", events_from);
-        output_from = body.value("output_next", output_from);
-        if (body.value("done", false))
+        events_from = answer_field<uint32_t>(body, "events_next", events_from);
+        output_from = answer_field<uint32_t>(body, "output_next", output_from);
+        if (answer_field<bool>(body, "done", false))
             break;
     }
     if (interactive)

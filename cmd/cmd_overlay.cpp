@@ -65,14 +65,14 @@ void add_overlay(CLI::App& app, int& exit_code) {
         }
         States s{idset_field(body, "online"), idset_field(body, "torpid"), idset_field(body, "lost"),
                  idset_field(body, "offline")};
-        TreeShape tree(body.value("size", 1u), body.value("fanout", 2u));
+        TreeShape tree(answer_field<uint32_t>(body, "size", 1), answer_field<uint32_t>(body, "fanout", 2));
         if (summary) {
             for (auto [name, set] : {std::pair{"online", &s.online}, std::pair{"torpid", &s.torpid},
                                      std::pair{"lost", &s.lost}, std::pair{"offline", &s.offline}})
                 if (!set->empty())
                     fmt::print("{}: {} ({})\n", name, set->format(), set->count());
         } else {
-            print_tree(body.value("rank", 0u), tree, s, "", true, true);
+            print_tree(answer_field<uint32_t>(body, "rank", 0), tree, s, "", true, true);
         }
         exit_code = 0;
     });

@@ -229,14 +229,18 @@ void Shell::on_message(Result<nlohmann::json> message) {
             start(m);
         return;
     }
-    std::string type = m.value("type", "");
+    auto typed = json_field<std::string>(m, "type", "", "exec service");
+    auto signo = json_field<int64_t>(m, "signal", 0, "exec service");
+    if (auto e = first_error(typed, signo))
+        return log::error("shell", "{}: {}", format_jobid(job_->id), e->message);
+    const std::string& type = *typed;
     if (type == "go") {
         if (std::exchange(held_, false))
             launch();
         return;
     }
-    if (type == "signal" && m.value("signal", 0) > 0 && m.value("signal", 0) < NSIG) {
-        signal_tasks(m["signal"].get<int>());
+    if (type == "signal" && *signo > 0 && *signo < NSIG) {
+        signal_tasks(static_cast<int>(*signo));
     } else if (type == "stdin") {
         auto data = io_data(m, "stdin");
         auto eof = json_field<bool>(m, "eof", false, "stdin");

@@ -57,7 +57,7 @@ Result<ShellJob> ShellJob::parse(const nlohmann::json& m) {
     auto spec = Jobspec::from_json(m["jobspec"]);
     if (!spec)
         return spec.error();
-    auto R = Rv1::from_json(m.value("R", nlohmann::json()));
+    auto R = Rv1::from_json(m.contains("R") ? m["R"] : nlohmann::json());
     if (!R)
         return R.error();
     job.R = std::move(*R);

@@ -253,28 +253,39 @@ const std::string& Job::summary_row() const {
     return summary_cache;
 }
 
+namespace {
+
+// A field of a stored event, typed: one of another type (a damaged
+// database) is taken as `fallback`, never thrown on at replay.
+template <class T>
+T event_field(const nlohmann::json& context, std::string_view key, T fallback) {
+    return json_field<T>(context, key, fallback).value_or(fallback);
+}
+
+}  // namespace
+
 void apply_event(Job& job, const JobEvent& ev) {
     job.next_event_seq++;
     job.summary_cache.clear();
     const auto& c = ev.context;
     const std::string& name = ev.name;
     if (name == "submit") {
-        job.userid = c.value("userid", job.userid);
-        job.urgency = c.value("urgency", job.urgency);
+        job.userid = event_field<uint32_t>(c, "userid", job.userid);
+        job.urgency = static_cast<int>(event_field<int64_t>(c, "urgency", job.urgency));
         job.t_submit = ev.timestamp;
     } else if (name == "depend" && job.state == JobState::depend) {
         job.state = JobState::priority;
     } else if (name == "priority") {
-        job.priority = c.value("priority", int64_t{0});
+        job.priority = event_field<int64_t>(c, "priority", 0);
         if (job.state == JobState::priority)
             job.state = JobState::sched;
     } else if (name == "urgency") {
-        job.urgency = c.value("urgency", job.urgency);
+        job.urgency = static_cast<int>(event_field<int64_t>(c, "urgency", job.urgency));
     } else if (name == "alloc" && job.state == JobState::sched) {
         job.state = JobState::run;
         std::string().swap(job.sched_jobspec);  // freed (assigning "" would keep its buffer)
         job.t_run = ev.timestamp;
-        if (auto r = Rv1::from_json(c.value("R", nlohmann::json()))) {
+        if (auto r = Rv1::from_json(event_field<nlohmann::json>(c, "R", nlohmann::json()))) {
             job.ranks.clear();
             for (const auto& [rank, children] : r->ranks)
                 job.ranks.push_back(rank);
@@ -285,16 +296,16 @@ void apply_event(Job& job, const JobEvent& ev) {
         job.started = true;
     } else if (name == "finish" && (job.state == JobState::run || job.state == JobState::cleanup)) {
         // In CLEANUP: the tasks of a canceled job ended after the exception.
-        job.status = c.value("status", 1);
+        job.status = static_cast<int>(event_field<int64_t>(c, "status", 1));
         if (job.state == JobState::run) {
             job.state = JobState::cleanup;
             job.t_cleanup = ev.timestamp;
         }
     } else if (name == "exception") {
-        if (c.value("severity", 0) == 0 && job.state != JobState::inactive) {
+        if (event_field<int64_t>(c, "severity", 0) == 0 && job.state != JobState::inactive) {
             if (job.exception_type.empty()) {
-                job.exception_type = c.value("type", "unknown");
-                job.exception_note = c.value("note", "");
+                job.exception_type = event_field<std::string>(c, "type", "unknown");
+                job.exception_note = event_field<std::string>(c, "note", "");
             }
             if (job.state != JobState::cleanup) {
                 std::string().swap(job.sched_jobspec);
