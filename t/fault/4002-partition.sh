@@ -11,25 +11,7 @@
 . "$(dirname "$0")/../integration/lib.sh"
 
 tag=bnp$$
-if ! ip netns add "$tag-sw" 2>"$T_DIR/netns.err"; then
-    echo "skip: cannot create network namespaces here: $(cat "$T_DIR/netns.err")"
-    exit "$SKIP_CODE"
-fi
-CLEANUP+=("ip netns del $tag-sw")
-ip -n "$tag-sw" link add br0 type bridge
-ip -n "$tag-sw" link set br0 up
-for i in 0 1 2 3; do
-    ip netns add "$tag-n$i"
-    CLEANUP+=("ip netns del $tag-n$i" "rm -rf /etc/netns/$tag-n$i")
-    ip -n "$tag-sw" link add "sv$i" type veth peer name eth0 netns "$tag-n$i"
-    ip -n "$tag-sw" link set "sv$i" master br0 up
-    ip -n "$tag-n$i" addr add "192.0.2.$((10 + i))/24" dev eth0
-    ip -n "$tag-n$i" link set eth0 up
-    ip -n "$tag-n$i" link set lo up
-    mkdir -p "/etc/netns/$tag-n$i"
-    { echo "127.0.0.1 localhost"; for h in 0 1 2 3; do echo "192.0.2.$((10 + h)) node$h"; done; } \
-        >"/etc/netns/$tag-n$i/hosts"
-done
+make_hosts "$tag" 4
 banyan keygen "$T_DIR/cert" >/dev/null
 cat >"$T_DIR/cluster.toml" <<TOML
 [bootstrap]
@@ -44,12 +26,7 @@ lost_timeout = "4s"
 hello_timeout = "0.5s"
 connect_max_backoff = "0.5s"
 TOML
-for i in 3 2 1 0; do
-    mkdir -p "$T_DIR/node$i"
-    ip netns exec "$tag-n$i" unshare --uts sh -c \
-        "hostname node$i && exec banyan-broker --config $T_DIR/cluster.toml --rundir $T_DIR/node$i" \
-        >>"$T_DIR/node$i.log" 2>&1 &
-done
+for i in 3 2 1 0; do host_broker "$tag" "$i" "$T_DIR/cluster.toml"; done
 export BANYAN_URI="local://$T_DIR/node0/local.sock"
 wait_for "four hosts joined" 20 sh -c "banyan overlay status -s | grep -q '^online: 0-3 (4)$'"
 marker=$((RANDOM + 1000))

@@ -7,34 +7,7 @@
 . "$(dirname "$0")/lib.sh"
 
 tag=bny$$
-if ! ip netns add "$tag-sw" 2>"$T_DIR/netns.err"; then
-    echo "skip: cannot create network namespaces here: $(cat "$T_DIR/netns.err")"
-    exit "$SKIP_CODE"
-fi
-CLEANUP+=("ip netns del $tag-sw")
-ip -n "$tag-sw" link add br0 type bridge
-ip -n "$tag-sw" link set br0 up
-
-# Documentation addresses (192.0.2.0/24): never a real host.
-addr_of() { echo "192.0.2.$((10 + $1))"; }
-write_hosts() {
-    local i
-    for i in 0 1 2; do
-        mkdir -p "/etc/netns/$tag-n$i"
-        { echo "127.0.0.1 localhost"; for h in 0 1 2; do echo "${ADDR[$h]} node$h"; done; } >"/etc/netns/$tag-n$i/hosts"
-    done
-}
-ADDR=("$(addr_of 0)" "$(addr_of 1)" "$(addr_of 2)")
-for i in 0 1 2; do
-    ip netns add "$tag-n$i"
-    CLEANUP+=("ip netns del $tag-n$i" "rm -rf /etc/netns/$tag-n$i")
-    ip -n "$tag-sw" link add "sv$i" type veth peer name eth0 netns "$tag-n$i"
-    ip -n "$tag-sw" link set "sv$i" master br0 up
-    ip -n "$tag-n$i" addr add "${ADDR[$i]}/24" dev eth0
-    ip -n "$tag-n$i" link set eth0 up
-    ip -n "$tag-n$i" link set lo up
-done
-write_hosts
+make_hosts "$tag" 3
 
 banyan keygen "$T_DIR/cert" >/dev/null
 cat >"$T_DIR/cluster.toml" <<TOML
@@ -50,21 +23,14 @@ hello_timeout = "0.5s"
 connect_max_backoff = "0.5s"
 TOML
 
-# host_broker I: node I's broker, in its namespace, under its own host name.
-host_broker() {
-    mkdir -p "$T_DIR/node$1"
-    ip netns exec "$tag-n$1" unshare --uts sh -c \
-        "hostname node$1 && exec banyan-broker --config $T_DIR/cluster.toml --rundir $T_DIR/node$1" \
-        >>"$T_DIR/node$1.log" 2>&1 &
-}
 export BANYAN_URI="local://$T_DIR/node0/local.sock"
 status_is() { banyan overlay status -s | grep -q "^$1$"; }
 export -f status_is
 
-host_broker 2
-host_broker 1
+host_broker "$tag" 2 "$T_DIR/cluster.toml"
+host_broker "$tag" 1 "$T_DIR/cluster.toml"
 sleep 0.5
-host_broker 0
+host_broker "$tag" 0 "$T_DIR/cluster.toml"
 wait_for "three hosts joined over TCP+CURVE, rank 0 last" 15 status_is "online: 0-2 (3)"
 check_output "rank 2 is reached through the tree" "route=client!0!2 " banyan ping 2
 check_output "each broker took its rank from its host name" "rank 1 \(node1\) joined" banyan dmesg
@@ -73,16 +39,16 @@ check_output "node0's broker listens in its own namespace" "(\*|0\.0\.0\.0):8050
 
 kill -KILL "$(pgrep -f -- "--rundir $T_DIR/node1( |$)")"
 wait_for "kill -9 of node1: lost" 10 status_is "lost: 1 (1)"
-host_broker 1
+host_broker "$tag" 1 "$T_DIR/cluster.toml"
 wait_for "node1 restarted: back in the tree" 15 status_is "online: 0-2 (3)"
 
 # Rank 0's host moves to a new address, as a pod does when it is rescheduled.
 kill -KILL "$(pgrep -f -- "--rundir $T_DIR/node0( |$)")"
-ip -n "$tag-n0" addr del "${ADDR[0]}/24" dev eth0
-ADDR[0]=$(addr_of 20)
-ip -n "$tag-n0" addr add "${ADDR[0]}/24" dev eth0
-write_hosts
-host_broker 0
+ip -n "$tag-n0" addr del "${HOST_ADDR[0]}/24" dev eth0
+HOST_ADDR[0]=$(host_addr 20)
+ip -n "$tag-n0" addr add "${HOST_ADDR[0]}/24" dev eth0
+write_hosts "$tag"
+host_broker "$tag" 0 "$T_DIR/cluster.toml"
 wait_for "rank 0 on a new address: followers find it by name" 20 status_is "online: 0-2 (3)"
 check_output "and rank 2 answers" "route=client!0!2 " banyan ping 2
 

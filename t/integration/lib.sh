@@ -62,6 +62,52 @@ wait_for() {
     ok "$desc"
 }
 
+# Hosts in network namespaces, for the multi-host tests (0005, fault/4002).
+# make_hosts TAG N: a bridge in namespace TAG-sw and N hosts TAG-n0 ... on
+# it, host I at host_addr I on its eth0 (the bridge's side of its link is
+# sv I), and every host's /etc/hosts naming node0 ... as HOST_ADDR says.
+# The test is skipped where namespaces cannot be made.
+host_addr() { echo "192.0.2.$((10 + $1))"; }  # documentation addresses: never a real host
+make_hosts() {
+    local tag=$1 n=$2 i
+    if ! ip netns add "$tag-sw" 2>"$T_DIR/netns.err"; then
+        echo "skip: cannot create network namespaces here: $(cat "$T_DIR/netns.err")"
+        exit "$SKIP_CODE"
+    fi
+    CLEANUP+=("ip netns del $tag-sw")
+    ip -n "$tag-sw" link add br0 type bridge
+    ip -n "$tag-sw" link set br0 up
+    HOST_ADDR=()
+    for ((i = 0; i < n; i++)); do
+        HOST_ADDR+=("$(host_addr "$i")")
+        ip netns add "$tag-n$i"
+        CLEANUP+=("ip netns del $tag-n$i" "rm -rf /etc/netns/$tag-n$i")
+        ip -n "$tag-sw" link add "sv$i" type veth peer name eth0 netns "$tag-n$i"
+        ip -n "$tag-sw" link set "sv$i" master br0 up
+        ip -n "$tag-n$i" addr add "${HOST_ADDR[$i]}/24" dev eth0
+        ip -n "$tag-n$i" link set eth0 up
+        ip -n "$tag-n$i" link set lo up
+    done
+    write_hosts "$tag"
+}
+# write_hosts TAG: each host's /etc/hosts, from HOST_ADDR (again after a
+# host moved).
+write_hosts() {
+    local tag=$1 i h
+    for i in "${!HOST_ADDR[@]}"; do
+        mkdir -p "/etc/netns/$tag-n$i"
+        { echo "127.0.0.1 localhost"; for h in "${!HOST_ADDR[@]}"; do echo "${HOST_ADDR[$h]} node$h"; done; } \
+            >"/etc/netns/$tag-n$i/hosts"
+    done
+}
+# host_broker TAG I CONFIG: node I's broker, in its namespace, under its
+# own host name, with its run directory $T_DIR/nodeI.
+host_broker() {
+    mkdir -p "$T_DIR/node$2"
+    ip netns exec "$1-n$2" unshare --uts sh -c \
+        "hostname node$2 && exec banyan-broker --config $3 --rundir $T_DIR/node$2" >>"$T_DIR/node$2.log" 2>&1 &
+}
+
 # lacks REGEX CMD...: CMD succeeds and nothing it prints matches REGEX (a
 # negative check written `! CMD | grep -q` would pass when CMD fails).
 lacks() {
