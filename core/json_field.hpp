@@ -36,9 +36,12 @@ inline const nlohmann::json& json_object_at(const nlohmann::json& object, std::i
 
 template <class T>
 Result<T> json_field(const nlohmann::json& object, std::string_view key, T fallback, std::string_view path = "") {
-    if (!object.is_object() || !object.contains(key))
+    if (!object.is_object())
         return fallback;
-    const nlohmann::json& v = object[std::string(key)];
+    auto found = object.find(key);  // (one lookup, no key copied)
+    if (found == object.end())
+        return fallback;
+    const nlohmann::json& v = *found;
     auto wrong = [&](std::string_view expected) {
         return make_error(EPROTO, fmt::format("{}{}{}: expected {}", path, path.empty() ? "" : ".", key, expected));
     };

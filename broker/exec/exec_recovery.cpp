@@ -145,17 +145,9 @@ void ExecService::on_reconcile(const Message& req) {
         if (id.is_number_unsigned())
             keep.insert(id.get<JobId>());
     adopt_orphaned_shells();  // a shell that began waiting after this service started is judged too
-    std::vector<JobId> orphans;
-    for (const auto& [id, job] : jobs_)
-        if (!keep.count(id))
-            orphans.push_back(id);
-    nlohmann::json killed = nlohmann::json::array();
-    for (JobId id : orphans) {
-        log::warning("exec", "{}: rank 0 ended this job while rank {} was cut off: killing its tasks", format_jobid(id),
-                     broker_.bootstrap().rank);
-        killed.push_back(id);
-        kill_now(id);
-    }
+    nlohmann::json killed = kill_jobs([&keep](JobId id) { return !keep.count(id); },
+                                      fmt::format("rank 0 ended this job while rank {} was cut off",
+                                                  broker_.bootstrap().rank));
     broker_.respond(Message::response_to(req, {{"killed", killed}}));
 }
 
@@ -182,7 +174,7 @@ void ExecService::check_parent() {
     std::string why = fmt::format("rank {} has not reached {} for {}s ({})", rank,
                                   under_rank0 ? "rank 0" : fmt::format("its parent (rank {})", *boot.parent()), timeout,
                                   under_rank0 ? "exec.reattach-timeout" : "tbon.lost_timeout");
-    for (JobId id : kill_all_jobs(why))
+    for (JobId id : kill_jobs([](JobId) { return true; }, why))
         ended_while_cut_off_.insert(id);
     broker_.overlay().subtree().online.for_each([this, rank, why](uint32_t below) {
         if (below == rank)
@@ -209,16 +201,17 @@ void ExecService::on_cut_off(const Message& req) {
     auto why = body ? json_field<std::string>(*body, "why", "", "exec.cut-off") : Result<std::string>(body.error());
     if (!why || why->empty())
         return broker_.respond_error(req, EPROTO, "exec.cut-off: expected {\"why\": TEXT}");
-    nlohmann::json killed = kill_all_jobs(*why);
+    nlohmann::json killed = kill_jobs([](JobId) { return true; }, *why);
     broker_.respond(Message::response_to(req, {{"killed", killed}}));
 }
 
-std::vector<JobId> ExecService::kill_all_jobs(const std::string& why) {
+std::vector<JobId> ExecService::kill_jobs(const std::function<bool(JobId)>& which, const std::string& why) {
     std::vector<JobId> ids;
     for (const auto& [id, job] : jobs_)
-        ids.push_back(id);
-    for (JobId id : ids) {
-        log::warning("exec", "{}: {}: killing its tasks (rank 0 ends the job: node-failure)", format_jobid(id), why);
+        if (which(id))
+            ids.push_back(id);
+    for (JobId id : ids) {  // (kill_now may end a job: not while iterating jobs_)
+        log::warning("exec", "{}: {}: killing its tasks", format_jobid(id), why);
         kill_now(id);
     }
     return ids;

@@ -111,7 +111,8 @@ class ExecService {
     // node-failure on each, for a rank 0 that did not see it go.
     void check_parent();
     void on_cut_off(const Message& req);
-    std::vector<JobId> kill_all_jobs(const std::string& why);
+    // Kills the tasks of every job here that `which` picks, logging `why`.
+    std::vector<JobId> kill_jobs(const std::function<bool(JobId)>& which, const std::string& why);
     void report_cut_off_jobs();
     void kill_now(JobId id);
     void on_stdin(const Message& req);

@@ -66,11 +66,11 @@ class JobManager {
     JobManager(Broker& broker, const JobManagerLimits& limits, std::unique_ptr<JobDb> db);
     void register_methods();
 
-    // Requests (job_manager_requests.cpp).
+    // Requests (job_manager_requests.cpp lists which file serves each).
     void on_submit(const Message& req);
     // The submission, its signature checked (or none needed).
     void submit(const Message& req, nlohmann::json body);
-    void accept(const Message& req, const nlohmann::json& spec, Job job, const std::string& signature);
+    void store_submission(const Message& req, const nlohmann::json& spec, Job job, const std::string& signature);
     void answered_barrier(const Message& req, const std::function<void()>& fn);
     void drop_unstored(const std::vector<JobId>& ids, const Error& error);
     void on_list(const Message& req);

@@ -194,12 +194,13 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
                     // (ENOSYS: no scheduler loaded here; sched.alloc decides.)
                     if (resp.errnum && resp.errnum != ENOSYS)
                         return broker_.respond_error(req, resp.errnum, resp.error_text());
-                    answered_barrier(req, [&] { accept(req, body["jobspec"], std::move(job), signature); });
+                    answered_barrier(req, [&] { store_submission(req, body["jobspec"], std::move(job), signature); });
                 });
 }
 
 // The submission, every check passed: stored, then acknowledged.
-void JobManager::accept(const Message& req, const nlohmann::json& spec, Job job, const std::string& signature) {
+void JobManager::store_submission(const Message& req, const nlohmann::json& spec, Job job,
+                                  const std::string& signature) {
     job.id = ids_.next();
     job.userid = req.userid;
     job.t_submit = wall_now();
