@@ -35,7 +35,15 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double since_us(Clock::time_point t) { return std::chrono::duration<double, std::micro>(Clock::now() - t).count(); }
+// A known policy's (the name is this file's, and right).
+std::unique_ptr<MatchPolicy> policy_named(const std::string& name) {
+    auto policy = MatchPolicy::create(name);
+    return std::move(*policy);
+}
+
+double since_us(Clock::time_point t) {
+    return std::chrono::duration<double, std::micro>(Clock::now() - t).count();
+}
 
 struct Loaded {
     std::unique_ptr<Matcher> matcher;
@@ -57,16 +65,17 @@ Loaded load(int nodes, const std::string& shape, const std::string& policy, bool
                     d.properties.push_back("even");
         auto graph = ResourceGraph::from_nodes(*descriptions);
         descriptions->clear();
-        out.matcher = std::make_unique<Matcher>(*graph, *MatchPolicy::from_name(policy));
+        out.matcher = std::make_unique<Matcher>(*graph, policy_named(policy));
     }
     out.ms = since_us(t0) / 1000;
     return out;
 }
 
 Jobspec jobspec(const std::string& resources, int duration = 3600) {
-    auto js = Jobspec::parse(fmt::format("{{version: 9999, resources: [{}], attributes: {{system: {{duration: {}}}}}, "
-                                         "tasks: [{{command: [app], slot: s, count: {{per_slot: 1}}}}]}}",
-                                         resources, duration));
+    auto js =
+        Jobspec::parse(fmt::format("{{version: 9999, resources: [{}], attributes: {{system: {{duration: {}}}}}, "
+                                   "tasks: [{{command: [app], slot: s, count: {{per_slot: 1}}}}]}}",
+                                   resources, duration));
     if (!js) {
         std::fprintf(stderr, "bench-sched: %s\n", js.error().message.c_str());
         std::exit(2);
@@ -79,11 +88,13 @@ void report(const std::string& name, std::vector<double>& us, double load_ms) {
     double total = 0;
     for (double u : us)
         total += u;
-    auto at = [&](double q) { return us.empty() ? 0 : us[std::min(us.size() - 1, static_cast<size_t>(q * us.size()))]; };
-    std::printf("%s: %zu matches, median %.1f us, p99 %.1f us, max %.1f us, total %.2f s; load %.0f ms; "
-                "peak RSS %ld MB\n",
-                name.c_str(), us.size(), at(0.5), at(0.99), us.empty() ? 0 : us.back(), total / 1e6, load_ms,
-                peak_rss_mb());
+    auto at = [&](double q) {
+        return us.empty() ? 0 : us[std::min(us.size() - 1, static_cast<size_t>(q * us.size()))];
+    };
+    std::printf(
+        "%s: %zu matches, median %.1f us, p99 %.1f us, max %.1f us, total %.2f s; load %.0f ms; "
+        "peak RSS %ld MB\n",
+        name.c_str(), us.size(), at(0.5), at(0.99), us.empty() ? 0 : us.back(), total / 1e6, load_ms, peak_rss_mb());
 }
 
 // Matches until one fails; returns the time of each successful match.
@@ -145,7 +156,7 @@ int main(int argc, char** argv) {
         for (auto& d : *descriptions)
             d.properties.push_back(fmt::format("q{}", d.rank % 4));
         auto graph = ResourceGraph::from_nodes(*descriptions);
-        Matcher matcher(*graph, *MatchPolicy::from_name("pack"));
+        Matcher matcher(*graph, policy_named("pack"));
         std::vector<std::unique_ptr<SchedQueue>> queues;
         for (int q = 0; q < 4; ++q)
             queues.push_back(std::make_unique<SchedQueue>(matcher, QueueConfig{QueuePolicy::fcfs, 1000, 64, 60}));
@@ -180,8 +191,9 @@ int main(int argc, char** argv) {
     if (a.size() == 4 && a[0] == "nodes16") {
         Loaded l = load(std::stoi(a[1]), a[2], "pack");
         fill(*l.matcher, jobspec(kCoreJob), jobid, 1000);
-        Jobspec sixteen = jobspec("{type: node, count: 16, with: [{type: slot, count: 1, label: s, with: "
-                                  "[{type: core, count: 4}]}]}");
+        Jobspec sixteen = jobspec(
+            "{type: node, count: 16, with: [{type: slot, count: 1, label: s, with: "
+            "[{type: core, count: 4}]}]}");
         auto us = fill(*l.matcher, sixteen, jobid, std::stoul(a[3]));
         report(fmt::format("16-node jobs on {} x {} after 1,000 jobs", a[1], a[2]), us, l.ms);
         return 0;
@@ -190,8 +202,8 @@ int main(int argc, char** argv) {
         Loaded l = load(std::stoi(a[1]), a[2], "pack");
         // Fill with whole-node jobs of varied lengths, then reserve.
         for (int i = 0;; ++i) {
-            Jobspec js = jobspec("{type: node, count: 1, exclusive: true, with: [{type: core, count: 1}]}",
-                                 600 + 60 * (i % 50));
+            Jobspec js =
+                jobspec("{type: node, count: 1, exclusive: true, with: [{type: core, count: 1}]}", 600 + 60 * (i % 50));
             auto r = l.matcher->match(js, MatchOp::allocate, 0, jobid++);
             if (!r || !r->matched)
                 break;

@@ -50,6 +50,11 @@ class Broker {
     // answer to a request of an earlier process of this rank (a restart)
     // never matches one of this process's: it is dropped, and logged.
     // Returns the request's matchtag (to cancel a stream by).
+    // A service of this broker handles the request before rpc() returns,
+    // and one that answers at once has `on_response` called then too: a
+    // caller must have its state ready before the call. There is no
+    // timeout: an answer that never comes (a service that keeps the
+    // request, a peer that never answers but stays) is never reported.
     uint32_t rpc(Message request, std::function<void(const Message&)> on_response);
     // The same, on behalf of user `userid` with `rolemask` (the HTTP API's
     // token holder): services apply their rules to that user.

@@ -11,8 +11,8 @@
 #include "cmd/cli_util.hpp"
 #include "core/duration.hpp"
 #include "core/idset.hpp"
-#include "core/job_filter.hpp"
 #include "core/json_field.hpp"
+#include "sched/job_filter.hpp"
 
 namespace banyan::cli {
 namespace {
@@ -20,7 +20,9 @@ namespace {
 constexpr const char* kDefaultFormat =
     "{id:>14} {user:<8.8} {name:<10.10} {st:>2} {ntasks:>6} {nnodes:>6} {time:>8} {info}";
 
-double now_seconds() { return static_cast<double>(std::time(nullptr)); }
+double now_seconds() {
+    return static_cast<double>(std::time(nullptr));
+}
 
 // One row of a JobList, read like a JSON object.
 struct JobView {
@@ -42,8 +44,8 @@ struct JobView {
 };
 
 std::string short_state(const JobView& j) {
-    static const std::map<std::string, std::string> states = {{"depend", "D"}, {"priority", "P"}, {"sched", "S"},
-                                                              {"run", "R"},    {"cleanup", "C"}};
+    static const std::map<std::string, std::string> states = {
+        {"depend", "D"}, {"priority", "P"}, {"sched", "S"}, {"run", "R"}, {"cleanup", "C"}};
     static const std::map<std::string, std::string> results = {
         {"completed", "CD"}, {"failed", "F"}, {"canceled", "CA"}, {"timeout", "TO"}};
     std::string state = j.text("state", "");
@@ -171,8 +173,7 @@ void append_padded(std::string& out, std::string value, const Segment& s) {
     out.append(pad - left, ' ');
 }
 
-std::string render(const std::vector<Segment>& format, const JobView& j,
-                   const std::map<JobId, std::string>& reasons) {
+std::string render(const std::vector<Segment>& format, const JobView& j, const std::map<JobId, std::string>& reasons) {
     std::string out;
     for (const auto& s : format) {
         out += s.literal;

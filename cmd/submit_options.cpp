@@ -18,12 +18,13 @@
 #include <fmt/format.h>
 
 #include "cmd/cli_util.hpp"
-#include "core/constraint.hpp"
 #include "core/duration.hpp"
 #include "core/jobid.hpp"
 #include "core/json_parse.hpp"
 #include "core/rlimits.hpp"
 #include "core/text_file.hpp"
+#include "sched/constraint.hpp"
+#include "sched/job_request.hpp"
 
 extern char** environ;
 
@@ -93,8 +94,7 @@ void apply_env_rule(Environment& env, const Environment& submitter, const std::s
             auto first = line.find_first_not_of(" \t");
             if (first == std::string::npos || line[first] == '#')
                 continue;
-            apply_env_rule(env, submitter, line.substr(first, line.find_last_not_of(" \t\r") + 1 - first),
-                           depth + 1);
+            apply_env_rule(env, submitter, line.substr(first, line.find_last_not_of(" \t\r") + 1 - first), depth + 1);
         }
         return;
     }
@@ -114,7 +114,7 @@ void apply_env_rule(Environment& env, const Environment& submitter, const std::s
 
 // The submitter's environment (BANYAN_* left out: each job gets its own)
 // with the --env rules applied in order.
-nlohmann::json environment(const std::vector<std::string>& rules) {
+Environment environment(const std::vector<std::string>& rules) {
     Environment submitter;
     for (char** e = environ; *e; e++) {
         std::string_view entry(*e);
@@ -195,7 +195,8 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
                     "send SIG to the tasks TIME before the time limit: SIG@TIME (USR1@60s if "
                     "either part is left out)");
     cmd->add_option("-J,--job-name", o.job_name, "name shown by banyan jobs (default: the command)");
-    cmd->add_option("--output", o.output, "write stdout (and stderr, unless --error) to FILE; {{id}}, {{taskid}}, {{node}} are replaced");
+    cmd->add_option("--output", o.output,
+                    "write stdout (and stderr, unless --error) to FILE; {{id}}, {{taskid}}, {{node}} are replaced");
     cmd->add_option("--error", o.error, "write stderr to FILE");
     // The three environment options feed one list of rules, in the order given.
     auto env_rule = [&o](std::string prefix) {
@@ -212,7 +213,8 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
         ->trigger_on_parse()
         ->allow_extra_args(false);
     cmd->add_option("--cwd", o.cwd, "the tasks' working directory (default: this one)");
-    cmd->add_option("-S,--setattr", o.setattr, "jobspec attribute KEY=VALUE (system. implied)")->allow_extra_args(false);
+    cmd->add_option("-S,--setattr", o.setattr, "jobspec attribute KEY=VALUE (system. implied)")
+        ->allow_extra_args(false);
     cmd->add_option("-o,--setopt", o.setopt, "shell option KEY[=VALUE]")->allow_extra_args(false);
     cmd->add_option("--input", o.input, "every task reads this file as stdin");
     cmd->add_option("-q,--queue", o.queue, "the queue (banyan queue list); default: the default queue");
@@ -226,78 +228,49 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
 nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::string>& command) {
     if (command.empty())
         fail("no COMMAND given");
-
-    if (o.nodes && *o.nodes < 1)
-        fail(fmt::format("-N {}: node count must be at least 1", *o.nodes));
-    if (o.ntasks && *o.ntasks < 1)
-        fail(fmt::format("-n {}: task count must be at least 1", *o.ntasks));
-    if (o.cores_per_task < 1)
-        fail(fmt::format("-c {}: cores per task must be at least 1", o.cores_per_task));
-    if (o.gpus_per_task < 0)
-        fail(fmt::format("-g {}: GPUs per task cannot be negative", o.gpus_per_task));
     if (o.urgency < 0 || o.urgency > 31)
         fail(fmt::format("--urgency {}: expected 0 (hold) to 31 (expedite)", o.urgency));
-    int64_t ntasks = o.ntasks.value_or(o.nodes.value_or(1));
-    if (o.nodes && ntasks < *o.nodes)
-        fail(fmt::format("-n {}: fewer tasks than nodes (-N {})", ntasks, *o.nodes));
-    double duration = 0;
+    JobRequest r{.command = command,
+                 .nodes = o.nodes,
+                 .ntasks = o.ntasks,
+                 .cores_per_task = o.cores_per_task,
+                 .gpus_per_task = o.gpus_per_task,
+                 .exclusive = o.exclusive,
+                 .name = o.job_name,
+                 .queue = o.queue,
+                 .cwd = o.cwd,
+                 .environment = environment(o.env)};
     if (!o.time_limit.empty()) {
         auto d = parse_duration(o.time_limit);
         if (!d)
             fail("-t " + d.error().message);
-        if (*d <= 0)
-            fail(fmt::format("-t {}: a time limit must be more than 0", o.time_limit));
-        duration = *d;
+        r.time_limit = *d;
     }
-    nlohmann::json task_resources = nlohmann::json::array({{{"type", "core"}, {"count", o.cores_per_task}}});
-    if (o.gpus_per_task > 0)
-        task_resources.push_back({{"type", "gpu"}, {"count", o.gpus_per_task}});
-    nlohmann::json tasks_count{{"per_slot", 1}};
-    nlohmann::json resources;
-    // --exclusive without -N, as Slurm users type it: the tasks on one
-    // node that is the job's alone.
-    std::optional<int64_t> nodes = o.nodes ? o.nodes : o.exclusive ? std::optional<int64_t>(1) : std::nullopt;
-    if (nodes) {
-        int64_t per_node = (ntasks + *nodes - 1) / *nodes;
-        if (ntasks % *nodes != 0)
-            tasks_count = {{"total", ntasks}};
-        nlohmann::json node{{"type", "node"},
-                            {"count", *nodes},
-                            {"with", {{{"type", "slot"}, {"count", per_node}, {"label", "task"}, {"with", task_resources}}}}};
-        if (o.exclusive)
-            node["exclusive"] = true;
-        resources = nlohmann::json::array({node});
-    } else {
-        resources = nlohmann::json::array(
-            {{{"type", "slot"}, {"count", ntasks}, {"label", "task"}, {"with", task_resources}}});
-    }
-    std::string cwd = o.cwd;
-    if (cwd.empty()) {
+    if (r.cwd.empty()) {
         std::error_code ec;
-        cwd = std::filesystem::current_path(ec).string();
+        r.cwd = std::filesystem::current_path(ec).string();
     }
     // The umask too, as Slurm passes it: the job's files are made as the
     // user's shell would make them.
-    mode_t mask = umask(022);
-    umask(mask);
-    nlohmann::json system{{"duration", duration},
-                          {"cwd", cwd},
-                          {"environment", environment(o.env)},
-                          {"umask", fmt::format("{:04o}", mask)}};
-    if (!o.job_name.empty())
-        system["job"] = {{"name", o.job_name}};
-    auto deps = dependencies(o.dependencies);
+    r.umask = umask(022);
+    umask(r.umask);
+    // The submitter's limits go with the job (as `ulimit` set them), so a
+    // core file or a file-descriptor limit is the same inside; -o
+    // rlimit.NAME=VALUE overrides one.
+    for (const auto& [name, resource, propagated] : kRlimitNames) {
+        rlimit limit{};
+        if (propagated && getrlimit(resource, &limit) == 0)
+            r.rlimits[name] =
+                limit.rlim_cur == RLIM_INFINITY ? nlohmann::json("unlimited") : nlohmann::json(limit.rlim_cur);
+    }
+    r.dependencies = dependencies(o.dependencies);
     if (!o.begin_time.empty()) {
         auto when = parse_moment(o.begin_time, wall_now());
         if (!when)
             fail("--begin-time " + when.error().message);
         // A string, as RFC 26 has every value.
-        deps.push_back({{"scheme", "begin-time"}, {"value", fmt::format("{:.3f}", *when)}});
+        r.dependencies.push_back({{"scheme", "begin-time"}, {"value", fmt::format("{:.3f}", *when)}});
     }
-    if (!deps.empty())
-        system["dependencies"] = deps;
-    if (!o.queue.empty())
-        system["queue"] = o.queue;
     if (!o.requirements.empty()) {
         nlohmann::json all = nlohmann::json::array();
         for (const auto& text : o.requirements) {
@@ -306,25 +279,34 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
                 fail(fmt::format("--requires '{}': {}", text, c.error().message));
             all.push_back(std::move(*c));
         }
-        system["constraints"] = all.size() == 1 ? all[0] : nlohmann::json{{"and", std::move(all)}};
+        r.constraint = all.size() == 1 ? all[0] : nlohmann::json{{"and", std::move(all)}};
     }
-    nlohmann::json jobspec{{"version", 1},
-                           {"resources", resources},
-                           {"tasks", {{{"command", command}, {"slot", "task"}, {"count", tasks_count}}}},
-                           {"attributes", {{"system", system}}}};
+    auto built = banyan::build_jobspec(r, [&](JobField f) -> std::string {
+        switch (f) {
+            case JobField::command:
+                return "COMMAND";
+            case JobField::nodes:
+                return fmt::format("-N {}", o.nodes.value_or(0));
+            case JobField::ntasks:
+                return fmt::format("-n {}", o.ntasks.value_or(0));
+            case JobField::cores_per_task:
+                return fmt::format("-c {}", o.cores_per_task);
+            case JobField::gpus_per_task:
+                return fmt::format("-g {}", o.gpus_per_task);
+            case JobField::time_limit:
+                return "-t " + o.time_limit;
+            case JobField::environment:
+                return "--env";
+        }
+        return "?";
+    });
+    if (!built)
+        fail(built.error().message);
+    nlohmann::json jobspec = std::move(*built);
     for (const auto& s : o.setattr) {
         auto [key, value] = split_setting(s, "-S", nullptr);
         bool qualified = key.starts_with("system.") || key.starts_with("user.");
         set_path(jobspec["attributes"], qualified ? key : "system." + key, option_value(value), "-S");
-    }
-    // The submitter's limits go with the job (as `ulimit` set them), so a
-    // core file or a file-descriptor limit is the same inside; -o
-    // rlimit.NAME=VALUE overrides one.
-    for (const auto& [name, resource, propagated] : kRlimitNames) {
-        rlimit limit{};
-        if (propagated && getrlimit(resource, &limit) == 0)
-            jobspec["attributes"]["system"]["shell"]["options"]["rlimit"][name] =
-                limit.rlim_cur == RLIM_INFINITY ? nlohmann::json("unlimited") : nlohmann::json(limit.rlim_cur);
     }
     for (const auto& s : o.setopt) {
         auto [key, value] = split_setting(s, "-o", "1");
@@ -342,7 +324,7 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
     if (o.label_io)
         set_path(jobspec["attributes"]["system"], "shell.options.output.label", true, "-l");
     if (!o.signal.empty()) {
-        if (duration <= 0)
+        if (!r.time_limit)
             fail(fmt::format("--signal={}: needs a time limit (-t) to count back from", o.signal));
         set_path(jobspec["attributes"]["system"], "shell.options.signal", warning_signal(o.signal), "--signal");
     }

@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -20,7 +21,8 @@ namespace banyan {
 // The object at PATH ("attributes", "system", ...) inside `object`, or an
 // empty object when any step is missing or not an object. A reference, not
 // a copy: jobspecs carry environments of kilobytes.
-inline const nlohmann::json& json_object_at(const nlohmann::json& object, std::initializer_list<std::string_view> path) {
+inline const nlohmann::json& json_object_at(const nlohmann::json& object,
+                                            std::initializer_list<std::string_view> path) {
     static const nlohmann::json empty = nlohmann::json::object();
     const nlohmann::json* at = &object;
     for (std::string_view key : path) {
@@ -51,12 +53,13 @@ Result<T> json_field(const nlohmann::json& object, std::string_view key, T fallb
     } else if constexpr (std::is_same_v<T, std::string>) {
         if (!v.is_string())
             return wrong("a string");
-    } else if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T>) {
-        if (!v.is_number_unsigned() || v.get<uint64_t>() > std::numeric_limits<T>::max())
-            return wrong("a non-negative integer");
     } else if constexpr (std::is_integral_v<T>) {
-        if (!v.is_number_integer())
-            return wrong("an integer");
+        // Any integer in T's range, signed or not: JSON made in this process
+        // may hold a count as a signed integer where text parses unsigned.
+        bool fits = v.is_number_unsigned() ? std::in_range<T>(v.get<uint64_t>())
+                                           : v.is_number_integer() && std::in_range<T>(v.get<int64_t>());
+        if (!fits)
+            return wrong(std::is_unsigned_v<T> ? "a non-negative integer" : "an integer");
     } else if constexpr (std::is_floating_point_v<T>) {
         if (!v.is_number())
             return wrong("a number");

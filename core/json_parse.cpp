@@ -255,4 +255,31 @@ Result<std::optional<std::string_view>> json_raw_at(std::string_view text,
     return found;
 }
 
+Result<void> json_array_items(std::string_view text, std::vector<std::string_view>& items) {
+    items.clear();
+    Skim skim(text);
+    skim.space();
+    if (!skim.eat('['))
+        return not_json();
+    skim.space();
+    if (!skim.eat(']')) {
+        for (;;) {
+            skim.space();
+            size_t at = skim.at();
+            if (!skim.value(1))
+                return skim_error(skim);
+            items.push_back(text.substr(at, skim.at() - at));
+            skim.space();
+            if (skim.eat(']'))
+                break;
+            if (!skim.eat(','))
+                return not_json();
+        }
+    }
+    skim.space();
+    if (!skim.at_end())
+        return not_json();
+    return {};
+}
+
 }  // namespace banyan

@@ -1,6 +1,8 @@
 // parse_json: the one way to parse JSON text that came from outside the
 // process (a message payload, a line from a shell, a file, a database
-// row). Bounded nesting: nlohmann's parser is iterative, but copying,
+// row); and the one scanner that finds values in JSON text without
+// parsing it (parse_json_except, json_raw_at, json_array_items), for
+// large payloads only passed on or rewritten. Bounded nesting: nlohmann's parser is iterative, but copying,
 // comparing and dumping a document recurse once per level, so a small
 // request nested 100,000 deep would overflow the stack of whoever handles it.
 #pragma once
@@ -8,6 +10,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -44,5 +47,10 @@ Result<JsonWithRaw> parse_json_except(std::string_view text, std::string_view ke
 // or `text` is not an object at all (an empty path gives `text` itself).
 Result<std::optional<std::string_view>> json_raw_at(std::string_view text,
                                                     std::initializer_list<std::string_view> path);
+
+// The elements of the JSON array `text`, as spans of it, into `items`
+// (cleared first; reusable from row to row), found the same way, nothing
+// parsed. Error EPROTO when `text` is not an array.
+Result<void> json_array_items(std::string_view text, std::vector<std::string_view>& items);
 
 }  // namespace banyan

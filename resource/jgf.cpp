@@ -2,9 +2,9 @@
 // (doc/spec/resources.md section 6).
 #include <fmt/format.h>
 
-#include "core/constraint.hpp"
 #include "core/json_field.hpp"
 #include "resource/graph.hpp"
+#include "resource/node.hpp"
 
 namespace banyan {
 

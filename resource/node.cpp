@@ -1,10 +1,22 @@
 #include "resource/node.hpp"
 
+#include <cctype>
+
 #include <fmt/format.h>
 
-#include "core/constraint.hpp"
-
 namespace banyan {
+
+Result<void> check_property_name(std::string_view name) {
+    if (name.empty())
+        return make_error(EINVAL, "a property name is empty");
+    if (name.front() == '^')
+        return make_error(EINVAL, fmt::format("property '{}': a name cannot start with ^ (^ negates)", name));
+    for (char c : name)
+        if (std::isspace(static_cast<unsigned char>(c)) != 0 ||
+            std::string_view(",()\"'").find(c) != std::string_view::npos)
+            return make_error(EINVAL, fmt::format("property '{}': '{}' is not allowed in a name", name, c));
+    return {};
+}
 
 IdSet NodeDescription::cores() const {
     IdSet all;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,11 @@ struct SocketDescription {
     uint64_t memory = 0;  // bytes
     bool operator==(const SocketDescription&) const = default;
 };
+
+// A property name: not empty, no whitespace, no leading '^' (a constraint's
+// negation, sched/constraint.hpp), none of `,()"'`. Error says what is
+// wrong with `name`.
+Result<void> check_property_name(std::string_view name);
 
 struct NodeDescription {
     uint32_t rank = 0;

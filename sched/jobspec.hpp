@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/constraint.hpp"
 #include "core/result.hpp"
+#include "sched/constraint.hpp"
 
 namespace banyan {
 
@@ -56,8 +56,8 @@ struct Jobspec {
     int64_t version = 1;
     std::vector<JobspecResource> resources;
     std::vector<JobspecTask> tasks;
-    nlohmann::json attributes;  // {"system": {...}, "user": {...}}
-    double duration = 0;        // seconds; 0: unlimited
+    nlohmann::json attributes;             // {"system": {...}, "user": {...}}
+    double duration = 0;                   // seconds; 0: unlimited
     std::optional<Constraint> constraint;  // attributes.system.constraints (RFC 31)
     Profile profile = Profile::none;
 

@@ -5,6 +5,11 @@
 // for a time window [start, start + duration); the planner in every
 // aggregate lets a job that does not fit now be reserved at the earliest
 // time it does.
+//
+// The parts, a file each: the operations on jobs and R output
+// (matcher.cpp), the walk (matcher_walk.cpp), what each job holds
+// (allocation_table), the policies' orders (match_policy) and the job's
+// constraint as the walk uses it (node_eligibility).
 #pragma once
 
 #include <cstdint>
@@ -20,8 +25,10 @@
 #include "core/result.hpp"
 #include "resource/graph.hpp"
 #include "resource/rv1.hpp"
+#include "sched/allocation_table.hpp"
 #include "sched/jobspec.hpp"
 #include "sched/match_policy.hpp"
+#include "sched/node_eligibility.hpp"
 #include "sched/resource_pool.hpp"
 
 namespace banyan {
@@ -47,22 +54,25 @@ struct MatchResult {
 
 class Matcher {
   public:
-    Matcher(const ResourceGraph& graph, MatchPolicy policy);
+    Matcher(const ResourceGraph& graph, std::unique_ptr<MatchPolicy> policy);
+    // The table and the eligibility cache refer to the pool in place.
+    Matcher(const Matcher&) = delete;
+    Matcher& operator=(const Matcher&) = delete;
 
     const ResourcePool& pool() const { return pool_; }
     ResourcePool& pool() { return pool_; }
-    const MatchPolicy& policy() const { return policy_; }
+    const MatchPolicy& policy() const { return *policy_; }
 
     // Matches `jobspec` for job `jobid` at time `now` (seconds); a match is
     // recorded under jobid until cancel(). Error EEXIST: jobid already holds
     // resources.
     Result<MatchResult> match(const Jobspec& jobspec, MatchOp op, int64_t now, uint64_t jobid);
     // Gives back what job `jobid` holds or has reserved. Error ENOENT.
-    Result<void> cancel(uint64_t jobid);
+    Result<void> cancel(uint64_t jobid) { return table_.remove(jobid); }
     // Gives back what job `jobid` holds on the nodes of `ranks` (a shrink).
     // Returns true when that was all it held with a rank: the job is then
     // cancelled whole. Error ENOENT.
-    Result<bool> cancel_ranks(uint64_t jobid, const IdSet& ranks);
+    Result<bool> cancel_ranks(uint64_t jobid, const IdSet& ranks) { return table_.remove_ranks(jobid, ranks); }
     // Whether `jobspec` could run here at all: it fits the whole graph
     // with nothing in use and every vertex up (drained and down nodes
     // return). Error ENOSPC, with the reason, when it never could.
@@ -86,17 +96,12 @@ class Matcher {
     // R v1 of everything allocated now (reservations left out).
     Rv1 allocated() const;
 
-    struct Job {
-        std::vector<Claim> claims;
-        int64_t start = 0;
-        int64_t end = 0;
-        bool reserved = false;
-    };
-    const Job* job(uint64_t jobid) const;
-    const std::map<uint64_t, Job>& jobs() const { return jobs_; }
+    using Job = Allocation;
+    const Job* job(uint64_t jobid) const { return table_.find(jobid); }
+    const std::map<uint64_t, Job>& jobs() const { return table_.all(); }
     // Moves a reservation that has come due to an allocation at `now`
     // (the queue calls it when a reserved job starts). Error ENOENT.
-    Result<void> start_reserved(uint64_t jobid, int64_t now);
+    Result<void> start_reserved(uint64_t jobid, int64_t now) { return table_.start_reserved(jobid, now); }
 
     // Records job `jobid` as holding exactly the cores and gpus of `r` over
     // [start, end), as when a scheduler restarts beside running jobs.
@@ -105,21 +110,36 @@ class Matcher {
     Result<void> allocate_exact(uint64_t jobid, const Rv1& r, int64_t start, int64_t end);
     // Moves the end of a running job's allocation (a job past its expected
     // end still holds what it holds). Error ENOENT.
-    Result<void> extend(uint64_t jobid, int64_t end);
+    Result<void> extend(uint64_t jobid, int64_t end) { return table_.extend(jobid, end); }
 
     // R v1 of the shown claims: cores and gpus by rank, node names.
     Rv1 to_rv1(std::span<const Claim> claims, int64_t start, int64_t end) const;
 
   private:
-    struct Request;
+    // The walk (matcher_walk.cpp): a depth-first search below the roots
+    // that claims vertices for each request of the jobspec, in the order
+    // the policy gives, into claims_; a checkpoint and rollback() undo what
+    // a failed branch claimed.
+    static constexpr int64_t kHuge = kForever;
+    using Needs = std::vector<std::pair<TypeId, int64_t>>;
+    // One resource of the jobspec, resolved against the pool's types.
+    struct Request {
+        TypeId type = 0;
+        bool slot = false;
+        bool leaf = false;       // a leaf type (core, gpu, memory): the count is an amount
+        bool exclusive = false;  // `exclusive: true` in the jobspec
+        JobspecCount count;
+        std::vector<Request> with;
+        TypeId scan_type = 0;  // children without this type free now are skipped
+        Needs unit_needs;      // what one unit needs in the subtree that holds it
+        Needs needs;           // what all of it needs, at its smallest count
+    };
     struct Checkpoint {
         size_t claims;
         size_t exclusives;
     };
 
-    // The ends of jobs after `after`, ascending: the only times a request
-    // that does not fit now can start to fit.
-    std::vector<int64_t> release_times(int64_t after) const;
+    struct JobScope;  // the constraint and profile hint of the job matched
     Result<std::vector<Request>> compile(const Jobspec& jobspec) const;
     // `ignore_use`: as if nothing were in use; `ignore_status`: as if every
     // vertex were up.
@@ -130,14 +150,13 @@ class Matcher {
     int64_t collect(uint32_t v, const Request& r, int64_t want, bool exclusive, bool direct = false);
     bool at_or_below_a_node(uint32_t v, const Request& slot) const;
     bool holds_slot_members(uint32_t v, const Request& slot) const;
-    // Candidates below v in preorder, for the `flatten` policies (low,
-    // high: vertices of r's type, or the vertices that hold a slot) and
-    // the profile hint (the nodes that could hold a slot).
+    // Candidates below v in preorder, for the policies that score by id
+    // (vertices of r's type, or the vertices that hold a slot) and the
+    // profile hint (the nodes that could hold a slot).
     enum class Candidates { of_type, slot_holders, nodes };
     void gather(uint32_t v, const Request& r, Candidates kind, std::vector<uint32_t>& out);
     // Claims the unclaimed vertices between u and v as shared parents.
     void claim_path(uint32_t u, uint32_t v);
-    bool better_id(int64_t a, int64_t b) const;
     int64_t collect_in_order(uint32_t v, const Request& r, int64_t want, bool exclusive, bool direct);
     int64_t collect_by_id(uint32_t v, const Request& r, int64_t want, bool exclusive);
     // Whether the vertices of type t below v are all v's children, in
@@ -154,58 +173,27 @@ class Matcher {
     bool enter_node_exclusively(uint32_t u);
     bool may_hold(uint32_t v, std::span<const std::pair<TypeId, int64_t>> needs) const;
     void hold_exclusive_subtrees();
-    template <class Visit>
-    void for_each_child(uint32_t v, TypeId t, int64_t want, Visit&& visit);
+    // The children of v (the roots for kNoVertex) that may hold `want` of
+    // type t, in the policy's order, until `visit` returns false.
+    void for_each_child(uint32_t v, TypeId t, int64_t want, VisitChild visit);
     void next_epoch();
     void push_claim(const Claim& c);
     Checkpoint checkpoint() const { return {claims_.size(), exclusives_.size()}; }
     void rollback(Checkpoint cp);
-
-    // The job's constraint (RFC 31) and profile hint for one match.
-    struct ConstraintScope {
-        ConstraintScope(Matcher& m, const Jobspec& js) : matcher(m) {
-            matcher.constraint_ = js.constraint ? &*js.constraint : nullptr;
-            matcher.eligible_now_ = nullptr;
-            matcher.profile_ = js.profile;
-        }
-        ~ConstraintScope() {
-            matcher.constraint_ = nullptr;
-            matcher.eligible_now_ = nullptr;
-            matcher.profile_ = Profile::none;
-        }
-        ConstraintScope(const ConstraintScope&) = delete;
-        ConstraintScope& operator=(const ConstraintScope&) = delete;
-        Matcher& matcher;
-    };
     // Up (unless status is ignored), and a node that meets the constraint.
     bool usable(uint32_t u) const;
-    // With a constraint: v's children with a node that meets it at or
-    // below them, as a bitmap by position (cached per constraint until
-    // the graph changes); nullptr without one, or where v keeps none.
-    using Eligible = std::unordered_map<uint32_t, std::vector<uint64_t>>;
-    const std::vector<uint64_t>* eligible_children(uint32_t v);
-    const Eligible& eligible_for(const Constraint& constraint);
-    std::unordered_map<std::string, Eligible> eligible_;
-    const Eligible* eligible_now_ = nullptr;  // this match's, once looked up
-    bool node_satisfies(uint32_t node, const Constraint& c) const;
-    // Why a request can never fit: the constraint's term no node meets.
-    std::string unsatisfiable_reason() const;
+    bool is_node(uint32_t u) const { return node_type_ && pool_.type(u) == *node_type_; }
     std::string slot_shortfall(const std::vector<Request>& requests) const;
 
     ResourcePool pool_;
-    MatchPolicy policy_;
-    const Constraint* constraint_ = nullptr;
-    Profile profile_ = Profile::none;  // the job's -o profile= hint
+    AllocationTable table_{pool_};
+    std::unique_ptr<MatchPolicy> policy_;
+    NodeEligibility eligibility_{pool_};
     std::optional<TypeId> node_type_;
     std::optional<TypeId> core_type_;
-    // `first` only: the order weight of each vertex among its siblings.
-    static constexpr uint64_t kUntouched = UINT64_MAX;
-    std::vector<uint64_t> first_weight_;
-    void update_first_weights(std::span<const Claim> claims);
-    std::map<uint64_t, Job> jobs_;
-    std::multiset<int64_t> ends_;  // every job's end, for release_times()
 
     // State of the match in progress.
+    Profile profile_ = Profile::none;  // the job's -o profile= hint
     int64_t start_ = 0, end_ = 0, now_ = 0;
     bool ignore_use_ = false;
     bool ignore_status_ = false;

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "core/constraint.hpp"
+#include "sched/constraint.hpp"
 
 namespace banyan {
 

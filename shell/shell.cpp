@@ -42,8 +42,6 @@ constexpr const char* kSharedMemoryDir = "/dev/shm";
 // longer read (until the queue empties): a task writing faster than its
 // output can travel waits in write() instead of filling this shell's memory.
 constexpr size_t kOutputQueueLimit = size_t{4} << 20;
-// Output kept while no broker is there to take it (doc/spec/shell.md §8).
-constexpr size_t kKeptOutputLimit = size_t{1} << 20;
 
 // Every child of this process (tasks, and orphans it reaped as subreaper).
 std::set<pid_t> children_of_self() {
@@ -142,21 +140,9 @@ void Shell::open_channel(int in_fd, int out_fd) {
 void Shell::send(nlohmann::json message) {
     if (channel_)
         return channel_->send(message);
-    if (json_field<std::string>(message, "type", "").value_or("") == "output") {
-        if (kept_output_lost_)
-            return;
-        size_t bytes = message["data"].is_string() ? message["data"].get_ref<const std::string&>().size() : 0;
-        if (kept_output_bytes_ + bytes > kKeptOutputLimit) {
-            kept_output_lost_ = true;
-            message["stream"] = "stderr";
-            message["data"] = fmt::format(
-                "banyan: output lost: more than {} bytes were written while the broker "
-                "was away\n",
-                kKeptOutputLimit);
-            message.erase("encoding");
-        }
-        kept_output_bytes_ += bytes;
-    }
+    if (json_field<std::string>(message, "type", "").value_or("") == "output" &&
+        !kept_output_.admit(message, "while the broker was away"))
+        return;
     kept_.push_back(std::move(message));
 }
 
@@ -348,8 +334,7 @@ void Shell::attach_channel(int fd) {
     for (auto& m : kept_)
         channel_->send(m);
     kept_.clear();
-    kept_output_bytes_ = 0;
-    kept_output_lost_ = false;
+    kept_output_.reset();
     log::info("shell", "{}: re-attached to a broker", format_jobid(job_->id));
     if (finishing_) {  // the finish was among them
         channel_->flush();

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kept_output.hpp"
 #include "core/line_channel.hpp"
 #include "core/reactor.hpp"
 #include "core/unique_fd.hpp"
@@ -104,8 +105,7 @@ class Shell {
     Timer reattach_timer_;
     Timer socket_check_;
     std::deque<nlohmann::json> kept_;  // for the next exec service, in order
-    size_t kept_output_bytes_ = 0;
-    bool kept_output_lost_ = false;
+    KeptOutput kept_output_;  // how much of kept_ may be output
     std::optional<ShellJob> job_;
     std::unique_ptr<MachineTopology> topology_;
     std::unique_ptr<PmixServer> pmix_;

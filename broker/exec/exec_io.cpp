@@ -50,7 +50,7 @@ void ExecService::on_proxy(const Message& req) {
     auto uri = json_field<std::string>(body, "uri", "", "exec.proxy");
     if (!uri)
         return broker_.respond_error(req, EPROTO, uri.error().message);
-    if (!job->channel || job->held)
+    if (!job->channel || job->phase == LocalJob::Phase::held)
         return broker_.respond_error(req, EAGAIN, "the job's shell is not running here yet");
     uint64_t tag = job->next_proxy_tag++;
     job->proxied.emplace(tag, req);

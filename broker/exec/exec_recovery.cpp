@@ -128,11 +128,10 @@ void ExecService::on_reattach(const Message& req) {
     job.answer_to = req;
     job.answer_to->payload.reset();
     auto kept = std::exchange(job.kept, {});
-    job.kept_bytes = 0;
-    job.output_lost = false;
+    job.kept_output.reset();
     for (auto& message : kept)
         send_to_job_manager(*id, job, std::move(message));
-    if (job.started)
+    if (job.tasks_ran)
         report_started(*id);
 }
 

@@ -270,11 +270,12 @@ void ExecService::on_run(const Message& req) {
         job->simulated = std::make_unique<Timer>(broker_.reactor());
         job->simulated->start(std::chrono::milliseconds(static_cast<int64_t>(*seconds * 1000)),
                               [this, id = *id] { finish(id, 0, wall_now()); });
-        job->started = true;
+        job->phase = LocalJob::Phase::running;
+        job->tasks_ran = true;
         jobs_.emplace(*id, std::move(job));
         return report_started(*id);
     }
-    job->held = *hold;
+    job->phase = *hold ? LocalJob::Phase::held : LocalJob::Phase::starting;
     auto R = p.contains("R") ? Rv1::from_json(p["R"]) : Result<Rv1>(make_error(EPROTO, "exec.run: no R"));
     if (!R || R->ranks.empty())
         return broker_.respond_error(req, EPROTO, R ? "exec.run.R: no ranks" : R.error().message);
@@ -308,7 +309,7 @@ void ExecService::on_run(const Message& req) {
             broker_.respond_error(run_request, r.error().code, r.error().message);
         }
     };
-    if (prolog_ && j.held) {
+    if (prolog_ && j.phase == LocalJob::Phase::held) {
         // The prolog acts on the node for the job: only once it may start.
         j.on_go = [this, id = *id, start = std::move(start)]() mutable {
             run_perilog(id, *jobs_.at(id), "prolog", std::move(start));
@@ -331,9 +332,9 @@ void ExecService::on_go(const Message& req) {
 }
 
 void ExecService::go(LocalJob& job) {
-    if (!job.held)
+    if (job.phase != LocalJob::Phase::held)
         return;
-    job.held = false;
+    job.phase = LocalJob::Phase::starting;
     if (job.channel)
         send_held_lines(job);
     if (auto then = std::exchange(job.on_go, nullptr))
@@ -343,9 +344,9 @@ void ExecService::go(LocalJob& job) {
 // Lines to a shell go out in order: none before its first (the job's,
 // after the prolog) nor between that and `go` (held).
 void ExecService::to_shell(LocalJob& job, nlohmann::json line) {
-    if (job.channel && !job.held)
+    if (job.channel && job.phase != LocalJob::Phase::held)
         job.channel->send(line);
-    else if (!job.shell_done && !job.simulated)
+    else if (job.phase != LocalJob::Phase::ending && !job.simulated)
         job.held_lines.push_back(LineChannel::line_of(line));
 }
 
@@ -358,12 +359,11 @@ void ExecService::send_held_lines(LocalJob& job) {
 // (or its first line), is killed with whatever it left in its cgroup.
 void ExecService::end_held(JobId id, int signo) {
     LocalJob& job = *jobs_.at(id);
-    if (job.shell_done)
+    if (job.phase == LocalJob::Phase::ending)
         return;
-    job.held = false;
+    job.phase = LocalJob::Phase::ending;
     job.on_go = nullptr;
     job.held_lines.clear();
-    job.shell_done = true;
     if (job.shell)
         (void)job.shell->signal(SIGKILL);
     if (job.cgroup)
@@ -396,23 +396,10 @@ void ExecService::send_to_job_manager(JobId id, LocalJob& job, ForRank0 message)
 }
 
 void ExecService::keep(LocalJob& job, ForRank0 message) {
-    nlohmann::json& body = message.body;
-    if (message.topic == "job-manager.output") {
-        if (job.output_lost)
-            return;
-        size_t bytes =
-            body.contains("data") && body["data"].is_string() ? body["data"].get_ref<const std::string&>().size() : 0;
-        if (job.kept_bytes + bytes > kKeptOutputLimit) {
-            job.output_lost = true;
-            body["stream"] = "stderr";
-            body["data"] = fmt::format(
-                "banyan: output lost: more than {} bytes were written on rank {} while rank 0 "
-                "could not be reached\n",
-                kKeptOutputLimit, broker_.bootstrap().rank);
-            body.erase("encoding");
-        }
-        job.kept_bytes += bytes;
-    }
+    if (message.topic == "job-manager.output" &&
+        !job.kept_output.admit(message.body, fmt::format("on rank {} while rank 0 could not be reached",
+                                                         broker_.bootstrap().rank)))
+        return;
     job.kept.push_back(std::move(message));
 }
 
@@ -429,7 +416,7 @@ void ExecService::report_started(JobId id) {
 // finish ended its job then (on_shell_done).
 void ExecService::on_adopted_shell_gone(JobId id) {
     auto it = jobs_.find(id);
-    if (it == jobs_.end() || it->second->shell_done)
+    if (it == jobs_.end() || it->second->phase == LocalJob::Phase::ending)
         return;
     fail(id, fmt::format("banyan-shell on rank {} (re-attached) ended without reporting", broker_.bootstrap().rank));
 }
@@ -457,7 +444,7 @@ void ExecService::finish(JobId id, int status, double time) {
     // Kept whether answered or not: the answer may die with rank 0, and
     // this broker with it (rank 0's own jobs): kept in a file too.
     // Ends are kept for exec.reattach-timeout (EndedShares).
-    ended_->add({id, status, time, it->second->started}, std::exchange(it->second->kept, {}));
+    ended_->add({id, status, time, it->second->tasks_ran}, std::exchange(it->second->kept, {}));
     broker_.reactor().post([this, id] { remove_job(id); });
     for (auto f = fences_.lower_bound({id, 0}); f != fences_.end() && f->first.first == id;)
         f = fences_.erase(f);
@@ -534,7 +521,7 @@ void ExecService::on_kill(const Message& req) {
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     if (job->simulated)  // a simulated job "dies" of the signal at once
         return finish(body["id"].get<uint64_t>(), 128 + static_cast<int>(*signo), wall_now());
-    if (job->held && !job->channel)  // its prolog not started yet: it never will
+    if (job->phase == LocalJob::Phase::held && !job->channel)  // its prolog not started yet: it never will
         return end_held(body["id"].get<uint64_t>(), static_cast<int>(*signo));
     if (!job->channel) {  // in its prolog: it will not start
         job->killed_before_start = static_cast<int>(*signo);
@@ -552,7 +539,7 @@ void ExecService::on_terminate(const Message& req) {
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     if (job->simulated)
         return finish(id, 128 + SIGTERM, wall_now());
-    if (job->held)
+    if (job->phase == LocalJob::Phase::held)
         return end_held(id, SIGTERM);
     if (job->escalate)
         return;  // already on its way
@@ -579,7 +566,7 @@ void ExecService::kill_now(JobId id) {
     LocalJob& job = *it->second;
     if (job.simulated)
         return finish(id, 128 + SIGKILL, wall_now());
-    if (job.held)
+    if (job.phase == LocalJob::Phase::held)
         return end_held(id, SIGKILL);
     if (!job.channel && !job.adopted_pid) {  // in its prolog: it will not start
         job.killed_before_start = SIGKILL;

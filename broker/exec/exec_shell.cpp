@@ -100,7 +100,7 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     // would prepare as that user: what it makes is not the broker's to
     // remove if the start ends there).
     request.erase("hold");  // (exec.run's own: a prolog runs after exec.go)
-    bool prepares = job.held && job.userid == getuid();
+    bool prepares = job.phase == LocalJob::Phase::held && job.userid == getuid();
     if (prepares)
         request["hold"] = true;
     // The jobspec as exec.run brought it, unparsed: the shell reads it.
@@ -110,7 +110,7 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     line += R"(,"jobspec":)";
     line += jobspec;
     line += '}';
-    if (job.held && !prepares) {
+    if (job.phase == LocalJob::Phase::held && !prepares) {
         job.held_lines.insert(job.held_lines.begin(), std::move(line));
     } else if (prepares) {
         job.channel->send_line(std::move(line));
@@ -279,7 +279,8 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
             return broker_.respond_error(request, static_cast<int>(*errnum), *errstr);
         broker_.respond(Message::response_to(request, json_object_at(m, {"payload"})));
     } else if (*type == "started") {
-        job.started = true;
+        job.phase = LocalJob::Phase::running;
+        job.tasks_ran = true;
         report_started(id);
         // Where jobs of other users run, a job not held by a cgroup is
         // told so, once, in its output (doc/spec/shell.md §1).
@@ -309,9 +310,12 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
         auto started = json_field<bool>(m, "started", false, "shell");
         if (!started)
             return bad(started.error());
-        job.started = *started;
-        if (job.started && job.answer_to)  // asked for before this line came
-            report_started(id);
+        if (*started) {
+            job.phase = LocalJob::Phase::running;
+            job.tasks_ran = true;
+            if (job.answer_to)  // asked for before this line came
+                report_started(id);
+        }
     } else {
         log::error("exec", "{}: unknown message from the shell: {}", format_jobid(id), m.dump());
     }
@@ -327,11 +331,10 @@ void ExecService::on_shell_exit(JobId id, uint64_t launch, int wait_status) {
 
 void ExecService::on_shell_done(JobId id, std::optional<int> wait_status) {
     auto it = jobs_.find(id);
-    if (it == jobs_.end() || it->second->shell_done)
+    if (it == jobs_.end() || it->second->phase == LocalJob::Phase::ending)
         return;
     LocalJob& job = *it->second;
-    job.shell_done = true;
-    job.held = false;  // a held shell that died: nothing is left to start
+    job.phase = LocalJob::Phase::ending;  // (a held shell that died: nothing is left to start)
     job.on_go = nullptr;
     job.held_lines.clear();
     for (auto& [tag, request] : job.proxied)

@@ -20,6 +20,7 @@
 
 #include "broker/exec/exec_service.hpp"
 #include "broker/exec/job_cgroup.hpp"
+#include "core/kept_output.hpp"
 #include "core/line_channel.hpp"
 #include "core/reactor.hpp"
 
@@ -32,8 +33,6 @@ inline constexpr auto kShellGrace = std::chrono::seconds(2);
 // pipe is no longer read (it resumes at half): bounds what a fast writer
 // queues in the brokers.
 inline constexpr size_t kOutputInFlightLimit = size_t{4} << 20;
-// Output kept per job while rank 0 cannot take it (doc/spec/shell.md §8).
-inline constexpr size_t kKeptOutputLimit = size_t{1} << 20;
 
 struct ExecService::LocalJob {
     // exec.run or exec.reattach, answered when the shell has finished;
@@ -41,12 +40,19 @@ struct ExecService::LocalJob {
     // kept in ended_ all the same).
     std::optional<Message> answer_to;
     pid_t adopted_pid = 0;  // a dead broker's shell, reached through its socket
-    bool started = false;   // every local task runs
+    // Where the job is in its life on this rank (doc/spec/shell.md §7).
+    enum class Phase {
+        held,      // exec.run with `hold`: waits for exec.go (its alloc is not on disk yet)
+        starting,  // the prolog runs, or the shell starts the tasks
+        running,   // every local task runs
+        ending,    // the shell finished or is gone: the epilog, then the answer
+    };
+    Phase phase = Phase::starting;
+    bool tasks_ran = false;  // it was running: said with its end
     // What rank 0 did not take (no route to it), and all after it, in
     // order: sent again at exec.reattach.
     std::vector<ForRank0> kept;
-    size_t kept_bytes = 0;     // of output
-    bool output_lost = false;  // past kKeptOutputLimit: output dropped, with one notice
+    KeptOutput kept_output;  // how much of `kept` may be output
     bool told_long_line = false;  // the job heard once that its shell sent a line too long
     uint32_t leader = 0;  // the first rank of R: where fences meet
     uint32_t nshells = 1;
@@ -54,8 +60,7 @@ struct ExecService::LocalJob {
     std::unique_ptr<LineChannel> channel;
     std::optional<JobCgroup> cgroup;
     std::optional<int> status;    // from the shell's finish
-    bool shell_done = false;      // finish came, or the shell is gone: the job is ending
-    double end_time = 0;          // ... and when its tasks ended
+    double end_time = 0;          // when its tasks ended
     size_t output_in_flight = 0;  // bytes sent to job-manager.output, not yet answered
     std::unique_ptr<Timer> simulated;
     std::unique_ptr<Timer> escalate;  // terminate: SIGKILL, then the shell itself
@@ -67,10 +72,8 @@ struct ExecService::LocalJob {
     std::unique_ptr<Timer> perilog_timer;
     bool perilog_timed_out = false;
     std::optional<int> killed_before_start;  // a signal that came during the prolog
-    // exec.run with `hold`: the start waits for exec.go (shell.md §7); the
-    // shell has its job and is ready. What it would be sent meanwhile, or
-    // during the prolog, waits here, in order.
-    bool held = false;
+    // Held, the shell has its job and is ready. What it would be sent
+    // meanwhile, or during the prolog, waits here, in order.
     std::function<void()> on_go;  // what exec.go starts besides (a prolog, a simulated run)
     std::vector<std::string> held_lines;  // JSON, one line each
     // exec.proxy requests the shell has not answered yet, by tag.

@@ -11,11 +11,12 @@
 #include "core/config.hpp"
 #include "core/idset.hpp"
 #include "core/io_data.hpp"
-#include "core/job_filter.hpp"
 #include "core/jobid.hpp"
 #include "core/json_field.hpp"
 #include "core/json_parse.hpp"
 #include "core/log.hpp"
+#include "sched/job_filter.hpp"
+#include "sched/job_request.hpp"
 
 namespace banyan {
 namespace {
@@ -53,106 +54,27 @@ void present_job(nlohmann::json& job) {
         job["user"] = user_name_of(job["userid"].get<uint32_t>());
 }
 
-// The end of the JSON value that starts at `at` in `text` (after blanks),
-// or npos when it is not one. Strings, numbers, literals, arrays and
-// objects, without building anything: the listing of 10,000 jobs is
-// rewritten in a few milliseconds (http.md §4).
-size_t skip_blanks(std::string_view text, size_t at) {
-    while (at < text.size() && (text[at] == ' ' || text[at] == '\n' || text[at] == '\t' || text[at] == '\r'))
-        at++;
-    return at;
-}
-
-size_t value_end(std::string_view text, size_t at) {
-    at = skip_blanks(text, at);
-    if (at >= text.size())
-        return std::string_view::npos;
-    char c = text[at];
-    if (c == '"') {
-        for (size_t i = at + 1; i < text.size(); i++) {
-            if (text[i] == '\\')
-                i++;
-            else if (text[i] == '"')
-                return i + 1;
-        }
-        return std::string_view::npos;
-    }
-    if (c == '[' || c == '{') {
-        char close = c == '[' ? ']' : '}';
-        size_t i = skip_blanks(text, at + 1);
-        if (i < text.size() && text[i] == close)
-            return i + 1;
-        while (i < text.size()) {
-            if (c == '{') {  // "key":
-                i = value_end(text, i);
-                i = i == std::string_view::npos ? i : skip_blanks(text, i);
-                if (i >= text.size() || text[i] != ':')
-                    return std::string_view::npos;
-                i++;
-            }
-            i = value_end(text, i);
-            i = i == std::string_view::npos ? i : skip_blanks(text, i);
-            if (i >= text.size())
-                return std::string_view::npos;
-            if (text[i] == close)
-                return i + 1;
-            if (text[i] != ',')
-                return std::string_view::npos;
-            i++;
-        }
-        return std::string_view::npos;
-    }
-    size_t i = at;
-    while (i < text.size() && text[i] != ',' && text[i] != ']' && text[i] != '}' && text[i] != ' ')
-        i++;
-    return i > at ? i : std::string_view::npos;
-}
-
-// The elements of the array `text`, as spans of its text, into `items`
-// (reused from row to row); false when it is not an array.
-bool array_items(std::string_view text, std::vector<std::string_view>& items) {
-    items.clear();
-    size_t i = skip_blanks(text, 0);
-    if (i >= text.size() || text[i] != '[')
-        return false;
-    i = skip_blanks(text, i + 1);
-    if (i < text.size() && text[i] == ']')
-        return true;
-    while (i < text.size()) {
-        size_t start = skip_blanks(text, i), end = value_end(text, start);
-        if (end == std::string_view::npos)
-            return false;
-        items.push_back(text.substr(start, end - start));
-        i = skip_blanks(text, end);
-        if (i < text.size() && text[i] == ']')
-            return true;
-        if (i >= text.size() || text[i] != ',')
-            return false;
-        i++;
-    }
-    return false;
-}
-
 // job-manager.list's answer ({"columns": [...], "jobs": [[row]...]}, rows
 // in column order) as the API's {"jobs": [job objects]}, written straight
 // from its text: ids as f58 text, each user's name beside the uid, rows of
 // inactive jobs without one of `results` left out, at most `max` (0: all).
 Result<std::string> jobs_listing(std::string_view payload, const std::set<std::string>& results, uint64_t max) {
+    // Found by the one JSON scanner (core/json_parse), without parsing the
+    // rows: the listing of 10,000 jobs is rewritten in a few milliseconds
+    // (http.md §4).
     auto bad = make_error(EPROTO, "job-manager.list: unexpected answer");
-    size_t c = payload.find("\"columns\":"), j = payload.find("\"jobs\":");
-    if (c == std::string_view::npos || j == std::string_view::npos)
+    auto columns_text = json_raw_at(payload, {"columns"});
+    auto jobs_text = json_raw_at(payload, {"jobs"});
+    if (!columns_text || !jobs_text || !*columns_text || !*jobs_text)
         return bad;
-    size_t c_end = value_end(payload, c + 10), j_end = value_end(payload, j + 7);
-    if (c_end == std::string_view::npos || j_end == std::string_view::npos)
-        return bad;
-    auto columns_json = parse_json(payload.substr(c + 10, c_end - c - 10));
+    auto columns_json = parse_json(**columns_text);
     if (!columns_json || !columns_json->is_array())
         return bad;
     std::vector<std::string> columns;
     for (const auto& col : *columns_json)
         columns.push_back(col.is_string() ? col.get<std::string>() : "");
     std::vector<std::string_view> rows;
-    if (!array_items(payload.substr(j + 7, j_end - j - 7), rows))
+    if (!json_array_items(**jobs_text, rows))
         return bad;
     auto column = [&](std::string_view name) {
         return static_cast<size_t>(std::find(columns.begin(), columns.end(), name) - columns.begin());
@@ -163,7 +85,7 @@ Result<std::string> jobs_listing(std::string_view payload, const std::set<std::s
     uint64_t kept = 0;
     std::vector<std::string_view> v;
     for (std::string_view row_text : rows) {
-        if (!array_items(row_text, v) || v.size() != columns.size())
+        if (!json_array_items(row_text, v) || v.size() != columns.size())
             return bad;
         if (!results.empty() && state_col < v.size() && v[state_col] == "\"inactive\"") {
             std::string_view result = result_col < v.size() ? v[result_col] : "";
@@ -227,18 +149,16 @@ Result<uint64_t> query_number(const HttpCall& call, const std::string& name, uin
 Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t uid) {
     static const std::set<std::string, std::less<>> known = {
         "command", "ntasks", "nodes", "cores_per_task", "gpus_per_task", "time_limit", "name",
-        "queue",   "cwd",    "env",   "urgency",        "exclusive",     "J"};
+        "queue",   "cwd",    "env",   "urgency",        "exclusive",     "umask",      "J"};
     for (const auto& [key, value] : body.items())
         if (!known.count(key))
             return make_error(EINVAL, fmt::format("{}: unknown field (expected jobspec, or {})", one_line(key),
                                                   "command, ntasks, nodes, cores_per_task, gpus_per_task, time_limit, "
-                                                  "name, queue, cwd, env, urgency, exclusive, J"));
-    const auto& command = body.contains("command") ? body["command"] : nlohmann::json();
-    if (!command.is_array() || command.empty())
+                                                  "name, queue, cwd, env, urgency, exclusive, umask, J"));
+    auto command = json_field<nlohmann::json>(body, "command", nlohmann::json::array(), "");
+    if (!command || command->empty() ||
+        !std::all_of(command->begin(), command->end(), [](const nlohmann::json& w) { return w.is_string(); }))
         return make_error(EINVAL, "command: expected an array of strings, not empty");
-    for (const auto& word : command)
-        if (!word.is_string())
-            return make_error(EINVAL, "command: expected an array of strings, not empty");
     auto nodes = json_field<uint32_t>(body, "nodes", 0, "");
     auto ntasks = json_field<uint32_t>(body, "ntasks", 0, "");
     auto cores = json_field<uint32_t>(body, "cores_per_task", 1, "");
@@ -249,61 +169,62 @@ Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t 
     auto cwd = json_field<std::string>(body, "cwd", "", "");
     auto exclusive = json_field<bool>(body, "exclusive", false, "");
     auto env = json_field<nlohmann::json>(body, "env", nlohmann::json::object(), "");
-    if (auto e = first_error(nodes, ntasks, cores, gpus, limit, name, queue, cwd, exclusive, env))
+    auto mask = json_field<std::string>(body, "umask", "0022", "");
+    if (auto e = first_error(nodes, ntasks, cores, gpus, limit, name, queue, cwd, exclusive, env, mask))
         return make_error(EINVAL, e->message.substr(e->message.rfind('.') == 0 ? 1 : 0));
-    if (*cores < 1)
-        return make_error(EINVAL, "cores_per_task: must be at least 1");
-    uint32_t tasks = *ntasks > 0 ? *ntasks : std::max<uint32_t>(*nodes, 1);
-    if (*nodes > 0 && tasks < *nodes)
-        return make_error(EINVAL, fmt::format("ntasks: {} is fewer than the {} nodes", tasks, *nodes));
-    double duration = 0;
+    std::map<std::string, std::string> environment;
+    for (const auto& [k, v] : env->items()) {
+        if (!v.is_string())
+            return make_error(EINVAL, fmt::format("env.{}: expected NAME: \"VALUE\" strings", one_line(k)));
+        environment[k] = v.get<std::string>();
+    }
+    // 0 (or absent) leaves nodes and tasks to the defaults.
+    JobRequest r{.command = command->get<std::vector<std::string>>(),
+                 .nodes = *nodes > 0 ? std::optional<int64_t>(*nodes) : std::nullopt,
+                 .ntasks = *ntasks > 0 ? std::optional<int64_t>(*ntasks) : std::nullopt,
+                 .cores_per_task = *cores,
+                 .gpus_per_task = *gpus,
+                 .exclusive = *exclusive,
+                 .name = *name,
+                 .queue = *queue,
+                 .cwd = *cwd,
+                 .environment = std::move(environment)};
     if (!limit->empty()) {
         auto d = parse_duration(*limit);
-        if (!d || *d <= 0)
+        if (!d)
             return make_error(EINVAL,
                               fmt::format("time_limit: '{}': expected a duration as \"10m\"", one_line(*limit)));
-        duration = *d;
+        r.time_limit = *d;
     }
-    nlohmann::json environment = nlohmann::json::object();
-    for (const auto& [k, v] : env->items()) {
-        if (!v.is_string() || k.empty() || k.find('=') != std::string::npos)
-            return make_error(EINVAL, fmt::format("env.{}: expected NAME: \"VALUE\" strings", one_line(k)));
-        environment[k] = v;
-    }
-    std::string dir = *cwd;
-    if (dir.empty()) {
+    // No login shell stands behind a REST call: a login's default umask,
+    // and the shell's own limits (no -o rlimit).
+    if (mask->empty() || mask->size() > 4 || mask->find_first_not_of("01234567") != std::string::npos ||
+        std::stoul(*mask, nullptr, 8) > 0777)
+        return make_error(EINVAL, fmt::format("umask: '{}': expected octal, as \"0027\"", one_line(*mask)));
+    r.umask = static_cast<mode_t>(std::stoul(*mask, nullptr, 8));
+    if (r.cwd.empty()) {
         const passwd* pw = getpwuid(uid);
-        dir = pw && pw->pw_dir ? pw->pw_dir : "/";
+        r.cwd = pw && pw->pw_dir ? pw->pw_dir : "/";
     }
-    nlohmann::json per_task = nlohmann::json::array({{{"type", "core"}, {"count", *cores}}});
-    if (*gpus > 0)
-        per_task.push_back({{"type", "gpu"}, {"count", *gpus}});
-    nlohmann::json count{{"per_slot", 1}};
-    nlohmann::json resources;
-    uint32_t n = *nodes > 0 ? *nodes : *exclusive ? 1 : 0;
-    if (n > 0) {
-        uint32_t per_node = (tasks + n - 1) / n;
-        if (tasks % n != 0)
-            count = {{"total", tasks}};
-        nlohmann::json node{{"type", "node"},
-                            {"count", n},
-                            {"with", {{{"type", "slot"}, {"count", per_node}, {"label", "task"}, {"with", per_task}}}}};
-        if (*exclusive)
-            node["exclusive"] = true;
-        resources = nlohmann::json::array({node});
-    } else {
-        resources =
-            nlohmann::json::array({{{"type", "slot"}, {"count", tasks}, {"label", "task"}, {"with", per_task}}});
-    }
-    nlohmann::json system{{"duration", duration}, {"cwd", dir}, {"environment", environment}};
-    if (!name->empty())
-        system["job"] = {{"name", *name}};
-    if (!queue->empty())
-        system["queue"] = *queue;
-    return nlohmann::json{{"version", 1},
-                          {"resources", resources},
-                          {"tasks", {{{"command", command}, {"slot", "task"}, {"count", count}}}},
-                          {"attributes", {{"system", system}}}};
+    return build_jobspec(r, [](JobField f) -> std::string {
+        switch (f) {
+            case JobField::command:
+                return "command";
+            case JobField::nodes:
+                return "nodes";
+            case JobField::ntasks:
+                return "ntasks";
+            case JobField::cores_per_task:
+                return "cores_per_task";
+            case JobField::gpus_per_task:
+                return "gpus_per_task";
+            case JobField::time_limit:
+                return "time_limit";
+            case JobField::environment:
+                return "env";
+        }
+        return "?";
+    });
 }
 
 void answered(const std::shared_ptr<HttpExchange>& exchange, const Message& answer,

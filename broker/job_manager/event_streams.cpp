@@ -9,7 +9,7 @@ namespace banyan {
 
 void EventStreams::subscribe(const Message& req) {
     if (!req.has_flag(msgflag::streaming))
-        return jm_.broker_.respond_error(req, EPROTO, "job-manager.events: a streaming request is expected");
+        return table_.broker().respond_error(req, EPROTO, "job-manager.events: a streaming request is expected");
     // A user's streams beyond kMaxPerUser end that user's oldest: one user
     // (or a client that dies without cancelling) never ends another's.
     size_t mine = 0;
@@ -21,10 +21,10 @@ void EventStreams::subscribe(const Message& req) {
         // Erased before it is answered: an answer may call back into us.
         Message ended = std::move(oldest->second.req);
         subscribers_.erase(oldest);
-        jm_.broker_.respond_error(
+        table_.broker().respond_error(
             ended, EOVERFLOW, fmt::format("job-manager.events: ended: more than {} streams of one user", kMaxPerUser));
     } else if (subscribers_.size() >= kMaxSubscribers) {
-        return jm_.broker_.respond_error(
+        return table_.broker().respond_error(
             req, EAGAIN, fmt::format("job-manager.events: {} streams are open, the most there may be: try later",
                                      kMaxSubscribers));
     }
@@ -36,17 +36,17 @@ void EventStreams::cancel(const Message& req) {
     auto body = req.json();
     auto matchtag = body ? json_field<uint32_t>(*body, "matchtag", 0, req.topic) : Result<uint32_t>(body.error());
     if (!matchtag)
-        return jm_.broker_.respond_error(req, EPROTO, matchtag.error().message);
+        return table_.broker().respond_error(req, EPROTO, matchtag.error().message);
     for (auto it = subscribers_.begin(); it != subscribers_.end(); ++it) {
         const Message& s = it->second.req;
         if (s.matchtag == *matchtag && s.route == req.route && s.userid == req.userid) {
             Message ended = std::move(it->second.req);
             subscribers_.erase(it);
-            jm_.broker_.respond_error(ended, ENODATA, "job-manager.events: cancelled");
+            table_.broker().respond_error(ended, ENODATA, "job-manager.events: cancelled");
             break;
         }
     }
-    jm_.broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    table_.broker().respond(Message::response_to(req, nlohmann::json::object()));
 }
 
 void EventStreams::posted(const Job& job, uint32_t seq, const JobEvent& event) {
@@ -61,7 +61,7 @@ void EventStreams::posted(const Job& job, uint32_t seq, const JobEvent& event) {
                                       {"name", event.name},
                                       {"context", event.context}}});
     // Streamed once on disk, as every answer of the job manager is.
-    jm_.db_->after_commit([this, number] { flush(number); });
+    table_.db().after_commit([this, number] { flush(number); });
 }
 
 void EventStreams::flush(uint64_t upto) {
@@ -84,7 +84,7 @@ void EventStreams::flush(uint64_t upto) {
     }
     pending_.erase(pending_.begin(), end);
     for (auto& answer : answers)
-        jm_.broker_.respond(std::move(answer));
+        table_.broker().respond(std::move(answer));
 }
 
 }  // namespace banyan

@@ -15,11 +15,11 @@
 
 namespace banyan {
 
-class JobManager;
+class JobTable;
 
 class EventStreams {
   public:
-    explicit EventStreams(JobManager& jm) : jm_(jm) {}
+    explicit EventStreams(JobTable& table) : table_(table) {}
     void subscribe(const Message& req);
     // job-manager.events-cancel {matchtag}: ends the caller's stream of
     // that matchtag (its last answer: ENODATA), then answers {}.
@@ -44,7 +44,7 @@ class EventStreams {
     };
     void flush(uint64_t upto);
 
-    JobManager& jm_;
+    JobTable& table_;
     std::map<uint64_t, Subscriber> subscribers_;  // in the order they came
     uint64_t next_subscriber_ = 1;
     std::map<uint64_t, Pending> pending_;  // posted, not yet known committed, by number

@@ -12,8 +12,8 @@
 
 namespace banyan {
 
-ExecClient::ExecClient(JobManager& jm) : jm_(jm) {
-    double expiration = jm_.broker_.bootstrap().expiration;
+ExecClient::ExecClient(JobTable& table) : table_(table) {
+    double expiration = table_.broker().bootstrap().expiration;
     if (expiration > 0) {
         double left = std::max(0.0, expiration - wall_now());
         instance_end_ = expiration - std::min(5.0, left / 10);
@@ -29,10 +29,10 @@ ExecClient::Execution& ExecClient::begin(Job& job, size_t nranks, double end) {
     if (instance_end_ > 0)  // the enclosing job's limit bounds every job
         end = end > 0 ? std::min(end, instance_end_) : instance_end_;
     if (end > 0) {
-        ex.time_limit = std::make_unique<Timer>(jm_.broker_.reactor());
+        ex.time_limit = std::make_unique<Timer>(table_.broker().reactor());
         ex.time_limit->start(delay_until(end), [this, id = job.id] {
-            if (Job* j = jm_.find(id); j && j->state == JobState::run)
-                jm_.raise(*j, "timeout", "the job reached its time limit", 0);
+            if (Job* j = table_.find(id); j && j->state == JobState::run)
+                table_.raise(*j, "timeout", "the job reached its time limit", 0);
         });
     }
     ex.end = end;
@@ -42,7 +42,7 @@ ExecClient::Execution& ExecClient::begin(Job& job, size_t nranks, double end) {
 void ExecClient::launch(Job& job, const nlohmann::json& R) {
     auto r = Rv1::from_json(R);
     if (!r || r->ranks.empty())
-        return jm_.raise(job, "exec", "the allocation has no ranks", 0);
+        return table_.raise(job, "exec", "the allocation has no ranks", 0);
     // The limit runs from now, the job's real start, to the millisecond:
     // R's window is whole seconds from a start rounded down (sched.md §4).
     double window = job.duration > 0 ? job.duration : r->expiration > 0 ? r->expiration - r->starttime : 0;
@@ -53,7 +53,7 @@ void ExecClient::launch(Job& job, const nlohmann::json& R) {
     // The jobspec is read from the database (a pending job does not keep
     // it in memory), on the reader thread.
     // With it, the user's signature, for banyan-imp.
-    jm_.db_->read(
+    table_.db().read(
         [id = job.id](JobDbReader& reader) -> Result<std::string> {
             auto spec = reader.jobspec(id);
             auto signature = reader.signature(id);
@@ -70,7 +70,7 @@ void ExecClient::launch(Job& job, const nlohmann::json& R) {
 
 void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, const std::string& r_text,
                                const Result<std::string>& spec) {
-    Job* job = jm_.find(id);
+    Job* job = table_.find(id);
     if (!job || !executing_.count(id))
         return;
     if (job->state != JobState::run || !spec) {
@@ -78,8 +78,8 @@ void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, con
         // readable: nothing was started.
         executing_.erase(id);
         if (job->state == JobState::run)
-            return jm_.raise(*job, "exec", spec.error().message, 0);  // its cleanup follows
-        return jm_.release(*job);
+            return table_.raise(*job, "exec", spec.error().message, 0);  // its cleanup follows
+        return table_.release(*job);
     }
     Execution& ex = executing_.at(id);
     ex.sent = true;
@@ -89,7 +89,7 @@ void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, con
         Message req = Message::request("exec.run", nlohmann::json::object(), rank);
         req.payload = fmt::format(R"({{"id":{},"userid":{},{}"R":{},{}}})", id, job->userid,
                                   ex.held ? R"("hold":true,)" : "", r_text, *spec);
-        jm_.broker_.rpc(std::move(req), [this, id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
+        table_.broker().rpc(std::move(req), [this, id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
     }
     send_pending_signals(*job);
 }
@@ -110,7 +110,7 @@ void ExecClient::alloc_stored(Job& job) {
 }
 
 void ExecClient::send_go(JobId id, uint32_t rank) {
-    jm_.broker_.rpc(Message::request("exec.go", {{"id", id}}, rank), [id, rank](const Message& resp) {
+    table_.broker().rpc(Message::request("exec.go", {{"id", id}}, rank), [id, rank](const Message& resp) {
         // ENOENT: that share has ended already (a kill came first, or it
         // ended while rank 0 was away).
         if (resp.errnum && resp.errnum != ENOENT)
@@ -146,7 +146,7 @@ void ExecClient::reattach(Job& job, const IdSet& online) {
             offline.push_back(rank);
             continue;
         }
-        jm_.broker_.rpc(Message::request("exec.reattach", {{"id", job.id}}, rank),
+        table_.broker().rpc(Message::request("exec.reattach", {{"id", job.id}}, rank),
                         [this, id = job.id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
         // Its alloc is on disk: a start still held there (its exec.go was
         // lost with the old rank 0) goes on.
@@ -163,7 +163,7 @@ void ExecClient::reattach(Job& job, const IdSet& online) {
 
 void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) {
     auto ex_it = executing_.find(id);
-    Job* job = jm_.find(id);
+    Job* job = table_.find(id);
     if (ex_it == executing_.end() || !job)
         return;
     auto body = resp.errnum ? Result<nlohmann::json>(make_error(static_cast<int>(resp.errnum), resp.error_text()))
@@ -182,11 +182,11 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) 
             type == "restart"
                 ? fmt::format("rank 0 restarted and rank {} no longer held the job's tasks: {}", rank, e->message)
                 : e->message;
-        jm_.raise(*job, type, note, 0);
+        table_.raise(*job, type, note, 0);
         // A local rank answers inside the call that makes it end: the
         // exception's exec.terminate may have ended this execution.
         ex_it = executing_.find(id);
-        job = jm_.find(id);
+        job = table_.find(id);
         if (ex_it == executing_.end() || !job)
             return;
     } else {
@@ -208,9 +208,9 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) 
     double at = ex.reattached ? std::max(ex.last_end, job->t_run) : 0;
     executing_.erase(ex_it);
     if (!failed)
-        jm_.post(*job, "finish", {{"status", max_status}}, at);
+        table_.post(*job, "finish", {{"status", max_status}}, at);
     if (job->state == JobState::cleanup)
-        jm_.release(*job);
+        table_.release(*job);
 }
 
 void ExecClient::signal(const Job& job, int signo) {
@@ -222,7 +222,7 @@ void ExecClient::signal(const Job& job, int signo) {
 
 void ExecClient::signal_ranks(const Job& job, int signo) {
     for (uint32_t rank : job.ranks)
-        jm_.broker_.rpc(Message::request("exec.kill", {{"id", job.id}, {"signal", signo}}, rank),
+        table_.broker().rpc(Message::request("exec.kill", {{"id", job.id}, {"signal", signo}}, rank),
                         [](const Message&) {});
 }
 
@@ -230,7 +230,7 @@ void ExecClient::terminate(const Job& job) {
     if (!executing_.count(job.id))
         return;
     for (uint32_t rank : job.ranks)
-        jm_.broker_.rpc(Message::request("exec.terminate", {{"id", job.id}}, rank), [](const Message&) {});
+        table_.broker().rpc(Message::request("exec.terminate", {{"id", job.id}}, rank), [](const Message&) {});
 }
 
 void ExecClient::started(Job& job, uint32_t rank) {
@@ -240,7 +240,7 @@ void ExecClient::started(Job& job, uint32_t rank) {
     ex->second.started_ranks.insert(rank);
     if (--ex->second.ranks_starting > 0)
         return;
-    jm_.post(job, "start");
+    table_.post(job, "start");
     arm_warning(job, ex->second);
 }
 
@@ -249,9 +249,9 @@ void ExecClient::started(Job& job, uint32_t rank) {
 void ExecClient::arm_warning(const Job& job, Execution& ex) {
     if (job.warning_signal <= 0 || ex.end <= 0)
         return;
-    ex.warning = std::make_unique<Timer>(jm_.broker_.reactor());
+    ex.warning = std::make_unique<Timer>(table_.broker().reactor());
     ex.warning->start(delay_until(ex.end - job.warning_timeleft), [this, id = job.id] {
-        if (Job* j = jm_.find(id); j && j->state == JobState::run)
+        if (Job* j = table_.find(id); j && j->state == JobState::run)
             signal_ranks(*j, j->warning_signal);
     });
 }
@@ -263,10 +263,10 @@ void ExecClient::reconcile(const IdSet& ranks) {
         // once, while its other ranks may take a while to end); a job
         // ending on its own keeps its grace period (exec.kill-timeout).
         for (const auto& [id, ex] : executing_)
-            if (const Job* job = jm_.find(id); job && !ex.failed)
+            if (const Job* job = table_.find(id); job && !ex.failed)
                 if (std::find(job->ranks.begin(), job->ranks.end(), rank) != job->ranks.end())
                     keep.push_back(id);
-        jm_.broker_.rpc(Message::request("exec.reconcile", {{"keep", keep}}, rank), [rank](const Message& resp) {
+        table_.broker().rpc(Message::request("exec.reconcile", {{"keep", keep}}, rank), [rank](const Message& resp) {
             if (resp.errnum)
                 log::warning("job-manager", "exec.reconcile on rank {}: {}", rank, resp.error_text());
         });

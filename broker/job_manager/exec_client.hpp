@@ -3,7 +3,7 @@
 // (held until exec.go while alloc is not on disk), `start` once every rank
 // reports its tasks running, the time limit and --signal, `banyan job
 // kill`. Jobs in CLEANUP: kept until every rank has answered (no task of
-// the job is left), then JobManager::release(). After a restart of rank 0: reattach(), and
+// the job is left), then JobTable::release(). After a restart of rank 0: reattach(), and
 // exec.reconcile for ranks that come (back) online.
 #pragma once
 
@@ -21,12 +21,12 @@
 
 namespace banyan {
 
-class JobManager;
+class JobTable;
 struct Job;
 
 class ExecClient {
   public:
-    explicit ExecClient(JobManager& jm);
+    explicit ExecClient(JobTable& table);
     // RUN, at the alloc event: exec.run goes out once the jobspec is read
     // (on the reader thread: never inside this call), with `hold` while
     // the event is not on disk yet (shell.md §7). A launch that cannot be
@@ -79,7 +79,7 @@ class ExecClient {
     void arm_warning(const Job& job, Execution& ex);
     void signal_ranks(const Job& job, int signo);
 
-    JobManager& jm_;
+    JobTable& table_;
     // A nested instance's end for its jobs, a little before the enclosing
     // job's (doc/spec/instances.md §3); 0: none.
     double instance_end_ = 0;

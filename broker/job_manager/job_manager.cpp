@@ -66,6 +66,11 @@ Job* JobManager::find(JobId id) {
     return it == jobs_.end() ? nullptr : &it->second;
 }
 
+void JobManager::remove(JobId id) {
+    jobs_.erase(id);
+    db_->remove_job(id);
+}
+
 void JobManager::respond_once_stored(Message response) {
     db_->after_commit([this, response = std::move(response)]() mutable { broker_.respond(std::move(response)); });
 }

@@ -3,13 +3,17 @@
 // database (doc/spec/jobdb.md), and answers requests. One part per
 // concern, as flux-core's job-manager has one file per concern:
 //   job_manager.cpp           the lifecycle: events, states, dependencies
-//   job_manager_requests.cpp  the job-manager.* requests
+//   job_manager_requests.cpp  the job-manager.* requests (it lists which of
+//                             job_manager_{submit,queries,control,running}.cpp
+//                             serves each)
+// The parts below see the jobs through JobTable (job_table.hpp):
 //   sched_client              SCHED, and the R that RUN/CLEANUP jobs hold
 //   exec_client               RUN and CLEANUP: tasks on the ranks of R
 //   watchers                  attach and wait requests (any state)
 //   event_streams             job-manager.events: every committed event
 //   purge                     INACTIVE jobs: kept, then removed
-//   recovery                  start on a database: replay, re-attach
+//   recovery                  start on a database: replay, re-attach (a friend:
+//                             it rebuilds all of this state)
 #pragma once
 
 #include <functional>
@@ -22,6 +26,7 @@
 #include "broker/job_manager/exec_client.hpp"
 #include "broker/job_manager/job.hpp"
 #include "broker/job_manager/job_db.hpp"
+#include "broker/job_manager/job_table.hpp"
 #include "broker/job_manager/purge.hpp"
 #include "broker/job_manager/recovery.hpp"
 #include "broker/job_manager/sched_client.hpp"
@@ -47,7 +52,7 @@ struct JobManagerLimits {
     bool signed_jobs = false;
 };
 
-class JobManager {
+class JobManager final : private JobTable {
   public:
     // Rank 0: opens the database in the state directory and replays it;
     // other ranks: nothing. Error names the database or config key.
@@ -55,13 +60,18 @@ class JobManager {
     ~JobManager();
 
   private:
-    // The parts share the job table and the lifecycle below.
-    friend class SchedClient;
-    friend class ExecClient;
-    friend class Watchers;
-    friend class EventStreams;
-    friend class Purger;
+    // The parts see the jobs through JobTable; recovery, which rebuilds
+    // this state at start (the replay, the id generator, dependencies,
+    // re-attach), reaches all of it.
     friend class Recovery;
+
+    // JobTable (job_table.hpp).
+    Broker& broker() override { return broker_; }
+    JobDb& db() override { return *db_; }
+    const JobManagerLimits& limits() const override { return limits_; }
+    bool instance_running() const override { return instance_running_; }
+    size_t size() const override { return jobs_.size(); }
+    void remove(JobId id) override;
 
     JobManager(Broker& broker, const JobManagerLimits& limits, std::unique_ptr<JobDb> db);
     void register_methods();
@@ -95,22 +105,23 @@ class JobManager {
     Job* visible_job(const Message& req, nlohmann::json& body);
 
     // The lifecycle (job_manager.cpp).
-    Job* find(JobId id);
+    Job* find(JobId id) override;
     // Sends `response` once everything written so far is on disk (an
     // acknowledged change survives a crash of rank 0).
-    void respond_once_stored(Message response);
+    void respond_once_stored(Message response) override;
     // Records an event at `timestamp` (0: now) and takes the steps its
     // state change allows.
-    void post(Job& job, std::string name, nlohmann::json context = nlohmann::json::object(), double timestamp = 0);
+    void post(Job& job, std::string name, nlohmann::json context = nlohmann::json::object(),
+              double timestamp = 0) override;
     void on_state_change(Job& job, JobState from);
     void advance(Job& job);
     void check_dependencies(Job& job);
     void dependencies_changed(const Job& target);
-    void raise(Job& job, std::string type, std::string note, uint32_t userid);
+    void raise(Job& job, std::string type, std::string note, uint32_t userid) override;
     std::string over_user_limits(const Message& req) const;
     void set_urgency(Job& job, int urgency, uint32_t userid);
-    void allocated(Job& job, nlohmann::json R);
-    void release(Job& job);
+    void allocated(Job& job, nlohmann::json R) override;
+    void release(Job& job) override;
     void became_inactive(Job& job);
 
     Broker& broker_;

@@ -13,7 +13,7 @@ constexpr auto kPurgePeriod = std::chrono::seconds(60);
 
 }  // namespace
 
-Purger::Purger(JobManager& jm) : jm_(jm), periodic_(jm.broker_.reactor()), soon_(jm.broker_.reactor()) {}
+Purger::Purger(JobTable& table) : table_(table), periodic_(table.broker().reactor()), soon_(table.broker().reactor()) {}
 
 void Purger::start() {
     periodic_.start_repeating(kPurgePeriod, [this] { purge(wall_now()); });
@@ -38,18 +38,17 @@ void Purger::remove_oldest(std::deque<std::pair<double, JobId>>& jobs) {
     JobId id = jobs.front().second;
     jobs.pop_front();
     --count_;
-    jm_.jobs_.erase(id);
-    jm_.db_->remove_job(id);
+    table_.remove(id);
 }
 
 void Purger::purge(double now) {
     for (auto user = inactive_.begin(); user != inactive_.end();) {
         auto& jobs = user->second;
-        while (!jobs.empty() && now - jobs.front().first > jm_.limits_.inactive_age)
+        while (!jobs.empty() && now - jobs.front().first > table_.limits().inactive_age)
             remove_oldest(jobs);
         user = jobs.empty() ? inactive_.erase(user) : std::next(user);
     }
-    while (count_ > jm_.limits_.inactive_limit) {
+    while (count_ > table_.limits().inactive_limit) {
         auto most = std::max_element(inactive_.begin(), inactive_.end(),
                                      [](const auto& x, const auto& y) { return x.second.size() < y.second.size(); });
         remove_oldest(most->second);
@@ -59,7 +58,7 @@ void Purger::purge(double now) {
     // Once the queue drains, the memory its jobs held goes back to the
     // system (malloc keeps freed heap otherwise): a broker that ran 100,000
     // jobs is as small as one that ran 10,000.
-    bool drained = jm_.jobs_.size() == count_;
+    bool drained = table_.size() == count_;
     if (drained && !trimmed_)
         malloc_trim(0);
     trimmed_ = drained;

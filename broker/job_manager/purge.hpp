@@ -15,12 +15,12 @@
 
 namespace banyan {
 
-class JobManager;
+class JobTable;
 struct Job;
 
 class Purger {
   public:
-    explicit Purger(JobManager& jm);
+    explicit Purger(JobTable& table);
     // Starts the periodic check.
     void start();
     // A job that became inactive (purged soon, not now: callers up the
@@ -35,7 +35,7 @@ class Purger {
   private:
     void remove_oldest(std::deque<std::pair<double, JobId>>& jobs);
 
-    JobManager& jm_;
+    JobTable& table_;
     std::map<uint32_t, std::deque<std::pair<double, JobId>>> inactive_;  // per user: (t_inactive, id)
     size_t count_ = 0;
     Timer periodic_;

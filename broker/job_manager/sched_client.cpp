@@ -15,7 +15,7 @@ SchedClient::Key SchedClient::key_of(const Job& job) {
 void SchedClient::request(const Job& job) {
     // Not before the instance runs: after a restart, the scheduler hears of
     // the resources running jobs hold first (Recovery::resume).
-    if (job.priority == 0 || keys_.count(job.id) || !jm_.instance_running_)
+    if (job.priority == 0 || keys_.count(job.id) || !table_.instance_running())
         return;  // held, or waiting or asked already
     keys_[job.id] = key_of(job);
     to_ask_.insert(key_of(job));
@@ -32,7 +32,7 @@ void SchedClient::forget(JobId id) {
 }
 
 void SchedClient::cancel_at_scheduler(JobId id) {
-    jm_.broker_.rpc(Message::request("sched.cancel", {{"id", id}}, 0), [](const Message&) {});
+    table_.broker().rpc(Message::request("sched.cancel", {{"id", id}}, 0), [](const Message&) {});
 }
 
 void SchedClient::withdraw(JobId id) {
@@ -51,7 +51,7 @@ void SchedClient::reprioritize(const Job& job) {
     } else if (asked) {
         keys_[job.id] = key_of(job);
         asked_.insert(key_of(job));
-        jm_.broker_.rpc(Message::request("sched.prioritize", {{"id", job.id}, {"priority", job.priority}}, 0),
+        table_.broker().rpc(Message::request("sched.prioritize", {{"id", job.id}, {"priority", job.priority}}, 0),
                         [](const Message&) {});
     } else {
         request(job);
@@ -62,7 +62,7 @@ void SchedClient::reprioritize(const Job& job) {
 void SchedClient::fill_window() {
     while (!to_ask_.empty()) {
         Key best = *to_ask_.begin();
-        if (asked_.size() >= jm_.limits_.sched_window) {
+        if (asked_.size() >= table_.limits().sched_window) {
             if (!(best < *asked_.rbegin()))
                 return;
             // A better job takes the place of the worst one asked, which
@@ -75,7 +75,7 @@ void SchedClient::fill_window() {
         }
         to_ask_.erase(best);
         asked_.insert(best);
-        send_alloc(jm_.jobs_.at(std::get<2>(best)));
+        send_alloc(*table_.find(std::get<2>(best)));
     }
 }
 
@@ -85,37 +85,37 @@ void SchedClient::send_alloc(const Job& job) {
     Message req = Message::request("sched.alloc", nlohmann::json::object(), 0);
     req.payload = fmt::format(R"({{"id":{},"priority":{},"t_submit":{},"jobspec":{}}})", job.id, job.priority,
                               job.t_submit, job.sched_jobspec);
-    jm_.broker_.rpc(std::move(req),
+    table_.broker().rpc(std::move(req),
                     [this, id = job.id, token](const Message& resp) { on_alloc_response(id, token, resp); });
 }
 
 void SchedClient::on_alloc_response(JobId id, uint64_t token, const Message& resp) {
     auto pending = pending_.find(id);
     bool current = pending != pending_.end() && pending->second == token;
-    Job* job = jm_.find(id);
+    Job* job = table_.find(id);
     auto body = resp.errnum ? Result<nlohmann::json>(make_error(static_cast<int>(resp.errnum), resp.error_text()))
                             : resp.json();
     if (!current || !job || job->state != JobState::sched) {
         // Canceled or held meanwhile: resources granted anyway go back.
         if (body)
-            jm_.broker_.rpc(Message::request("sched.free", {{"id", id}}, 0), [](const Message&) {});
+            table_.broker().rpc(Message::request("sched.free", {{"id", id}}, 0), [](const Message&) {});
         return;
     }
     pending_.erase(pending);
     forget(id);
     fill_window();
     if (!body)
-        return jm_.raise(*job, "alloc", body.error().message, 0);
+        return table_.raise(*job, "alloc", body.error().message, 0);
     if (!body->contains("R"))
-        return jm_.raise(*job, "alloc", "the scheduler answered without R", 0);
+        return table_.raise(*job, "alloc", "the scheduler answered without R", 0);
     held_.insert(id);
-    jm_.allocated(*job, std::move((*body)["R"]));
+    table_.allocated(*job, std::move((*body)["R"]));
 }
 
 void SchedClient::restore(nlohmann::json jobs) {
     for (const auto& j : jobs)
         held_.insert(j["id"].get<JobId>());
-    jm_.broker_.rpc(Message::request("sched.hello", {{"jobs", std::move(jobs)}}, 0), [](const Message& resp) {
+    table_.broker().rpc(Message::request("sched.hello", {{"jobs", std::move(jobs)}}, 0), [](const Message& resp) {
         auto body = resp.json();
         if (resp.errnum || !body)
             return log::error("job-manager", "sched.hello: {}", resp.errnum ? resp.error_text() : body.error().message);
@@ -132,7 +132,7 @@ void SchedClient::restore(nlohmann::json jobs) {
 void SchedClient::free(JobId id, std::function<void()> done) {
     if (!held_.erase(id))
         return done();
-    jm_.broker_.rpc(Message::request("sched.free", {{"id", id}}, 0), [id, done = std::move(done)](const Message& resp) {
+    table_.broker().rpc(Message::request("sched.free", {{"id", id}}, 0), [id, done = std::move(done)](const Message& resp) {
         if (resp.errnum)
             log::error("job-manager", "sched.free {}: {}", format_jobid(id), resp.error_text());
         done();

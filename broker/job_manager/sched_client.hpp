@@ -2,7 +2,7 @@
 // Jobs in SCHED: asked for with sched.alloc, the best `sched_window` at a
 // time (priority, then submit time; the rest wait here, in order: at
 // 100,000 pending jobs the scheduler would otherwise hold them all);
-// an answer with R goes to JobManager::allocated(). Jobs in RUN and
+// an answer with R goes to JobTable::allocated(). Jobs in RUN and
 // CLEANUP: hold the R it gave until free(). After a restart of rank 0,
 // restore() hands it the R that running jobs hold.
 #pragma once
@@ -21,12 +21,12 @@
 
 namespace banyan {
 
-class JobManager;
+class JobTable;
 struct Job;
 
 class SchedClient {
   public:
-    explicit SchedClient(JobManager& jm) : jm_(jm) {}
+    explicit SchedClient(JobTable& table) : table_(table) {}
     // A job in SCHED with a priority above 0: asked for now, or once the
     // window has room for it.
     void request(const Job& job);
@@ -51,7 +51,7 @@ class SchedClient {
     void cancel_at_scheduler(JobId id);
     void on_alloc_response(JobId id, uint64_t token, const Message& resp);
 
-    JobManager& jm_;
+    JobTable& table_;
     // sched.alloc requests in flight: job -> token (a newer request or a
     // cancel makes the answer to an older one stale).
     std::unordered_map<JobId, uint64_t> pending_;

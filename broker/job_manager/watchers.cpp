@@ -31,7 +31,7 @@ void Watchers::read_for_attach(uint64_t watch_id) {
     }
     w.reading = true;
     w.stale = false;
-    jm_.db_->read(
+    table_.db().read(
         [id = w.id, events_from = w.events_from,
          output_from = w.output_from](JobDbReader& reader) -> Result<AttachNews> {
             auto events = reader.events(id, events_from);
@@ -55,12 +55,12 @@ void Watchers::answer_attach(uint64_t watch_id, const Result<AttachNews>& news) 
         return;
     Watch& w = found->second;
     w.reading = false;
-    const Job* job = jm_.find(w.id);
+    const Job* job = table_.find(w.id);
     if (!job || !news) {
         if (!job)
-            jm_.broker_.respond_error(w.req, ENOENT, fmt::format("{}: no such job (purged)", format_jobid(w.id)));
+            table_.broker().respond_error(w.req, ENOENT, fmt::format("{}: no such job (purged)", format_jobid(w.id)));
         else
-            jm_.broker_.respond_error(w.req, EIO, news.error().message);
+            table_.broker().respond_error(w.req, EIO, news.error().message);
         attaches_.erase(found);
         return;
     }
@@ -78,7 +78,7 @@ void Watchers::answer_attach(uint64_t watch_id, const Result<AttachNews>& news) 
         ev_list.push_back(ev.to_json());
     for (const auto& c : news->output)
         put_io_data(out_list.emplace_back(nlohmann::json{{"rank", c.rank}, {"stream", c.stream}}), c.data);
-    jm_.broker_.respond(Message::response_to(w.req, {{"events", std::move(ev_list)},
+    table_.broker().respond(Message::response_to(w.req, {{"events", std::move(ev_list)},
                                                      {"output", std::move(out_list)},
                                                      {"events_next", events_next},
                                                      {"output_next", output_next},
@@ -90,7 +90,7 @@ void Watchers::answer_attach(uint64_t watch_id, const Result<AttachNews>& news) 
 // something it has not seen (counted as written, committed or not).
 void Watchers::committed() {
     for (auto& [watch_id, w] : attaches_) {
-        const Job* job = jm_.find(w.id);
+        const Job* job = table_.find(w.id);
         if (!job || job->state == JobState::inactive || job->next_event_seq > w.events_from ||
             job->next_output_seq > w.output_from)
             read_for_attach(watch_id);
@@ -110,7 +110,7 @@ void Watchers::wait(const Message& req, const Job& job) {
     // Inactive in memory may still be on its way to disk: the answer waits
     // for the commit all the same (a caller reads the eventlog next).
     if (job.state == JobState::inactive)
-        return jm_.respond_once_stored(Message::response_to(req, wait_answer(job)));
+        return table_.respond_once_stored(Message::response_to(req, wait_answer(job)));
     Message waiting = req;
     waiting.payload.reset();
     waits_.emplace(job.id, std::move(waiting));
@@ -128,14 +128,14 @@ void Watchers::wait_all(const Message& req, std::vector<JobId> ids) {
         // Erased before it is answered: an answer may call back into us.
         Message ended = std::move(oldest->second.req);
         wait_alls_.erase(oldest);
-        jm_.broker_.respond_error(ended, EOVERFLOW,
+        table_.broker().respond_error(ended, EOVERFLOW,
                                   fmt::format("job-manager.wait-all: ended: uid {} opened more than {} at once "
                                               "(the oldest ends first)",
                                               req.userid, kWaitAllsPerUser));
     }
-    jm_.broker_.respond(Message::response_to(req, {{"jobs", ids.size()}}));
+    table_.broker().respond(Message::response_to(req, {{"jobs", ids.size()}}));
     if (ids.empty())
-        return jm_.broker_.respond_error(req, ENODATA, "job-manager.wait-all: done");
+        return table_.broker().respond_error(req, ENODATA, "job-manager.wait-all: done");
     Message waiting = req;
     waiting.payload.reset();
     size_t count = ids.size();
@@ -145,7 +145,7 @@ void Watchers::wait_all(const Message& req, std::vector<JobId> ids) {
 void Watchers::inactive(const Job& job) {
     auto [first, last] = waits_.equal_range(job.id);
     for (auto it = first; it != last; ++it)
-        jm_.respond_once_stored(Message::response_to(it->second, wait_answer(job)));
+        table_.respond_once_stored(Message::response_to(it->second, wait_answer(job)));
     waits_.erase(first, last);
     for (auto it = wait_alls_.begin(); it != wait_alls_.end();) {
         WaitAll& w = it->second;
@@ -153,12 +153,12 @@ void Watchers::inactive(const Job& job) {
             ++it;
             continue;
         }
-        jm_.respond_once_stored(Message::response_to(w.req, wait_answer(job)));  // streaming, as asked
+        table_.respond_once_stored(Message::response_to(w.req, wait_answer(job)));  // streaming, as asked
         if (--w.unanswered > 0) {
             ++it;
             continue;
         }
-        jm_.respond_once_stored(Message::error_to(w.req, ENODATA, "job-manager.wait-all: done"));
+        table_.respond_once_stored(Message::error_to(w.req, ENODATA, "job-manager.wait-all: done"));
         it = wait_alls_.erase(it);
     }
 }

@@ -18,7 +18,7 @@
 
 namespace banyan {
 
-class JobManager;
+class JobTable;
 
 // What an attach is answered with: the committed events and output from
 // where it has read so far.
@@ -29,7 +29,7 @@ struct AttachNews {
 
 class Watchers {
   public:
-    explicit Watchers(JobManager& jm) : jm_(jm) {}
+    explicit Watchers(JobTable& table) : table_(table) {}
     void attach(const Message& req, JobId id, uint32_t events_from, uint32_t output_from);
     // Answered once the job is inactive and that is on disk: at once (next
     // loop turn) if it is so already.
@@ -69,7 +69,7 @@ class Watchers {
         size_t unanswered;
     };
 
-    JobManager& jm_;
+    JobTable& table_;
     std::map<uint64_t, Watch> attaches_;  // by a number of their own
     uint64_t next_watch_ = 1;
     std::multimap<JobId, Message> waits_;

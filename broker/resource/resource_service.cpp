@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "core/client.hpp"
-#include "core/constraint.hpp"
 #include "core/duration.hpp"
 #include "core/json_field.hpp"
 #include "core/log.hpp"
@@ -15,6 +14,7 @@
 #include "resource/discovery.hpp"
 #include "resource/rv1.hpp"
 #include "resource/synthetic.hpp"
+#include "sched/constraint.hpp"
 
 namespace banyan {
 namespace {

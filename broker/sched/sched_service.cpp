@@ -36,7 +36,7 @@ Result<std::unique_ptr<SchedService>> SchedService::start(Broker& broker) {
         auto value = parse(*text);
         if (!value)
             return make_error(EINVAL, fmt::format("{}: {}: {}", config.source(), key, value.error().message));
-        return *value;
+        return std::move(*value);
     };
     // EASY backfill by default, as Slurm and Fluxion deployments: an idle core
     // that a short job could use while a wide one waits is not left idle
@@ -44,7 +44,7 @@ Result<std::unique_ptr<SchedService>> SchedService::start(Broker& broker) {
     auto qp = named("sched.queue-policy", queue_policy_from_name, "easy");
     if (!qp)
         return qp.error();
-    auto mp = named("sched.match-policy", MatchPolicy::from_name, "pack");
+    auto mp = named("sched.match-policy", MatchPolicy::create, "pack");
     if (!mp)
         return mp.error();
     auto depth = config.get_int("sched.queue-depth", 1, 1'000'000, 1000);
@@ -56,7 +56,7 @@ Result<std::unique_ptr<SchedService>> SchedService::start(Broker& broker) {
     auto queues = NamedQueues::read(config, *qp);
     if (!queues)
         return queues.error();
-    svc->match_policy_ = *mp;
+    svc->match_policy_ = std::move(*mp);
     svc->queue_config_ = {*qp, static_cast<size_t>(*depth), static_cast<size_t>(*rdepth), 60};
     svc->named_ = std::move(*queues);
     if (broker.bootstrap().rank == 0) {
@@ -130,7 +130,7 @@ void SchedService::on_resources(const Message& resp) {
             return;
         }
         if (!matcher_) {
-            matcher_ = std::make_unique<Matcher>(*graph, match_policy_);
+            matcher_ = std::make_unique<Matcher>(*graph, std::move(match_policy_));
             // One lane per named queue, or one unnamed lane.
             std::vector<NamedQueue> configs = named_.queues;
             if (configs.empty())
@@ -150,7 +150,7 @@ void SchedService::on_resources(const Message& resp) {
                       queue_config_.policy == QueuePolicy::fcfs   ? "fcfs"
                       : queue_config_.policy == QueuePolicy::easy ? "easy"
                                                                   : "conservative",
-                      match_policy_.name);
+                      matcher_->policy().name());
         } else {
             for (auto& lane : lanes_)
                 lane.queue->drop_reservations();
@@ -195,7 +195,7 @@ void drop_zero_counts(std::vector<JobspecResource>& resources) {
 // The jobspec of sched.alloc or sched.feasibility, with its queue's node
 // constraint joined to its own, and the lane it goes to.
 Result<std::pair<SchedService::Lane*, Jobspec>> SchedService::lane_and_jobspec(const nlohmann::json& p,
-                                                                             std::string_view topic) {
+                                                                               std::string_view topic) {
     if (!p.contains("jobspec"))
         return make_error(EPROTO, fmt::format("{}: expected a jobspec", topic));
     // Jobs are version 1 jobspecs, as the job manager checked them (RFC 25).

@@ -76,13 +76,13 @@ class SchedService {
     };
 
     Broker& broker_;
-    MatchPolicy match_policy_;
+    std::unique_ptr<MatchPolicy> match_policy_;  // until the matcher is made, which takes it
     QueueConfig queue_config_;
     NamedQueues named_;
     std::unique_ptr<Matcher> matcher_;
-    std::vector<Lane> lanes_;                // empty until the graph is there
-    std::map<uint64_t, size_t> lane_index_;  // job -> lanes_ index, pending and running
-    std::map<uint64_t, Message> waiting_;  // alloc requests, answered when the job starts
+    std::vector<Lane> lanes_;                                 // empty until the graph is there
+    std::map<uint64_t, size_t> lane_index_;                   // job -> lanes_ index, pending and running
+    std::map<uint64_t, Message> waiting_;                     // alloc requests, answered when the job starts
     std::vector<std::pair<Broker::Handler, Message>> early_;  // requests before the graph
     Timer pass_timer_;
     bool pass_soon_ = false;

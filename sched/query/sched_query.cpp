@@ -7,8 +7,8 @@
 #include <iostream>
 #include <sstream>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "core/json_field.hpp"
 #include "core/json_parse.hpp"
@@ -169,8 +169,8 @@ void Session::match(const std::string& op_name, const std::string& path, const c
         return error(fmt::format("{}: ERROR: {}", who, text.error().message));
     auto jobspec = Jobspec::parse(*text);
     if (!jobspec)
-        return error(fmt::format("{}: ERROR: jobspec error for {}: {}: {}", who, next_jobid_, path,
-                                 jobspec.error().message));
+        return error(
+            fmt::format("{}: ERROR: jobspec error for {}: {}: {}", who, next_jobid_, path, jobspec.error().message));
     bool satisfiability = *op == MatchOp::satisfiability;
     uint64_t jobid = satisfiability ? 0 : next_jobid_++;
     auto t0 = std::chrono::steady_clock::now();
@@ -299,7 +299,8 @@ void Session::stat() {
         most = std::max(most, s);
         total += s;
     }
-    out(fmt::format("INFO: Num. of Vertices: {}\nINFO: Num. of Edges: {}\nINFO: Num. of Jobs Matched: {}\n"
+    out(
+        fmt::format("INFO: Num. of Vertices: {}\nINFO: Num. of Edges: {}\nINFO: Num. of Jobs Matched: {}\n"
                     "INFO: Min. Match Time: {:.6f}\nINFO: Max. Match Time: {:.6f}\nINFO: Avg. Match Time: {:.6f}\n",
                     pool.size(), pool.size() - pool.roots().size(), matched_, least, most,
                     matched_ ? total / static_cast<double>(match_seconds_.size()) : 0.0));
@@ -413,8 +414,7 @@ void Session::find(const std::vector<std::string>& words) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    CLI::App app("banyan-sched-query: match jobspecs on a resource graph, commands from stdin",
-                 "banyan-sched-query");
+    CLI::App app("banyan-sched-query: match jobspecs on a resource graph, commands from stdin", "banyan-sched-query");
     std::string load_file, load_format = "grug", subsystems = "CA", policy_name = "first", format_name = "simple",
                            test_output, prune_filters;
     bool elapse = false, no_prompt = false;
@@ -422,8 +422,9 @@ int main(int argc, char** argv) {
         ->required();
     app.add_option("-f,--load-format", load_format, "grug (default), jgf, hwloc, rv1exec or synthetic");
     app.add_option("-S,--match-subsystems", subsystems, "subsystems to match: CA (containment)");
-    app.add_option("-P,--match-policy", policy_name, "first (default), low, high, lonode, hinode, lonodex, "
-                                                     "hinodex, locality");
+    app.add_option("-P,--match-policy", policy_name,
+                   "first (default), low, high, lonode, hinode, lonodex, "
+                   "hinodex, locality");
     app.add_option("-F,--match-format", format_name, "simple (default), pretty_simple, jgf, rv1, rv1_nosched");
     app.add_option("-p,--prune-filters", prune_filters,
                    "Fluxion's pruning filters, e.g. ALL:core,ALL:node: accepted and checked; every vertex "
@@ -451,7 +452,7 @@ int main(int argc, char** argv) {
             return die(fmt::format("--prune-filters: '{}' is not HIGH-TYPE:LOW-TYPE (e.g. ALL:core)", item));
         at = comma + 1;
     }
-    auto policy = MatchPolicy::from_name(policy_name);
+    auto policy = MatchPolicy::create(policy_name);
     if (!policy)
         return die("-P " + policy.error().message);
     auto format = query_format_from_name(format_name);
@@ -463,7 +464,7 @@ int main(int argc, char** argv) {
         auto graph = load_graph(load_file, load_format);
         if (!graph)
             return die(fmt::format("-L {}: {}", load_file, graph.error().message));
-        matcher = std::make_unique<Matcher>(*graph, *policy);
+        matcher = std::make_unique<Matcher>(*graph, std::move(*policy));
     }
     std::ofstream test_out;
     if (!test_output.empty()) {

@@ -20,7 +20,7 @@ else
     echo "# no slow-disk shim here: the database's syncs run at full speed"
 fi
 banyan keygen "$T_DIR/cert" >/dev/null
-write_config "$T_DIR/c.toml" 2 "$(($(free_port) / 10))" "$T_DIR/cert"
+write_config "$T_DIR/c.toml" 2 "$(free_port)" "$T_DIR/cert"
 start_rank0() { "${slow[@]}" banyan-broker --config "$T_DIR/c.toml" --rank 0 --rundir "$T_DIR/rank-0" \
     >>"$T_DIR/rank-0.log" 2>&1 & }
 mkdir -p "$T_DIR/rank-0"

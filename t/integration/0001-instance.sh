@@ -9,7 +9,7 @@
 # empty run path entry): a job's working directory could supply them.
 for program in banyan banyan-broker banyan-shell banyan-imp; do
     check "$program's run path has no empty entry" \
-        sh -c "! readelf -d '$BANYAN_BUILD_DIR/bin/$program' | grep -E 'R(UN)?PATH' | grep -qE '\[:|::|:\]'"
+        lacks '(R(UN)?PATH).*(\[:|::|:\])' readelf -d "$BANYAN_BUILD_DIR/bin/$program"
 done
 
 inside() {

@@ -11,8 +11,6 @@ check_output "keygen makes it private (0600)" "^600$" stat -c %a "$T_DIR/good.ce
 check_fails "keygen will not overwrite a certificate" "good.cert: File exists" banyan keygen "$T_DIR/good.cert"
 
 port=$(free_port)
-# Ports are PORT+rank: "%p%r" glues the rank's digit to the port's digits.
-port=$((port / 10))
 write_config "$T_DIR/good.toml" 2 "$port" "$T_DIR/good.cert"
 write_config "$T_DIR/other.toml" 2 "$port" "$T_DIR/other.cert"
 
@@ -29,7 +27,7 @@ check_output "the refused broker logged why" "refused us: CURVE handshake failed
 
 pubkey=$(sed -n 's/^public-key = "\(.*\)"$/\1/p' "$T_DIR/good.cert")
 check_output "a client with the cluster's public key but its own key pair is refused" "^refused$" \
-    banyan-test-client intrude "tcp://127.0.0.1:${port}0" "$pubkey" 1
+    banyan-test-client intrude "tcp://127.0.0.1:${port}" "$pubkey" 1
 check_output "the ZAP refusal names the stranger's key" "refused connection from .*public key .* is not the cluster" \
     cat "$T_DIR/rank-0.log"
 

@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 
 banyan keygen "$T_DIR/cert" >/dev/null
-port=$(($(free_port) / 10))
+port=$(free_port)
 write_config "$T_DIR/c.toml" 5 "$port" "$T_DIR/cert" $'[broker]\nquorum = 4'
 
 for r in 4 3 2 1; do start_broker "$T_DIR/c.toml" $r; done

@@ -58,7 +58,7 @@ http_inode=$(ss -ltne "sport = :${URL##*:}" | grep -o 'ino:[0-9]*' | head -1 | c
 check "(that check sees rank 0's HTTP listener, socket:[$http_inode], among the brokers')" \
     grep -qx "socket:\[$http_inode\]" "$T_DIR/broker.targets"
 check "the shell's environment has nothing of the broker's" \
-    sh -c "! tr '\\0' '\\n' </proc/$shell_pid/environ | grep -E '^(BNYT_FROM_BROKER|HWLOC_PLUGINS_PATH|GCONV_PATH)='"
+    lacks '^(BNYT_FROM_BROKER|HWLOC_PLUGINS_PATH|GCONV_PATH)=' sh -c "tr '\\0' '\\n' </proc/$shell_pid/environ"
 check "(the brokers have them)" \
     sh -c "tr '\\0' '\\n' </proc/$(svc_broker_pid 0)/environ | grep -q '^BNYT_FROM_BROKER=leaked$'"
 check_output "and is made from nothing: HOME, USER, LOGNAME, SHELL, PATH" \
@@ -240,7 +240,7 @@ big=$(head -c 120000 /dev/zero | tr '\0' y)
 check_fails "a jobspec too large to sign says so" \
     "^banyan submit: the job is too large to sign with MUNGE \([0-9]+ bytes of jobspec.*MUNGE takes 1 MiB\)" \
     as "$ALICE" env $(for i in $(seq 10); do echo "BIG$i=$big"; done) banyan submit true
-check_output "REST names J among the fields it knows" "unknown field \(expected jobspec, or .*, exclusive, J\)" \
+check_output "REST names J among the fields it knows" "unknown field \(expected jobspec, or .*, exclusive, umask, J\)" \
     curl -s -H "Authorization: Bearer $ALICE_TOKEN" -H 'Content-Type: application/json' \
     --data-binary '{"command":["true"],"bogus":1}' "$URL/api/v1/jobs"
 check_output "a broker says at start whether its jobs are held in cgroups" \

@@ -10,9 +10,9 @@ banyan keygen "$T_DIR/cert" >/dev/null
 cat >"$T_DIR/q.toml" <<TOML
 [bootstrap]
 size = 4
-port = $(($(free_port) / 10))
-bind = "tcp://127.0.0.1:%p%r"
-connect = "tcp://127.0.0.1:%p%r"
+port = $(free_port)
+bind = "tcp://127.0.%r.1:%p"
+connect = "tcp://127.0.%r.1:%p"
 curve_cert = "$T_DIR/cert"
 [tbon]
 fanout = 2

@@ -74,6 +74,24 @@ check_output "POST jobs with submit's fields: 201" '^201 \{"id":"f' \
 rid=$(sed 's/.*"id":"\([^"]*\)".*/\1/' "$T_DIR/body")
 check "the REST job runs and completes" banyan job wait "$rid"
 check_output "... under its name, with its output" "rest-0" banyan job attach "$rid"
+check_output "POST jobs with a umask: the tasks make files with it" '^201 ' \
+    call POST /api/v1/jobs "${auth[@]}" -d '{"command":["sh","-c","umask"],"umask":"0077"}'
+masked=$(sed 's/.*"id":"\([^"]*\)".*/\1/' "$T_DIR/body")
+check "... it runs" banyan job wait "$masked"
+check_output "... and its tasks' umask is 0077" '^0077$' banyan job attach "$masked"
+# One jobspec builder: REST's fields and submit's options make the same
+# resources and tasks (held at urgency 0, so nothing runs).
+resources_of() {
+    banyan job info "$1" | python3 -c 'import json,sys; s=json.load(sys.stdin)["jobspec"]; print(json.dumps([s["resources"], s["tasks"][0]["count"], s["attributes"]["system"]["umask"]], sort_keys=True))'
+}
+call POST /api/v1/jobs "${auth[@]}" -d '{"command":["true"],"nodes":2,"ntasks":3,"cores_per_task":1,"urgency":0}' >/dev/null
+rest_held=$(sed 's/.*"id":"\([^"]*\)".*/\1/' "$T_DIR/body")
+cli_held=$(umask 0022; banyan submit --urgency=0 -N2 -n3 true)
+rest_spec=$(resources_of "$rest_held")
+cli_spec=$(resources_of "$cli_held")
+check "REST's fields and submit's options make the same jobspec" \
+    sh -c '[ "${1#*\"node\"}" != "$1" ] && [ "$1" = "$2" ]' _ "$cli_spec" "$rest_spec"
+banyan cancel "$rest_held" "$cli_held" >/dev/null
 spec=$(banyan job info "$id" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["jobspec"]))')
 check_output "POST jobs with a jobspec: 201" '^201 \{"id":"f' \
     call POST /api/v1/jobs "${auth[@]}" -d "{\"jobspec\": $spec, \"urgency\": 20}"
@@ -108,6 +126,10 @@ check_output "users=all is the owner's" '^403 .*only the instance owner' \
 check_output "malformed JSON: 400" '^400 \{"message":"the body: ' call POST /api/v1/jobs "${auth[@]}" -d '{"command":'
 check_output "a field of the wrong type: 400 naming it" '^400 .*ntasks: expected' \
     call POST /api/v1/jobs "${auth[@]}" -d '{"command":["true"],"ntasks":"two"}'
+check_output "fewer tasks than nodes: 400, as submit says it" '^400 .*ntasks: fewer tasks than nodes \(2\)' \
+    call POST /api/v1/jobs "${auth[@]}" -d '{"command":["true"],"nodes":2,"ntasks":1}'
+check_output "a umask that is not octal: 400 naming it" "^400 .*umask: '0999': expected octal" \
+    call POST /api/v1/jobs "${auth[@]}" -d '{"command":["true"],"umask":"0999"}'
 check_output "an unknown field: 400 naming it" '^400 .*colour: unknown field' \
     call POST /api/v1/jobs "${auth[@]}" -d '{"command":["true"],"colour":"red"}'
 check_output "a bad jobspec: 400" '^400 ' call POST /api/v1/jobs "${auth[@]}" -d '{"jobspec":{"version":1}}'

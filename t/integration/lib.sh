@@ -208,13 +208,15 @@ free_port() {
 }
 
 # write_config FILE SIZE PORT CERT [EXTRA_TOML]: a hostless cluster on loopback TCP.
+# Each rank listens on PORT at an address of its own in 127/8 (rank R at
+# 127.0.R.1): any size up to 256 ranks, one free port.
 write_config() {
     cat >"$1" <<TOML
 [bootstrap]
 size = $2
 port = $3
-bind = "tcp://127.0.0.1:%p%r"
-connect = "tcp://127.0.0.1:%p%r"
+bind = "tcp://127.0.%r.1:%p"
+connect = "tcp://127.0.%r.1:%p"
 curve_cert = "$4"
 [tbon]
 fanout = 2
@@ -245,7 +247,7 @@ all_up() { banyan overlay status -s | grep -q "^online: 0-$(($1 - 1)) ($1)\$"; }
 start_cluster() {
     local r
     banyan keygen "$T_DIR/cert" >/dev/null
-    write_config "$T_DIR/c.toml" "$1" "$(($(free_port) / 10))" "$T_DIR/cert" "${2:-}"
+    write_config "$T_DIR/c.toml" "$1" "$(free_port)" "$T_DIR/cert" "${2:-}"
     for r in $(seq 0 $(($1 - 1))); do start_broker "$T_DIR/c.toml" "$r"; done
     BANYAN_URI=$(uri_of 0)
     export BANYAN_URI

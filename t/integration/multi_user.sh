@@ -53,7 +53,7 @@ SH
     chmod 755 "$T_DIR/prolog.sh" "$T_DIR/epilog.sh"
 
     # Four brokers as the service user, rank 0's socket open to users.
-    port=$(($(free_port) / 10))
+    port=$(free_port)
     "$P/bin/banyan" keygen "$T_DIR/cert" >/dev/null
     chown "$SVC" "$T_DIR/cert"
     write_config "$T_DIR/c.toml" 4 "$port" "$T_DIR/cert" "[exec]

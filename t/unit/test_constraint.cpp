@@ -2,14 +2,20 @@
 
 #include <fmt/format.h>
 
-#include "core/constraint.hpp"
 #include "resource/graph.hpp"
+#include "sched/constraint.hpp"
 #include "sched/matcher.hpp"
 
 using namespace banyan;
 using json = nlohmann::json;
 
 namespace {
+
+// A known policy's (the name is this file's, and right).
+std::unique_ptr<MatchPolicy> policy_named(const std::string& name) {
+    auto policy = MatchPolicy::create(name);
+    return std::move(*policy);
+}
 
 Constraint must(const json& j) {
     auto c = Constraint::from_json(j);
@@ -159,7 +165,7 @@ TEST_CASE("constraint: the matcher honours it in every policy", "[constraint][ma
     };
     for (const auto& policy : MatchPolicy::names()) {
         INFO(policy);
-        Matcher m(*graph, *MatchPolicy::from_name(policy));
+        Matcher m(*graph, policy_named(policy));
         auto rank_of = [&](const MatchResult& r) { return m.to_rv1(r.claims, 0, 0).ranks.begin()->first; };
         auto a100 = m.match(job(R"({"properties": ["gpu-a100"]})"), MatchOp::allocate, 0, 1);
         REQUIRE(a100.ok());
@@ -176,7 +182,7 @@ TEST_CASE("constraint: the matcher honours it in every policy", "[constraint][ma
         REQUIRE(rank->matched);
         CHECK(rank_of(*rank) == 0);
     }
-    Matcher m(*graph, *MatchPolicy::from_name("pack"));
+    Matcher m(*graph, policy_named("pack"));
     auto never = m.could_ever_fit(job(R"({"properties": ["gpu-h100"]})"));
     REQUIRE_FALSE(never.ok());
     CHECK(never.error().code == ENOSPC);
@@ -248,7 +254,7 @@ TEST_CASE("profile: network packs slots onto the fewest nodes, cpu and memory sp
     };
     for (const auto& policy : MatchPolicy::names()) {
         INFO(policy);
-        Matcher m(*graph, *MatchPolicy::from_name(policy));
+        Matcher m(*graph, policy_named(policy));
         CHECK(ranks(m, job("cpu", 4), 1) == "0-3");
         REQUIRE(m.cancel(1).ok());                         // node-exclusive policies hold the nodes whole
         CHECK(ranks(m, job("memory", 2), 2).size() == 3);  // two nodes, e.g. "0-1" or "0,2"

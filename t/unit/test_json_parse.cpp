@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "core/json_field.hpp"
 #include "core/json_parse.hpp"
 #include "core/message.hpp"
 
@@ -98,4 +99,32 @@ TEST_CASE("json_raw_at finds a nested value without parsing", "[json]") {
     CHECK_FALSE(*json_raw_at(R"({"attributes": 5})", {"attributes", "system"}));
     CHECK(**json_raw_at(R"({"attributes": 5})", {"attributes"}) == "5");
     CHECK_FALSE(json_raw_at(R"({"attributes": {"system": [}})", {"attributes", "system"}).ok());
+}
+
+TEST_CASE("json_field: an integer field is read in the type's range, however the JSON holds it", "[json_field]") {
+    nlohmann::json made{{"signed", 5}, {"negative", -1}, {"big", uint64_t{1} << 40}, {"text", "5"}};
+    auto parsed = parse_json(R"({"unsigned": 5})");
+    REQUIRE(parsed.ok());
+    CHECK(*json_field<uint32_t>(made, "signed", 0) == 5);  // made in this process: a signed 5
+    CHECK(*json_field<uint32_t>(*parsed, "unsigned", 0) == 5);
+    CHECK(*json_field<int>(*parsed, "unsigned", 0) == 5);
+    CHECK(json_field<uint32_t>(made, "negative", 0).error().message == "negative: expected a non-negative integer");
+    CHECK(*json_field<int64_t>(made, "negative", 0) == -1);
+    CHECK(json_field<uint32_t>(made, "big", 0).error().message == "big: expected a non-negative integer");
+    CHECK(json_field<int>(made, "big", 0, "ctx").error().message == "ctx.big: expected an integer");
+    CHECK(*json_field<uint64_t>(made, "big", 0) == uint64_t{1} << 40);
+    CHECK(json_field<int>(made, "text", 0).error().message == "text: expected an integer");
+    CHECK(*json_field<int>(made, "absent", 7) == 7);
+}
+
+TEST_CASE("json_array_items: an array's elements as spans of its text, nothing parsed", "[json_parse]") {
+    std::vector<std::string_view> items{"left over"};
+    REQUIRE(json_array_items(R"( [1, "a,]b" , {"x": [2, 3]}, [], null] )", items).ok());
+    CHECK(items == std::vector<std::string_view>{"1", R"("a,]b")", R"({"x": [2, 3]})", "[]", "null"});
+    REQUIRE(json_array_items("[]", items).ok());
+    CHECK(items.empty());
+    for (std::string_view bad : {"", "{}", "[1,]", "[1 2]", "[1", "[1] x", R"(["a)", "[[1]"})
+        CHECK(json_array_items(bad, items).error().message == "not valid JSON");
+    std::string deep = std::string(100, '[') + std::string(100, ']');
+    CHECK(json_array_items(deep, items).error().message == "JSON nested deeper than 64 levels");
 }

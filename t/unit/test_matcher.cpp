@@ -20,9 +20,9 @@ Matcher load(const std::string& grug, const std::string& policy) {
     REQUIRE(text.ok());
     auto graph = read_grug(*text);
     REQUIRE(graph.ok());
-    auto p = MatchPolicy::from_name(policy);
+    auto p = MatchPolicy::create(policy);
     REQUIRE(p.ok());
-    return Matcher(*graph, *p);
+    return Matcher(*graph, std::move(*p));
 }
 
 Jobspec spec(const std::string& resources, int duration = 3600) {
@@ -135,9 +135,10 @@ TEST_CASE("matcher: node-exclusive policies give whole nodes", "[matcher]") {
 
 TEST_CASE("matcher: exclusive node asked for in the jobspec lists every core", "[matcher]") {
     Matcher m = load("tiny", "lonode");
-    Jobspec js = spec("  - type: node\n    count: 1\n    exclusive: true\n    with:\n"
-                      "      - type: slot\n        count: 1\n        label: default\n        with:\n"
-                      "          - type: core\n            count: 2");
+    Jobspec js = spec(
+        "  - type: node\n    count: 1\n    exclusive: true\n    with:\n"
+        "      - type: slot\n        count: 1\n        label: default\n        with:\n"
+        "          - type: core\n            count: 2");
     MatchResult a = must_match(m, js, 1);
     CHECK(m.to_rv1(a.claims, 0, 0).ranks.at(0).cores.count() == 36);
     MatchResult b = must_match(m, js, 2);
@@ -147,9 +148,10 @@ TEST_CASE("matcher: exclusive node asked for in the jobspec lists every core", "
 
 TEST_CASE("matcher: reservations start when the earlier jobs end", "[matcher]") {
     Matcher m = load("tiny", "hinode");
-    Jobspec js = spec("  - type: slot\n    count: 1\n    label: default\n    with:\n"
-                      "      - type: socket\n        count: 1\n        with:\n"
-                      "          - type: core\n            count: 18");
+    Jobspec js = spec(
+        "  - type: slot\n    count: 1\n    label: default\n    with:\n"
+        "      - type: socket\n        count: 1\n        with:\n"
+        "          - type: core\n            count: 18");
     std::vector<int64_t> starts;
     for (uint64_t id = 1; id <= 10; ++id) {
         MatchResult r = must_match(m, js, id, MatchOp::allocate_orelse_reserve);
@@ -168,14 +170,16 @@ TEST_CASE("matcher: reservations start when the earlier jobs end", "[matcher]") 
 
 TEST_CASE("matcher: satisfiability ignores what is in use, not what is down", "[matcher]") {
     Matcher m = load("tiny", "first");
-    Jobspec too_big = spec("  - type: slot\n    count: 1\n    label: default\n    with:\n"
-                           "      - type: socket\n        count: 1\n        with:\n"
-                           "          - type: core\n            count: 19");
+    Jobspec too_big = spec(
+        "  - type: slot\n    count: 1\n    label: default\n    with:\n"
+        "      - type: socket\n        count: 1\n        with:\n"
+        "          - type: core\n            count: 19");
     MatchResult r = must_match(m, too_big, 1, MatchOp::allocate_with_satisfiability);
     CHECK_FALSE(r.matched);
     CHECK(r.unsatisfiable);
-    Jobspec two_nodes = spec("  - type: node\n    count: 2\n    with:\n      - type: slot\n        count: 1\n"
-                             "        label: default\n        with:\n          - type: core\n            count: 1");
+    Jobspec two_nodes = spec(
+        "  - type: node\n    count: 2\n    with:\n      - type: slot\n        count: 1\n"
+        "        label: default\n        with:\n          - type: core\n            count: 1");
     REQUIRE(must_match(m, two_nodes, 2).matched);
     MatchResult busy = must_match(m, spec(kSlotSocketCore), 3, MatchOp::satisfiability);
     CHECK(busy.matched);
@@ -191,8 +195,9 @@ TEST_CASE("matcher: satisfiability ignores what is in use, not what is down", "[
 
 TEST_CASE("matcher: memory pools are taken in whole units across pools", "[matcher]") {
     Matcher m = load("tiny", "low");
-    MatchResult r = must_match(m, spec("  - type: slot\n    count: 1\n    label: default\n    with:\n"
-                                       "      - type: memory\n        count: 5"),
+    MatchResult r = must_match(m,
+                               spec("  - type: slot\n    count: 1\n    label: default\n    with:\n"
+                                    "      - type: memory\n        count: 5"),
                                1);
     REQUIRE(r.matched);
     std::vector<std::pair<std::string, int64_t>> taken;
@@ -204,12 +209,14 @@ TEST_CASE("matcher: memory pools are taken in whole units across pools", "[match
 
 TEST_CASE("matcher: count ranges take the most that fits within max", "[matcher]") {
     Matcher m = load("tiny", "low");
-    Jobspec range = spec("  - type: node\n    count:\n      min: 1\n      max: 4\n      operator: '+'\n"
-                         "      operand: 1\n    with:\n      - type: core\n        count: 1");
+    Jobspec range = spec(
+        "  - type: node\n    count:\n      min: 1\n      max: 4\n      operator: '+'\n"
+        "      operand: 1\n    with:\n      - type: core\n        count: 1");
     CHECK(picked(m, must_match(m, range, 1), "node") == "node0 node1");
     REQUIRE(m.cancel(1).ok());
-    Jobspec three = spec("  - type: node\n    count:\n      min: 3\n      max: 4\n      operator: '+'\n      operand: 1\n    with:\n"
-                         "      - type: core\n        count: 1");
+    Jobspec three = spec(
+        "  - type: node\n    count:\n      min: 3\n      max: 4\n      operator: '+'\n      operand: 1\n    with:\n"
+        "      - type: core\n        count: 1");
     MatchResult r = must_match(m, three, 2, MatchOp::allocate_with_satisfiability);
     CHECK_FALSE(r.matched);
     CHECK(r.unsatisfiable);
@@ -232,14 +239,16 @@ TEST_CASE("matcher: a jobspec may leave out cluster and rack", "[matcher]") {
 
 TEST_CASE("matcher: locality packs into the tightest subtree that fits", "[matcher]") {
     Matcher m = load("tiny", "locality");
-    Jobspec ten = spec("  - type: slot\n    count: 1\n    label: default\n    with:\n      - type: core\n"
-                       "        count: 10");
+    Jobspec ten = spec(
+        "  - type: slot\n    count: 1\n    label: default\n    with:\n      - type: core\n"
+        "        count: 10");
     MatchResult a = must_match(m, ten, 1);
     REQUIRE(a.matched);
     // node0 now has 8 free on one socket and 18 on the other: 8 cores go to
     // the 8 left, not to the empty socket or the empty node.
-    MatchResult b = must_match(m, spec("  - type: slot\n    count: 1\n    label: default\n    with:\n"
-                                       "      - type: core\n        count: 8"),
+    MatchResult b = must_match(m,
+                               spec("  - type: slot\n    count: 1\n    label: default\n    with:\n"
+                                    "      - type: core\n        count: 8"),
                                2);
     REQUIRE(b.matched);
     std::string first_core = picked(m, a).substr(0, picked(m, a).find(' '));
@@ -251,9 +260,10 @@ TEST_CASE("matcher: locality packs into the tightest subtree that fits", "[match
 TEST_CASE("matcher: medium has 72 nodes; 73 is unsatisfiable", "[matcher]") {
     Matcher m = load("medium", "first");
     auto nodes = [](int n) {
-        return spec(fmt::format("  - type: node\n    count: {}\n    with:\n      - type: slot\n        count: 1\n"
-                                "        label: default\n        with:\n          - type: core\n            count: 1",
-                                n));
+        return spec(
+            fmt::format("  - type: node\n    count: {}\n    with:\n      - type: slot\n        count: 1\n"
+                        "        label: default\n        with:\n          - type: core\n            count: 1",
+                        n));
     };
     CHECK(must_match(m, nodes(72), 1).matched);
     MatchResult r = must_match(m, nodes(73), 2, MatchOp::allocate_orelse_reserve);
@@ -263,9 +273,10 @@ TEST_CASE("matcher: medium has 72 nodes; 73 is unsatisfiable", "[matcher]") {
 
 TEST_CASE("matcher: resv_test reserves a job behind a full machine", "[matcher]") {
     Matcher m = load("resv_test", "first");
-    Jobspec one_node = spec("  - type: node\n    count: 1\n    exclusive: true\n    with:\n"
-                            "      - type: core\n        count: 1",
-                            3600);
+    Jobspec one_node = spec(
+        "  - type: node\n    count: 1\n    exclusive: true\n    with:\n"
+        "      - type: core\n        count: 1",
+        3600);
     for (uint64_t id = 1; id <= 108; ++id)
         REQUIRE(must_match(m, one_node, id).matched);
     CHECK_FALSE(must_match(m, one_node, 109).matched);

@@ -5,10 +5,10 @@
 
 #include <unistd.h>
 
-#include "core/constraint.hpp"
 #include "resource/cgroup.hpp"
 #include "resource/discovery.hpp"
 #include "resource/machine_topology.hpp"
+#include "sched/constraint.hpp"
 
 using namespace banyan;
 namespace fs = std::filesystem;
@@ -90,7 +90,8 @@ TEST_CASE("discovery reads sockets, cores and memory from a synthetic topology",
 }
 
 TEST_CASE("discovery finds GPUs by CUDA device or 3D class, not a plain VGA chip", "[discovery]") {
-    auto n = discover_node(0, "gpu0", {.xml_path = (std::filesystem::path(BANYAN_TEST_DATA_DIR) / "hwloc" / "two-gpu-node.xml").string()});
+    auto n = discover_node(
+        0, "gpu0", {.xml_path = (std::filesystem::path(BANYAN_TEST_DATA_DIR) / "hwloc" / "two-gpu-node.xml").string()});
     REQUIRE(n.ok());
     REQUIRE(n->sockets.size() == 2);
     CHECK(n->sockets[0].gpus.format() == "0");

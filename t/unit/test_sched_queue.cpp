@@ -14,6 +14,12 @@ using namespace banyan;
 
 namespace {
 
+// A known policy's (the name is this file's, and right).
+std::unique_ptr<MatchPolicy> policy_named(const std::string& name) {
+    auto policy = MatchPolicy::create(name);
+    return std::move(*policy);
+}
+
 struct Fixture {
     std::unique_ptr<Matcher> matcher;
     std::unique_ptr<SchedQueue> queue;
@@ -23,16 +29,17 @@ struct Fixture {
         REQUIRE(text.ok());
         auto graph = read_grug(*text);
         REQUIRE(graph.ok());
-        matcher = std::make_unique<Matcher>(*graph, *MatchPolicy::from_name("pack"));
+        matcher = std::make_unique<Matcher>(*graph, policy_named("pack"));
         queue = std::make_unique<SchedQueue>(*matcher, QueueConfig{policy, 1000, 64, 60});
     }
     // N whole nodes for `duration` seconds.
     static Jobspec nodes(int n, int duration) {
-        auto js = Jobspec::parse(fmt::format("{{version: 1, resources: [{{type: node, count: {}, exclusive: true, "
-                                             "with: [{{type: slot, count: 1, label: t, with: [{{type: core, count: "
-                                             "1}}]}}]}}], tasks: [{{command: [app], slot: t, count: {{per_slot: 1}}}}],"
-                                             " attributes: {{system: {{duration: {}}}}}}}",
-                                             n, duration));
+        auto js =
+            Jobspec::parse(fmt::format("{{version: 1, resources: [{{type: node, count: {}, exclusive: true, "
+                                       "with: [{{type: slot, count: 1, label: t, with: [{{type: core, count: "
+                                       "1}}]}}]}}], tasks: [{{command: [app], slot: t, count: {{per_slot: 1}}}}],"
+                                       " attributes: {{system: {{duration: {}}}}}}}",
+                                       n, duration));
         REQUIRE(js.ok());
         return *js;
     }
@@ -184,7 +191,7 @@ TEST_CASE("queue: a reloaded graph keeps running jobs where they run", "[queue]"
         REQUIRE(graph.ok());
         return std::move(*graph);
     };
-    Matcher matcher(nodes({4, 4}), *MatchPolicy::from_name("pack"));
+    Matcher matcher(nodes({4, 4}), policy_named("pack"));
     SchedQueue queue(matcher, QueueConfig{QueuePolicy::fcfs, 1000, 64, 60});
     auto pass = [&](int64_t now) {
         Ids ids;

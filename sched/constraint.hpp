@@ -16,15 +16,12 @@
 
 #include "core/idset.hpp"
 #include "core/result.hpp"
+#include "resource/node.hpp"
 
 namespace banyan {
 
 // Whether a node has the property named.
 using PropertyTest = std::function<bool(std::string_view)>;
-
-// A property name: not empty, no whitespace, no leading '^' (that is the
-// negation), none of `,()"'`. Error says what is wrong with `name`.
-Result<void> check_property_name(std::string_view name);
 
 class Constraint {
   public:

@@ -1,4 +1,4 @@
-#include "core/job_filter.hpp"
+#include "sched/job_filter.hpp"
 
 #include <cctype>
 #include <map>

@@ -1,4 +1,4 @@
-#include "core/constraint.hpp"
+#include "sched/constraint.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -19,17 +19,6 @@ bool is_space(char c) {
 }
 
 }  // namespace
-
-Result<void> check_property_name(std::string_view name) {
-    if (name.empty())
-        return make_error(EINVAL, "a property name is empty");
-    if (name.front() == '^')
-        return make_error(EINVAL, fmt::format("property '{}': a name cannot start with ^ (^ negates)", name));
-    for (char c : name)
-        if (is_space(c) || std::string_view(",()\"'").find(c) != std::string_view::npos)
-            return make_error(EINVAL, fmt::format("property '{}': '{}' is not allowed in a name", name, c));
-    return {};
-}
 
 Result<Constraint> Constraint::from_json(const nlohmann::json& j, const std::string& path) {
     size_t hosts_left = kMaxConstraintHosts;
