@@ -36,6 +36,16 @@ inline const nlohmann::json& json_object_at(const nlohmann::json& object,
     return *at;
 }
 
+// The array at `key` of `object`, or an empty array when it is missing or
+// not an array: a reference, as json_object_at.
+inline const nlohmann::json& json_array_at(const nlohmann::json& object, std::string_view key) {
+    static const nlohmann::json empty = nlohmann::json::array();
+    if (!object.is_object())
+        return empty;
+    auto it = object.find(key);
+    return it == object.end() || !it->is_array() ? empty : *it;
+}
+
 template <class T>
 Result<T> json_field(const nlohmann::json& object, std::string_view key, T fallback, std::string_view path = "") {
     if (!object.is_object())

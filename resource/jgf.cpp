@@ -84,27 +84,30 @@ Result<ResourceGraph> ResourceGraph::from_jgf(const nlohmann::json& document) {
         const auto& m = n["metadata"];
         if (!m.contains("type") || !m["type"].is_string())
             return bad(where + ".metadata.type: expected a string");
-        for (const char* key : {"basename", "name", "unit"})
-            if (m.contains(key) && !m[key].is_string())
-                return bad(fmt::format("{}.metadata.{}: expected a string", where, key));
-        for (const char* key : {"id", "size", "rank"})
-            if (m.contains(key) && !m[key].is_number_integer())
-                return bad(fmt::format("{}.metadata.{}: expected an integer", where, key));
         if (by_id.count(n["id"].get<std::string>()))
             return bad(fmt::format("{}: id '{}' appears twice", where, n["id"].get<std::string>()));
         // Older graphs give only a name: basename and id come from it.
         std::string type = m["type"].get<std::string>();
-        std::string name = m.value("name", "");
-        auto [base, number] = split_name(name.empty() ? type : name);
-        Vertex v = out.add_vertex(std::nullopt, type, m.value("basename", base), m.value("id", number.value_or(0)),
-                                  m.value("rank", -1), m.value("size", int64_t{1}), m.value("unit", ""), name);
+        std::string meta = where + ".metadata";
+        auto name = json_field<std::string>(m, "name", "", meta);
+        if (!name)
+            return bad(name.error().message);
+        auto [base, number] = split_name(name->empty() ? type : *name);
+        auto basename = json_field<std::string>(m, "basename", base, meta);
+        auto id = json_field<int64_t>(m, "id", number.value_or(0), meta);
+        auto rank = json_field<int32_t>(m, "rank", -1, meta);
+        auto size = json_field<int64_t>(m, "size", 1, meta);
+        auto unit = json_field<std::string>(m, "unit", "", meta);
+        if (auto e = first_error(basename, id, rank, size, unit))
+            return bad(e->message);
+        Vertex v = out.add_vertex(std::nullopt, type, *basename, *id, *rank, *size, *unit, *name);
         auto exclusive = json_field(m, "exclusive", false, where + ".metadata");
         if (!exclusive)
-            return exclusive.error();
+            return bad(exclusive.error().message);
         (*out.g_)[v].exclusive = *exclusive;
         auto properties = json_field(m, "properties", nlohmann::json::object(), where + ".metadata");
         if (!properties)
-            return properties.error();
+            return bad(properties.error().message);
         for (const auto& [prop, value] : properties->items()) {
             if (auto ok = check_property_name(prop); !ok)
                 return bad(fmt::format("{}.metadata.properties: {}", where, ok.error().message));
@@ -115,10 +118,9 @@ Result<ResourceGraph> ResourceGraph::from_jgf(const nlohmann::json& document) {
             out.add_property(v, text.empty() ? prop : prop + "=" + text);
         }
         by_id[n["id"].get<std::string>()] = v;
-        auto containment = json_field(m.value("paths", nlohmann::json::object()), "containment", std::string(),
-                                      where + ".metadata.paths");
+        auto containment = json_field(json_object_at(m, {"paths"}), "containment", std::string(), meta + ".paths");
         if (!containment)
-            return containment.error();
+            return bad(containment.error().message);
         paths.push_back(*containment);
     }
     i = 0;

@@ -203,8 +203,8 @@ Result<JobspecResource> canonical_resource(const json& j, const std::string& pat
     for (const char* key : {"unit", "label", "id"})
         if (j.contains(key) && !(j[key].is_string() || (std::string(key) == "id" && j[key].is_number_integer())))
             return bad(fmt::format("{}.{}", path, key), "must be a scalar string");
-    r.unit = j.value("unit", "");
-    r.label = j.value("label", "");
+    r.unit = json_field<std::string>(j, "unit", "").value_or("");  // (checked above: a string)
+    r.label = json_field<std::string>(j, "label", "").value_or("");
     if (j.contains("exclusive")) {
         if (!j["exclusive"].is_boolean())
             return bad(path + ".exclusive", "must be true or false");

@@ -17,8 +17,7 @@
 namespace banyan {
 namespace {
 
-constexpr std::array<std::string_view, 6> kStateNames = {"depend", "priority", "sched",
-                                                          "run",    "cleanup",  "inactive"};
+constexpr std::array<std::string_view, 6> kStateNames = {"depend", "priority", "sched", "run", "cleanup", "inactive"};
 
 // A count: a number, or a range's min ({"min": N, ...}).
 uint64_t count_of(const nlohmann::json& c) {
@@ -31,8 +30,8 @@ uint64_t count_of(const nlohmann::json& c) {
 
 // Tasks the jobspec asks for: a total, or per_slot times the slots.
 uint32_t count_tasks(const nlohmann::json& jobspec) {
-    const auto& tasks = jobspec.value("tasks", nlohmann::json::array());
-    if (tasks.empty() || !tasks[0].contains("count"))
+    const auto& tasks = json_array_at(jobspec, "tasks");
+    if (tasks.empty() || !tasks[0].is_object() || !tasks[0].contains("count"))
         return 1;
     const auto& count = tasks[0]["count"];
     if (count.contains("total"))
@@ -45,7 +44,7 @@ uint32_t count_tasks(const nlohmann::json& jobspec) {
     while (level && level->is_array() && !level->empty()) {
         const auto& r = (*level)[0];
         slots *= r.contains("count") ? count_of(r["count"]) : 1;
-        if (r.value("type", "") == "slot")
+        if (json_field<std::string>(r, "type", "").value_or("") == "slot")
             break;
         auto with = r.find("with");
         level = with == r.end() ? nullptr : &*with;
@@ -72,8 +71,8 @@ uint64_t count_resources(const nlohmann::json& level, std::string_view type, uin
 }
 
 uint32_t count_nodes(const nlohmann::json& jobspec) {
-    const auto& res = jobspec.value("resources", nlohmann::json::array());
-    if (res.empty() || res[0].value("type", "") != "node")
+    const auto& res = json_array_at(jobspec, "resources");
+    if (res.empty() || json_field<std::string>(res[0], "type", "").value_or("") != "node")
         return 0;
     return static_cast<uint32_t>(res[0].contains("count") ? count_of(res[0]["count"]) : 1);
 }
@@ -86,7 +85,9 @@ std::chrono::milliseconds delay_until(double when) {
         static_cast<int64_t>(std::ceil(std::clamp((when - wall_now()) * 1000, 0.0, kCenturyMs))));
 }
 
-std::string_view state_name(JobState state) { return kStateNames[static_cast<size_t>(state)]; }
+std::string_view state_name(JobState state) {
+    return kStateNames[static_cast<size_t>(state)];
+}
 
 Result<JobState> state_from_name(std::string_view name) {
     for (size_t i = 0; i < kStateNames.size(); i++)
@@ -112,9 +113,9 @@ Result<JobEvent> JobEvent::from_json(const nlohmann::json& j) {
 
 Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& queues) {
     const auto& system = json_object_at(spec, {"attributes", "system"});
-    nlohmann::json for_sched{{"version", spec.value("version", 1)},
-                             {"resources", spec.value("resources", nlohmann::json::array())},
-                             {"tasks", spec.value("tasks", nlohmann::json::array())}};
+    nlohmann::json for_sched{{"version", json_field<int64_t>(spec, "version", 1).value_or(1)},
+                             {"resources", json_array_at(spec, "resources")},
+                             {"tasks", json_array_at(spec, "tasks")}};
     // What the scheduler needs of attributes.system: the duration, the
     // constraints (validated at submit), the queue and the profile hint.
     for (const char* key : {"duration", "constraints"})
@@ -148,10 +149,10 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
     const auto& job_attrs = json_object_at(system, {"job"});
     if (job_attrs.contains("name") && job_attrs["name"].is_string())
         name = job_attrs["name"].get<std::string>();
-    else if (!spec.value("tasks", nlohmann::json::array()).empty() &&
-             !spec["tasks"][0].value("command", nlohmann::json::array()).empty() &&
-             spec["tasks"][0]["command"][0].is_string()) {
-        std::string arg0 = spec["tasks"][0]["command"][0].get<std::string>();
+    else if (const auto& tasks = json_array_at(spec, "tasks"); !tasks.empty() &&
+                                                               !json_array_at(tasks[0], "command").empty() &&
+                                                               json_array_at(tasks[0], "command")[0].is_string()) {
+        std::string arg0 = json_array_at(tasks[0], "command")[0].get<std::string>();
         name = arg0.substr(arg0.rfind('/') == std::string::npos ? 0 : arg0.rfind('/') + 1);
     }
     if (auto options = read_shell_options(system); options && options->signal) {
@@ -204,9 +205,16 @@ std::string_view Job::result() const {
 }
 
 nlohmann::json Job::summary() const {
-    nlohmann::json s{{"id", id},         {"userid", userid},     {"name", name},         {"state", state_name(state)},
-                     {"urgency", urgency}, {"priority", priority}, {"ntasks", ntasks},     {"nnodes", nnodes},
-                     {"nodelist", nodelist}, {"t_submit", t_submit}};
+    nlohmann::json s{{"id", id},
+                     {"userid", userid},
+                     {"name", name},
+                     {"state", state_name(state)},
+                     {"urgency", urgency},
+                     {"priority", priority},
+                     {"ntasks", ntasks},
+                     {"nnodes", nnodes},
+                     {"nodelist", nodelist},
+                     {"t_submit", t_submit}};
     if (!queue.empty())
         s["queue"] = queue;
     if (!instance_uri.empty())

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "resource/graph.hpp"
 #include "resource/grug.hpp"
 #include "resource/rv1.hpp"
@@ -138,6 +140,19 @@ TEST_CASE("JGF round-trips a graph", "[graph][jgf]") {
           R"({"graph":{"nodes":[{"id":"0","metadata":{"type":"a"}}],"edges":[{"source":"0","target":"9"}]}})"}) {
         INFO(bad);
         CHECK(!ResourceGraph::from_jgf(nlohmann::json::parse(bad)).ok());
+    }
+    // A metadata field of the wrong type, or out of range, is named.
+    for (auto [metadata, message] : std::initializer_list<std::pair<const char*, const char*>>{
+             {R"("rank":"x")", "JGF: graph.nodes[0].metadata.rank: expected an integer"},
+             {R"("rank":4294967296)", "JGF: graph.nodes[0].metadata.rank: expected an integer"},
+             {R"("name":7)", "JGF: graph.nodes[0].metadata.name: expected a string"},
+             {R"("unit":[])", "JGF: graph.nodes[0].metadata.unit: expected a string"},
+             {R"("paths":{"containment":1})", "JGF: graph.nodes[0].metadata.paths.containment: expected a string"}}) {
+        auto text = fmt::format(R"({{"graph":{{"nodes":[{{"id":"0","metadata":{{"type":"a",{}}}}}]}}}})", metadata);
+        auto r = ResourceGraph::from_jgf(nlohmann::json::parse(text));
+        INFO(text);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error().message == message);
     }
 }
 
