@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "broker/accounting/accounting_service.hpp"
 #include "broker/bootstrap.hpp"
 #include "broker/broker.hpp"
 #include "broker/builtin/builtin_services.hpp"
@@ -171,6 +172,10 @@ int main(int argc, char** argv) {
     auto exec = ExecService::start(broker);
     if (!exec)
         return stop(exec.error().message);
+    // Before the job manager, which sends it records from its start on.
+    auto accounting = AccountingService::start(broker);
+    if (!accounting)
+        return stop(accounting.error().message);
     auto job_manager = JobManager::start(broker);
     if (!job_manager)
         return stop(job_manager.error().message);

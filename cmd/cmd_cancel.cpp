@@ -31,8 +31,8 @@ void add_cancel(CLI::App& app, int& exit_code) {
         }
         std::map<uint32_t, JobId> in_flight;
         for (JobId id : targets)
-            in_flight[must(client.send(
-                Message::request("job-manager.cancel", {{"id", id}, {"note", message}}, 0)))] = id;
+            in_flight[must(client.send(Message::request("job-manager.cancel", {{"id", id}, {"note", message}}, 0)))] =
+                id;
         exit_code = 0;
         ProgressBar bar("cancel", all ? targets.size() : 0, progress_wanted(progress));
         while (!in_flight.empty()) {

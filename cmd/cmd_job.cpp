@@ -29,7 +29,9 @@ namespace banyan::cli {
 namespace {
 
 volatile std::sig_atomic_t interrupts = 0;
-extern "C" void count_interrupt(int) { interrupts = interrupts + 1; }
+extern "C" void count_interrupt(int) {
+    interrupts = interrupts + 1;
+}
 
 // --pty: this terminal is raw while attached, so every key (Ctrl-C,
 // Ctrl-Z, arrows) goes to the job's terminal, which acts on it; it is put
@@ -49,7 +51,9 @@ extern "C" void restore_terminal_and_die(int signo) {
     std::signal(signo, SIG_DFL);
     std::raise(signo);
 }
-extern "C" void note_window_change(int) { window_changed = 1; }
+extern "C" void note_window_change(int) {
+    window_changed = 1;
+}
 
 void make_terminal_raw() {
     if (terminal_raw || !isatty(0) || tcgetattr(0, &saved_terminal) != 0)
@@ -216,8 +220,7 @@ int attach_job(Client& client, JobId id, bool interactive, bool with_stdin, bool
                     fmt::print(stderr, "banyan: canceling job {}\n", jid);
                     (void)client.send(Message::request("job-manager.cancel", {{"id", id}}, 0));
                 } else {
-                    fmt::print(stderr, "banyan: sending SIGINT to job {} (Ctrl-C again within 2 s cancels it)\n",
-                               jid);
+                    fmt::print(stderr, "banyan: sending SIGINT to job {} (Ctrl-C again within 2 s cancels it)\n", jid);
                     (void)client.send(Message::request("job-manager.kill", {{"id", id}, {"signal", SIGINT}}, 0));
                 }
             }
@@ -265,9 +268,9 @@ namespace {
 // `timeout_text` as the user gave it) passes first.
 int wait_event(Client& client, JobId id, const std::string& name, double timeout, const std::string& timeout_text) {
     std::string jid = format_jobid(id);
-    auto deadline = timeout > 0 ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                      std::chrono::duration<double>(timeout))
-                                : Clock::time_point::max();
+    auto deadline =
+        timeout > 0 ? Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout))
+                    : Clock::time_point::max();
     constexpr uint32_t kNoOutput = std::numeric_limits<uint32_t>::max();  // (an attach that reads none)
     uint32_t events_from = 0;
     for (;;) {
@@ -279,8 +282,8 @@ int wait_event(Client& client, JobId id, const std::string& name, double timeout
             if (now >= deadline)
                 fail(fmt::format("{}: no {} event within {}", jid, name, timeout_text));
             auto wait = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100));
-            auto msg = client.recv(std::chrono::duration_cast<std::chrono::milliseconds>(wait) +
-                                   std::chrono::milliseconds(1));
+            auto msg =
+                client.recv(std::chrono::duration_cast<std::chrono::milliseconds>(wait) + std::chrono::milliseconds(1));
             if (msg && msg->matchtag == tag)
                 answer = std::move(*msg);
             else if (!msg && msg.error().code != ETIMEDOUT)
@@ -371,7 +374,8 @@ void add_job(CLI::App& app, int& exit_code) {
         "wait-event", "Wait until the job's eventlog has EVENT (start, finish, exception, ...); print it");
     wait_event_cmd->add_option("ID", id_text, "job id")->required();
     wait_event_cmd->add_option("EVENT", event_name, "the event's name, as banyan job eventlog prints it")->required();
-    wait_event_cmd->add_option("-t,--timeout", timeout_text, "give up after this long (10s, 2m; a bare number: seconds)");
+    wait_event_cmd->add_option("-t,--timeout", timeout_text,
+                               "give up after this long (10s, 2m; a bare number: seconds)");
     wait_event_cmd->callback([&exit_code] {
         double timeout = 0;
         if (!timeout_text.empty()) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cmd/cli_util.hpp"
+#include "cmd/output_format.hpp"
 #include "core/duration.hpp"
 #include "core/idset.hpp"
 #include "core/json_field.hpp"
@@ -108,108 +109,25 @@ std::string field(const JobView& j, const std::string& name, const std::map<JobI
     return v.is_string() ? v.get<std::string>() : v.dump();
 }
 
-// One piece of a -o format: literal text, then a field with its width.
-struct Segment {
-    std::string literal;
-    std::string field;  // empty: literal only
-    char align = '<';
-    size_t width = 0;
-    size_t precision = std::string::npos;  // the most characters shown
-};
-
-// Parses "{name[:[<>^]W[.P]]}" fields once; an unknown field or a bad
-// spec fails before anything is printed.
-std::vector<Segment> parse_format(const std::string& format) {
+const std::set<std::string>& known_fields() {
     static const std::set<std::string> known = {"id",       "id.dec",   "user",    "name",     "st",    "state",
                                                 "result",   "ntasks",   "nnodes",  "time",     "info",  "urgency",
                                                 "priority", "nodelist", "status",  "t_submit", "t_run", "t_inactive",
                                                 "userid",   "queue",    "instance"};
-    std::vector<Segment> out;
-    Segment cur;
-    for (size_t i = 0; i < format.size();) {
-        if (format[i] != '{') {
-            cur.literal += format[i++];
-            continue;
-        }
-        size_t close = format.find('}', i);
-        if (close == std::string::npos)
-            fail(fmt::format("-o {}: '{{' without '}}'", format));
-        std::string spec = format.substr(i + 1, close - i - 1);
-        auto colon = spec.find(':');
-        cur.field = spec.substr(0, colon);
-        if (!known.count(cur.field))
-            fail(fmt::format("-o: unknown field {{{}}} (known: {{{}}})", cur.field, fmt::join(known, "}, {")));
-        if (colon != std::string::npos) {
-            std::string w = spec.substr(colon + 1);
-            if (!w.empty() && (w[0] == '<' || w[0] == '>' || w[0] == '^')) {
-                cur.align = w[0];
-                w.erase(0, 1);
-            }
-            auto dot = w.find('.');
-            auto width = parse_decimal(w.substr(0, dot), 1000, "width");
-            auto precision = dot == std::string::npos ? Result<uint64_t>(uint64_t{std::string::npos})
-                                                      : parse_decimal(w.substr(dot + 1), 1000, "precision");
-            if ((!w.substr(0, dot).empty() && !width) || !precision)
-                fail(fmt::format("-o: {{{}}}: expected {{{}:[<>^]WIDTH[.MAX]}}", spec, cur.field));
-            cur.width = w.substr(0, dot).empty() ? 0 : static_cast<size_t>(*width);
-            cur.precision = static_cast<size_t>(*precision);
-        }
-        out.push_back(std::move(cur));
-        cur = Segment{};
-        i = close + 1;
-    }
-    if (!cur.literal.empty())
-        out.push_back(std::move(cur));
-    return out;
+    return known;
 }
 
-void append_padded(std::string& out, std::string value, const Segment& s) {
-    if (value.size() > s.precision)
-        value.resize(s.precision);
-    size_t pad = s.width > value.size() ? s.width - value.size() : 0;
-    size_t left = s.align == '>' ? pad : s.align == '^' ? pad / 2 : 0;
-    out.append(left, ' ');
-    out += value;
-    out.append(pad - left, ' ');
-}
-
-std::string render(const std::vector<Segment>& format, const JobView& j, const std::map<JobId, std::string>& reasons) {
-    std::string out;
-    for (const auto& s : format) {
-        out += s.literal;
-        if (!s.field.empty())
-            append_padded(out, field(j, s.field, reasons), s);
-    }
-    while (!out.empty() && out.back() == ' ')
-        out.pop_back();
-    return out;
-}
-
-std::string header(const std::vector<Segment>& format) {
-    std::string out;
-    for (const auto& s : format) {
-        out += s.literal;
-        std::string title;
-        for (char c : s.field == "id" || s.field == "id.dec" ? std::string("jobid") : s.field)
-            title += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        if (!s.field.empty())
-            append_padded(out, title, s);
-    }
-    while (!out.empty() && out.back() == ' ')
-        out.pop_back();
-    return out;
+std::string title_of(const std::string& field) {
+    return field == "id" || field == "id.dec" ? "jobid" : field;
 }
 
 // The listing as text: why pending jobs wait comes from the scheduler.
-std::string table(Client& client, const JobList& jobs, const std::vector<Segment>& segments, bool with_header) {
+std::string table(Client& client, const JobList& jobs, const OutputFormat& format, bool with_header) {
     std::map<JobId, std::string> reasons;
     bool any_pending = false;
     for (size_t i = 0; i < jobs.size(); i++)
         any_pending = any_pending || JobView{jobs, i}.text("state", "") == "sched";
-    bool wants_info = false;
-    for (const auto& s : segments)
-        wants_info = wants_info || s.field == "info";
-    if (any_pending && wants_info) {
+    if (any_pending && format.has("info")) {
         if (auto q = client.rpc("sched.queue", nlohmann::json::object(), 0))
             for (const auto& p : (*q)["jobs"])
                 reasons[json_field<JobId>(p, "id", 0, "id").value_or(0)] =
@@ -217,9 +135,9 @@ std::string table(Client& client, const JobList& jobs, const std::vector<Segment
     }
     std::string out;
     if (with_header)
-        out = header(segments) + "\n";
+        out = format.header(title_of) + "\n";
     for (size_t i = 0; i < jobs.size(); i++)
-        out += render(segments, JobView{jobs, i}, reasons) + "\n";
+        out += format.render([&](const std::string& name) { return field(JobView{jobs, i}, name, reasons); }) + "\n";
     return out;
 }
 
@@ -258,7 +176,7 @@ void add_jobs(CLI::App& app, int& exit_code) {
         }
         if (count > 0 && results.empty() && !uid)
             body["max"] = count;
-        auto segments = parse_format(format);
+        OutputFormat layout(format, known_fields());
         Client client = connect_to_instance();
         JobList jobs = list_jobs(client, body);
         // What the broker cannot select (results, a user) is selected
@@ -287,7 +205,7 @@ void add_jobs(CLI::App& app, int& exit_code) {
             exit_code = 0;
             return;
         }
-        fmt::print("{}", table(client, jobs, segments, !no_header));
+        fmt::print("{}", table(client, jobs, layout, !no_header));
         exit_code = 0;
     });
 }
@@ -297,7 +215,7 @@ std::string active_jobs_table(Client& client, bool all_users, size_t max) {
     if (max > 0)
         body["max"] = max;
     JobList jobs = list_jobs(client, body);
-    return table(client, jobs, parse_format(kDefaultFormat), true);
+    return table(client, jobs, OutputFormat(kDefaultFormat, known_fields()), true);
 }
 
 }  // namespace banyan::cli

@@ -249,12 +249,12 @@ int run_test_instance(const StartOptions& o) {
     // shell needs both); we ignore the terminal's SIGINT and SIGQUIT meanwhile.
     std::signal(SIGINT, SIG_IGN);
     std::signal(SIGQUIT, SIG_IGN);
-    auto proc = Subprocess::spawn(reactor, {.argv = command, .new_process_group = false, .keep_descriptors = true},
-                                  [&](int s) {
-        status = s;
-        done = true;
-        reactor.stop();
-    });
+    auto proc =
+        Subprocess::spawn(reactor, {.argv = command, .new_process_group = false, .keep_descriptors = true}, [&](int s) {
+            status = s;
+            done = true;
+            reactor.stop();
+        });
     int exit_code = 127;
     if (!proc) {
         fmt::print(stderr, "banyan start: {}\n", proc.error().message);

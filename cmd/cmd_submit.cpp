@@ -330,7 +330,9 @@ void add_submit(CLI::App& app, int& exit_code) {
         std::vector<JobId> ids = submit_all(client, jobspecs, o.urgency, !quiet, progress);
         exit_code = 0;
         for (JobId id : ids) {
-            int code = watch ? attach_job(client, id, false, false, false) : wait ? wait_job(client, id, "banyan submit") : 0;
+            int code = watch  ? attach_job(client, id, false, false, false)
+                       : wait ? wait_job(client, id, "banyan submit")
+                              : 0;
             exit_code = std::max(exit_code, code);
         }
     });

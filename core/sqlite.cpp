@@ -6,7 +6,9 @@
 #include "core/private_dir.hpp"
 
 namespace banyan {
-void Database::StatementDeleter::operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
+void Database::StatementDeleter::operator()(sqlite3_stmt* s) const {
+    sqlite3_finalize(s);
+}
 
 Result<Database> Database::open(const std::string& path, std::string_view own_table) {
     // Only the owner may read it (jobs' environments and output are in it):
@@ -131,6 +133,28 @@ Result<std::vector<SqlRow>> Database::query(std::string_view sql, const std::vec
         }
         rows.push_back(std::move(row));
     }
+}
+
+Result<StoreConnections> open_store(const std::string& path, std::string_view own_table, std::string_view schema,
+                                    std::string_view what, std::string_view version) {
+    auto writer = Database::open(path, own_table);
+    if (!writer)
+        return writer.error();
+    if (auto r = writer->exec("PRAGMA synchronous=FULL;"); !r)
+        return r.error();
+    if (auto r = writer->exec(schema); !r)
+        return r.error();
+    auto found = writer->query("SELECT value FROM meta WHERE key = 'schema_version'");
+    if (!found)
+        return found.error();
+    std::string have = found->empty() ? "?" : sql_text((*found)[0][0]);
+    if (have != version)
+        return make_error(EINVAL, fmt::format("{}: {} schema version {} (this broker reads version {})", writer->path(),
+                                              what, have, version));
+    auto reader = Database::open(path, own_table);
+    if (!reader)
+        return reader.error();
+    return StoreConnections{std::move(*writer), std::move(*reader)};
 }
 
 }  // namespace banyan

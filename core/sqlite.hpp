@@ -21,6 +21,18 @@ namespace banyan {
 using SqlValue = std::variant<std::nullptr_t, int64_t, double, std::string>;
 using SqlRow = std::vector<SqlValue>;
 
+// A column's value as the type a reader expects; another type (NULL among
+// them) reads as 0 or "".
+inline int64_t sql_int(const SqlValue& v) {
+    return std::holds_alternative<int64_t>(v) ? std::get<int64_t>(v) : 0;
+}
+inline double sql_real(const SqlValue& v) {
+    return std::holds_alternative<double>(v) ? std::get<double>(v) : static_cast<double>(sql_int(v));
+}
+inline std::string sql_text(const SqlValue& v) {
+    return std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : "";
+}
+
 class Database {
   public:
     // Opens (creating) the file in WAL mode. A database that has tables
@@ -52,5 +64,18 @@ class Database {
     std::string path_;
     std::unordered_map<std::string, Statement> statements_;
 };
+
+// One of rank 0's stores (the job database, the accounting store): a
+// connection for the writer, whose commits survive the machine crashing
+// (synchronous=FULL), with `schema` run and the schema_version of its meta
+// table checked to be `version`; and a second connection for reads (in WAL
+// mode it reads the last commit while the next is written). Error names
+// the file, or the version found, calling the store `what`.
+struct StoreConnections {
+    Database writer;
+    Database reader;
+};
+Result<StoreConnections> open_store(const std::string& path, std::string_view own_table, std::string_view schema,
+                                    std::string_view what, std::string_view version = "1");
 
 }  // namespace banyan

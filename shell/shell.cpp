@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -42,6 +43,21 @@ constexpr const char* kSharedMemoryDir = "/dev/shm";
 // longer read (until the queue empties): a task writing faster than its
 // output can travel waits in write() instead of filling this shell's memory.
 constexpr size_t kOutputQueueLimit = size_t{4} << 20;
+
+// What the tasks used on this node (doc/spec/accounting.md §1): the CPU
+// time (user and system) of every process this shell waited for (tasks,
+// their children that they waited for, orphans it reaped) and the largest
+// resident set any one of them had, in bytes.
+nlohmann::json task_usage() {
+    rusage ru{};
+    if (getrusage(RUSAGE_CHILDREN, &ru) != 0)
+        return {{"cpu", 0}, {"maxrss", 0}};
+    auto seconds = [](const timeval& t) {
+        return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+    };
+    return {{"cpu", seconds(ru.ru_utime) + seconds(ru.ru_stime)},
+            {"maxrss", static_cast<uint64_t>(ru.ru_maxrss) * 1024}};
+}
 
 // Every child of this process (tasks, and orphans it reaped as subreaper).
 std::set<pid_t> children_of_self() {
@@ -112,8 +128,7 @@ std::unique_ptr<MachineTopology> machine_topology(const std::string& xml) {
 
 }  // namespace
 
-Shell::Shell(Reactor& reactor, int in_fd, int out_fd, std::optional<nlohmann::json> signed_jobspec,
-             UniqueFd user_lock)
+Shell::Shell(Reactor& reactor, int in_fd, int out_fd, std::optional<nlohmann::json> signed_jobspec, UniqueFd user_lock)
     : reactor_(reactor),
       signed_jobspec_(std::move(signed_jobspec)),
       user_lock_(std::move(user_lock)),
@@ -662,8 +677,7 @@ void Shell::on_task_change() {
             double limit = *job_->options.exit_timeout;
             exit_timer_.start(std::chrono::milliseconds(static_cast<int64_t>(limit * 1000)), [this, limit] {
                 raise("exit-timeout",
-                      fmt::format("a task exited and the others were still running {}s later (-o exit-timeout)",
-                                  limit),
+                      fmt::format("a task exited and the others were still running {}s later (-o exit-timeout)", limit),
                       0);
             });
         }
@@ -694,7 +708,7 @@ void Shell::finish() {
     // process's exit: nothing of the job may be left after it.
     release_job_files();
     clean_user_shm();
-    send({{"type", "finish"}, {"status", status}, {"time", wall_now()}});
+    send({{"type", "finish"}, {"status", status}, {"time", wall_now()}, {"usage", task_usage()}});
     if (!channel_)
         return;  // kept: sent, and this shell done, once a broker re-attaches
     channel_->flush();
@@ -723,7 +737,8 @@ void Shell::on_fence_result(const nlohmann::json& m) {
         return log::error("shell", "a fence result without seq or data");
     std::map<uint32_t, std::string> parts;  // in rank order
     for (const auto& [rank, data] : m["data"].items()) {
-        auto bytes = data.is_string() ? base64_decode(data.get<std::string>()) : Result<std::string>(make_error(EINVAL, "not a string"));
+        auto bytes = data.is_string() ? base64_decode(data.get<std::string>())
+                                      : Result<std::string>(make_error(EINVAL, "not a string"));
         if (!bytes)
             return raise("exec", fmt::format("fence data of rank {}: {}", rank, bytes.error().message), 0);
         parts[static_cast<uint32_t>(std::strtoul(rank.c_str(), nullptr, 10))] = std::move(*bytes);

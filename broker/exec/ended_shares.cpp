@@ -19,7 +19,8 @@ namespace banyan {
 namespace {
 
 std::string line_of(const EndedShares::End& end) {
-    return fmt::format("{} {} {:.6f} {}\n", end.id, end.status, end.time, end.started ? 1 : 0);
+    return fmt::format("{} {} {:.6f} {} {:.6f} {}\n", end.id, end.status, end.time, end.started ? 1 : 0, end.usage.cpu,
+                       end.usage.maxrss);
 }
 
 }  // namespace
@@ -30,12 +31,14 @@ EndedShares::EndedShares(std::string path, double keep_seconds) : path_(std::mov
         std::istringstream in(*text);
         std::vector<Kept> read;
         for (std::string line; std::getline(in, line);) {
-            unsigned long long id = 0;
+            unsigned long long id = 0, maxrss = 0;
             int status = 0, started = 0;
-            double time = 0;
-            if (std::sscanf(line.c_str(), "%llu %d %lf %d", &id, &status, &time, &started) == 4 &&
-                now - time <= keep_seconds_)
-                read.push_back({{id, status, time, started != 0}, std::min(time, now), 0});
+            double time = 0, cpu = 0;
+            // Six fields; four from a broker before usage was kept.
+            int fields =
+                std::sscanf(line.c_str(), "%llu %d %lf %d %lf %llu", &id, &status, &time, &started, &cpu, &maxrss);
+            if ((fields == 4 || fields == 6) && now - time <= keep_seconds_)
+                read.push_back({{id, status, time, started != 0, {cpu, maxrss}}, std::min(time, now), 0});
         }
         std::stable_sort(read.begin(), read.end(), [](const Kept& a, const Kept& b) { return a.kept_at < b.kept_at; });
         for (const auto& k : read)

@@ -26,6 +26,15 @@ struct ForRank0 {
     nlohmann::json body;
 };
 
+// What a job's tasks used on one rank (doc/spec/accounting.md §1), as its
+// shell reported it at finish.
+struct TaskUsage {
+    double cpu = 0;       // seconds, user and system
+    uint64_t maxrss = 0;  // bytes: the largest resident set of any one process
+
+    nlohmann::json to_json() const { return {{"cpu", cpu}, {"maxrss", maxrss}}; }
+};
+
 class EndedShares {
   public:
     struct End {
@@ -33,6 +42,7 @@ class EndedShares {
         int status = 0;
         double time = 0;       // as the shell reported it
         bool started = false;  // every local task had run
+        TaskUsage usage;
     };
     // `path`: the file (one line per end); `keep_seconds`: how long an end
     // is kept. Reads what a broker that died left there (less what is

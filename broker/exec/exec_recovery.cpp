@@ -120,8 +120,10 @@ void ExecService::on_reattach(const Message& req) {
                             if (resp.errnum)
                                 log::warning("exec", "{}: {} lost: {}", format_jobid(id), topic, resp.error_text());
                         });
-        broker_.respond(
-            Message::response_to(req, {{"status", ended->status}, {"time", ended->time}, {"started", ended->started}}));
+        broker_.respond(Message::response_to(req, {{"status", ended->status},
+                                                   {"time", ended->time},
+                                                   {"started", ended->started},
+                                                   {"usage", ended->usage.to_json()}}));
         return;  // kept until it expires: rank 0 may die again before it stores this
     }
     LocalJob& job = *it->second;
@@ -144,9 +146,9 @@ void ExecService::on_reconcile(const Message& req) {
         if (id.is_number_unsigned())
             keep.insert(id.get<JobId>());
     adopt_orphaned_shells();  // a shell that began waiting after this service started is judged too
-    nlohmann::json killed = kill_jobs([&keep](JobId id) { return !keep.count(id); },
-                                      fmt::format("rank 0 ended this job while rank {} was cut off",
-                                                  broker_.bootstrap().rank));
+    nlohmann::json killed =
+        kill_jobs([&keep](JobId id) { return !keep.count(id); },
+                  fmt::format("rank 0 ended this job while rank {} was cut off", broker_.bootstrap().rank));
     broker_.respond(Message::response_to(req, {{"killed", killed}}));
 }
 
@@ -227,7 +229,8 @@ void ExecService::report_cut_off_jobs() {
             {"id", id},
             {"type", "node-failure"},
             {"severity", 0},
-            {"note", fmt::format("rank {} was cut off from rank 0: the job's tasks there and below were killed", rank)}};
+            {"note",
+             fmt::format("rank {} was cut off from rank 0: the job's tasks there and below were killed", rank)}};
         broker_.rpc(Message::request("job-manager.raise", body, 0), [id](const Message& resp) {
             if (resp.errnum)
                 log::debug("exec", "{}: node-failure not raised: {}", format_jobid(id), resp.error_text());

@@ -397,8 +397,8 @@ void ExecService::send_to_job_manager(JobId id, LocalJob& job, ForRank0 message)
 
 void ExecService::keep(LocalJob& job, ForRank0 message) {
     if (message.topic == "job-manager.output" &&
-        !job.kept_output.admit(message.body, fmt::format("on rank {} while rank 0 could not be reached",
-                                                         broker_.bootstrap().rank)))
+        !job.kept_output.admit(message.body,
+                               fmt::format("on rank {} while rank 0 could not be reached", broker_.bootstrap().rank)))
         return;
     job.kept.push_back(std::move(message));
 }
@@ -440,11 +440,12 @@ void ExecService::finish(JobId id, int status, double time) {
     if (it == jobs_.end())
         return;
     if (auto answer_to = std::exchange(it->second->answer_to, std::nullopt))  // once (fail)
-        broker_.respond(Message::response_to(*answer_to, {{"status", status}, {"time", time}}));
+        broker_.respond(Message::response_to(
+            *answer_to, {{"status", status}, {"time", time}, {"usage", it->second->usage.to_json()}}));
     // Kept whether answered or not: the answer may die with rank 0, and
     // this broker with it (rank 0's own jobs): kept in a file too.
     // Ends are kept for exec.reattach-timeout (EndedShares).
-    ended_->add({id, status, time, it->second->tasks_ran}, std::exchange(it->second->kept, {}));
+    ended_->add({id, status, time, it->second->tasks_ran, it->second->usage}, std::exchange(it->second->kept, {}));
     broker_.reactor().post([this, id] { remove_job(id); });
     for (auto f = fences_.lower_bound({id, 0}); f != fences_.end() && f->first.first == id;)
         f = fences_.erase(f);
@@ -542,7 +543,7 @@ void ExecService::on_terminate(const Message& req) {
     if (job->phase == LocalJob::Phase::held)
         return end_held(id, SIGTERM);
     if (job->escalate)
-        return;  // already on its way
+        return;           // already on its way
     if (!job->channel) {  // in its prolog: it will not start
         job->killed_before_start = SIGTERM;
         return;

@@ -128,7 +128,7 @@ class ExecService {
     Duration kill_timeout_;
     double reattach_timeout_ = 300;  // seconds
     std::string shell_path_;
-    bool fork_shells_ = false;                        // Banyan's own shell: its owner's jobs' are forked (§1.1)
+    bool fork_shells_ = false;                      // Banyan's own shell: its owner's jobs' are forked (§1.1)
     std::unique_ptr<ShellForkServer> fork_server_;  // started at the first such job
     std::optional<std::string> imp_path_;
     std::optional<std::string> prolog_, epilog_;  // exec.prolog / exec.epilog
@@ -151,7 +151,7 @@ class ExecService {
     std::unique_ptr<Timer> emptying_timer_;
     std::unique_ptr<Timer> parent_check_;
     Clock::time_point started_ = Clock::now();
-    bool cut_off_ = false;  // acted on, until the parent is back
+    bool cut_off_ = false;                 // acted on, until the parent is back
     std::set<JobId> ended_while_cut_off_;  // here and below: to report once back
     // Each job's end here, in <rundir>/jobs/ended too.
     std::unique_ptr<EndedShares> ended_;

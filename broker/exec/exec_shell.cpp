@@ -176,11 +176,11 @@ void ExecService::spawn_shell(JobId id, uint64_t launch, const SpawnOptions& opt
         }
         if (fork_server_ && fork_server_->usable()) {
             auto forked = [this, id, launch, options, on_exit, started](Result<std::unique_ptr<Subprocess>> proc,
-                                                                         bool refused) {
+                                                                        bool refused) {
                 auto it = jobs_.find(id);
                 if (proc || !refused || it == jobs_.end() || it->second->launch != launch)
                     return started(std::move(proc), false);  // (a job gone: its cgroup's fd with it)
-                int code = proc.error().code;  // (EPROTO: the server could not read the request)
+                int code = proc.error().code;                // (EPROTO: the server could not read the request)
                 if ((options.cgroup_fd < 0 || code == ENOSYS) && code != EPROTO) {
                     // clone3 itself is refused (a seccomp filter, an old
                     // kernel): this broker's shells are executed from now on.
@@ -209,7 +209,8 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
     if (!message && message.error().code == EMSGSIZE && !std::exchange(job.told_long_line, true)) {
         // Only a task that wrote into its shell's pipe sends one: the job
         // is told (not fatal), and rank 0 never holds the line.
-        std::string note = fmt::format("rank {}: from the shell: {}", broker_.bootstrap().rank, message.error().message);
+        std::string note =
+            fmt::format("rank {}: from the shell: {}", broker_.bootstrap().rank, message.error().message);
         log::error("exec", "{}: {}", format_jobid(id), note);
         return send_to_job_manager(
             id, job, {"job-manager.raise", {{"id", id}, {"type", "exec"}, {"severity", 1}, {"note", note}}});
@@ -298,8 +299,12 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
     } else if (*type == "finish") {
         auto status = json_field<int64_t>(m, "status", 0, "shell");
         auto time = json_field<double>(m, "time", 0, "shell");
-        if (auto e = first_error(status, time))
+        const auto& usage = json_object_at(m, {"usage"});
+        auto cpu = json_field<double>(usage, "cpu", 0, "shell.usage");
+        auto maxrss = json_field<uint64_t>(usage, "maxrss", 0, "shell.usage");
+        if (auto e = first_error(status, time, cpu, maxrss))
             return bad(*e);
+        job.usage = {std::max(0.0, *cpu), *maxrss};
         job.status = static_cast<int>(*status);
         job.end_time = *time > 0 ? *time : wall_now();
         // Its tasks and their files are gone (§6): the job ends now, not
@@ -325,7 +330,7 @@ void ExecService::on_shell_exit(JobId id, uint64_t launch, int wait_status) {
     auto it = jobs_.find(id);
     if (it == jobs_.end() || it->second->launch != launch)
         return (void)exiting_shells_.erase(launch);  // (allowed: its Subprocess calls this last)
-    it->second->channel->read_available();  // its last lines (finish among them) are in the pipe
+    it->second->channel->read_available();           // its last lines (finish among them) are in the pipe
     on_shell_done(id, wait_status);
 }
 

@@ -52,21 +52,22 @@ struct ExecService::LocalJob {
     // What rank 0 did not take (no route to it), and all after it, in
     // order: sent again at exec.reattach.
     std::vector<ForRank0> kept;
-    KeptOutput kept_output;  // how much of `kept` may be output
+    KeptOutput kept_output;       // how much of `kept` may be output
     bool told_long_line = false;  // the job heard once that its shell sent a line too long
-    uint32_t leader = 0;  // the first rank of R: where fences meet
+    uint32_t leader = 0;          // the first rank of R: where fences meet
     uint32_t nshells = 1;
     std::unique_ptr<Subprocess> shell;
     std::unique_ptr<LineChannel> channel;
     std::optional<JobCgroup> cgroup;
     std::optional<int> status;    // from the shell's finish
+    TaskUsage usage;              // ... and what the tasks used
     double end_time = 0;          // when its tasks ended
     size_t output_in_flight = 0;  // bytes sent to job-manager.output, not yet answered
     std::unique_ptr<Timer> simulated;
-    std::unique_ptr<Timer> escalate;  // terminate: SIGKILL, then the shell itself
-    uint32_t userid = 0;              // the job's owner
-    std::string credential;           // the owner's MUNGE credential (J), for banyan-imp
-    std::string tmpdir;               // <rundir>/jobs/<id>, removed with the job
+    std::unique_ptr<Timer> escalate;       // terminate: SIGKILL, then the shell itself
+    uint32_t userid = 0;                   // the job's owner
+    std::string credential;                // the owner's MUNGE credential (J), for banyan-imp
+    std::string tmpdir;                    // <rundir>/jobs/<id>, removed with the job
     std::vector<std::string> perilog_env;  // BANYAN_JOB_*, BANYAN_R: for the prolog and epilog
     std::unique_ptr<Subprocess> perilog;
     std::unique_ptr<Timer> perilog_timer;
@@ -74,7 +75,7 @@ struct ExecService::LocalJob {
     std::optional<int> killed_before_start;  // a signal that came during the prolog
     // Held, the shell has its job and is ready. What it would be sent
     // meanwhile, or during the prolog, waits here, in order.
-    std::function<void()> on_go;  // what exec.go starts besides (a prolog, a simulated run)
+    std::function<void()> on_go;          // what exec.go starts besides (a prolog, a simulated run)
     std::vector<std::string> held_lines;  // JSON, one line each
     // exec.proxy requests the shell has not answered yet, by tag.
     std::map<uint64_t, Message> proxied;

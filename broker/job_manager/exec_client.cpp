@@ -89,7 +89,8 @@ void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, con
         Message req = Message::request("exec.run", nlohmann::json::object(), rank);
         req.payload = fmt::format(R"({{"id":{},"userid":{},{}"R":{},{}}})", id, job->userid,
                                   ex.held ? R"("hold":true,)" : "", r_text, *spec);
-        table_.broker().rpc(std::move(req), [this, id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
+        table_.broker().rpc(std::move(req),
+                            [this, id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
     }
     send_pending_signals(*job);
 }
@@ -147,7 +148,7 @@ void ExecClient::reattach(Job& job, const IdSet& online) {
             continue;
         }
         table_.broker().rpc(Message::request("exec.reattach", {{"id", job.id}}, rank),
-                        [this, id = job.id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
+                            [this, id = job.id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
         // Its alloc is on disk: a start still held there (its exec.go was
         // lost with the old rank 0) goes on.
         if (job.state == JobState::run)
@@ -193,6 +194,12 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) 
         Execution& ex = ex_it->second;
         ex.max_status = std::max(ex.max_status, static_cast<int>(*status));
         ex.last_end = std::max(ex.last_end, *time);
+        const auto& usage = json_object_at(*body, {"usage"});
+        double cpu = json_field<double>(usage, "cpu", 0, "exec.usage").value_or(0);
+        uint64_t rss = json_field<uint64_t>(usage, "maxrss", 0, "exec.usage").value_or(0);
+        ex.cpu += std::max(0.0, cpu);
+        ex.maxrss = std::max(ex.maxrss, rss);
+        ex.totalrss += rss;
         // A rank whose share ended while rank 0 was away says whether its
         // tasks had all run: the report it sent then was lost.
         if (ex.reattached && json_field<bool>(*body, "started", false, "exec").value_or(false))
@@ -203,12 +210,13 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) 
         return;
     bool failed = ex.failed;
     int max_status = ex.max_status;
+    nlohmann::json usage{{"cpu", ex.cpu}, {"maxrss", ex.maxrss}, {"totalrss", ex.totalrss}};
     // The real end, when it came while rank 0 was away (by the ranks'
     // clocks: never before the job began).
     double at = ex.reattached ? std::max(ex.last_end, job->t_run) : 0;
     executing_.erase(ex_it);
     if (!failed)
-        table_.post(*job, "finish", {{"status", max_status}}, at);
+        table_.post(*job, "finish", {{"status", max_status}, {"usage", std::move(usage)}}, at);
     if (job->state == JobState::cleanup)
         table_.release(*job);
 }
@@ -223,7 +231,7 @@ void ExecClient::signal(const Job& job, int signo) {
 void ExecClient::signal_ranks(const Job& job, int signo) {
     for (uint32_t rank : job.ranks)
         table_.broker().rpc(Message::request("exec.kill", {{"id", job.id}, {"signal", signo}}, rank),
-                        [](const Message&) {});
+                            [](const Message&) {});
 }
 
 void ExecClient::terminate(const Job& job) {

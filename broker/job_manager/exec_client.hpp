@@ -60,6 +60,10 @@ class ExecClient {
         size_t ranks_starting = 0;  // to report their tasks started (start)
         IdSet started_ranks;        // ... those that have
         int max_status = 0;
+        // What the tasks used (accounting.md §1): CPU seconds of all
+        // ranks, the largest resident set on any, their sum.
+        double cpu = 0;
+        uint64_t maxrss = 0, totalrss = 0;
         bool failed = false;
         bool reattached = false;  // after a restart: `finish` at the time the ranks give
         double last_end = 0;      // ... the latest of them

@@ -285,8 +285,10 @@ void apply_event(Job& job, const JobEvent& ev) {
         job.state = JobState::priority;
     } else if (name == "priority") {
         job.priority = event_field<int64_t>(c, "priority", 0);
-        if (job.state == JobState::priority)
+        if (job.state == JobState::priority) {
             job.state = JobState::sched;
+            job.t_eligible = ev.timestamp;
+        }
     } else if (name == "urgency") {
         job.urgency = static_cast<int>(event_field<int64_t>(c, "urgency", job.urgency));
     } else if (name == "alloc" && job.state == JobState::sched) {
@@ -295,8 +297,12 @@ void apply_event(Job& job, const JobEvent& ev) {
         job.t_run = ev.timestamp;
         if (auto r = Rv1::from_json(event_field<nlohmann::json>(c, "R", nlohmann::json()))) {
             job.ranks.clear();
-            for (const auto& [rank, children] : r->ranks)
+            job.alloc_cores = job.alloc_gpus = 0;
+            for (const auto& [rank, children] : r->ranks) {
                 job.ranks.push_back(rank);
+                job.alloc_cores += static_cast<uint32_t>(children.cores.count());
+                job.alloc_gpus += static_cast<uint32_t>(children.gpus.count());
+            }
             job.nodelist = r->nodelist.size() > 0 ? r->nodelist.format() : r->rank_set().format();
             job.nnodes = static_cast<uint32_t>(job.ranks.size());
         }
@@ -305,6 +311,11 @@ void apply_event(Job& job, const JobEvent& ev) {
     } else if (name == "finish" && (job.state == JobState::run || job.state == JobState::cleanup)) {
         // In CLEANUP: the tasks of a canceled job ended after the exception.
         job.status = static_cast<int>(event_field<int64_t>(c, "status", 1));
+        job.t_finish = ev.timestamp;
+        const auto& usage = json_object_at(c, {"usage"});
+        job.cpu = std::max(0.0, event_field<double>(usage, "cpu", 0));
+        job.maxrss = event_field<uint64_t>(usage, "maxrss", 0);
+        job.totalrss = event_field<uint64_t>(usage, "totalrss", 0);
         if (job.state == JobState::run) {
             job.state = JobState::cleanup;
             job.t_cleanup = ev.timestamp;

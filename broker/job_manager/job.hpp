@@ -53,7 +53,7 @@ struct Job {
 
     // From the jobspec.
     std::string name;
-    std::string queue;  // "" without queues
+    std::string queue;         // "" without queues
     std::string instance_uri;  // a nested instance's socket (event `instance`); "" when not one
     uint32_t ntasks = 1;
     uint32_t nnodes = 0;  // 0: not asked for; the R decides
@@ -74,17 +74,26 @@ struct Job {
     // From the eventlog.
     JobState state = JobState::depend;
     int urgency = kDefaultUrgency;
-    int64_t priority = -1;  // -1: not yet given
+    int64_t priority = -1;        // -1: not yet given
     std::vector<uint32_t> ranks;  // of R, once allocated (R itself is in the alloc event)
     std::string nodelist;
     bool started = false;
     bool freed = false;
-    std::optional<int> status;  // exit code, once finished
+    std::optional<int> status;   // exit code, once finished
     std::string exception_type;  // the first severity-0 exception
     std::string exception_note;
+    double t_eligible = 0;  // it could first be scheduled (to SCHED)
     double t_run = 0;
+    double t_finish = 0;  // its tasks ended (finish); 0: they never ran, or the finish was lost
     double t_cleanup = 0;
     double t_inactive = 0;
+    uint32_t alloc_cores = 0;  // of R
+    uint32_t alloc_gpus = 0;
+    // What its tasks used, from finish (doc/spec/accounting.md §1): CPU
+    // seconds on all nodes, the largest resident set on any, their sum.
+    double cpu = 0;
+    uint64_t maxrss = 0;
+    uint64_t totalrss = 0;
     uint32_t next_event_seq = 0;
     uint32_t next_output_seq = 0;
     // Output stored so far (counted from this start of rank 0), and whether

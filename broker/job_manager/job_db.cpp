@@ -26,49 +26,27 @@ CREATE TABLE IF NOT EXISTS output (id INTEGER NOT NULL, seq INTEGER NOT NULL, ra
 INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1');
 )sql";
 
-int64_t as_int(const SqlValue& v) { return std::holds_alternative<int64_t>(v) ? std::get<int64_t>(v) : 0; }
-double as_real(const SqlValue& v) {
-    return std::holds_alternative<double>(v) ? std::get<double>(v) : static_cast<double>(as_int(v));
-}
 // A write's rows are none: only whether it ran.
 Result<void> ran(const Result<std::vector<SqlRow>>& r) {
     if (!r)
         return r.error();
     return {};
 }
-std::string as_text(const SqlValue& v) { return std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : ""; }
 
 Result<JobEvent> event_from_row(const SqlRow& row, size_t first) {
-    auto context = parse_json(as_text(row[first + 2]));
+    auto context = parse_json(sql_text(row[first + 2]));
     if (!context)
         return make_error(EIO, "an event's context: " + context.error().message);
-    return JobEvent{as_real(row[first]), as_text(row[first + 1]), std::move(*context)};
+    return JobEvent{sql_real(row[first]), sql_text(row[first + 1]), std::move(*context)};
 }
 
 }  // namespace
 
 Result<std::unique_ptr<JobDb>> JobDb::open(Reactor& reactor, const std::string& statedir) {
-    std::string path = statedir + "/jobs.db";
-    auto writer = Database::open(path, "meta");
-    if (!writer)
-        return writer.error();
-    // FULL: a commit survives the machine crashing, not just the process.
-    if (auto r = writer->exec("PRAGMA synchronous=FULL;"); !r)
-        return r.error();
-    if (auto r = writer->exec(kSchema); !r)
-        return r.error();
-    auto version = writer->query("SELECT value FROM meta WHERE key = 'schema_version'");
-    if (!version)
-        return version.error();
-    if (version->empty() || as_text((*version)[0][0]) != "1")
-        return make_error(EINVAL, fmt::format("{}: job database schema version {} (this broker reads version 1)",
-                                              writer->path(), version->empty() ? "?" : as_text((*version)[0][0])));
-    // A second connection for reads: in WAL mode it reads the last commit
-    // while the writer's next one is being written and synced.
-    auto reader = Database::open(path, "meta");
-    if (!reader)
-        return reader.error();
-    return std::unique_ptr<JobDb>(new JobDb(reactor, std::move(*writer), std::move(*reader)));
+    auto db = open_store(statedir + "/jobs.db", "meta", kSchema, "job database");
+    if (!db)
+        return db.error();
+    return std::unique_ptr<JobDb>(new JobDb(reactor, std::move(db->writer), std::move(db->reader)));
 }
 
 JobDb::JobDb(Reactor& reactor, Database writer, Database reader)
@@ -276,14 +254,17 @@ Result<std::vector<StoredJob>> JobDbReader::load_all() {
     std::vector<StoredJob> out;
     out.reserve(jobs->size());
     for (auto& row : *jobs)
-        out.push_back({static_cast<JobId>(as_int(row[0])), static_cast<uint32_t>(as_int(row[1])), as_real(row[2]),
-                       as_text(row[3]), {}});
+        out.push_back({static_cast<JobId>(sql_int(row[0])),
+                       static_cast<uint32_t>(sql_int(row[1])),
+                       sql_real(row[2]),
+                       sql_text(row[3]),
+                       {}});
     auto events = db_.query("SELECT id, timestamp, name, context FROM events ORDER BY id, seq");
     if (!events)
         return events.error();
     size_t j = 0;
     for (auto& row : *events) {
-        auto id = static_cast<JobId>(as_int(row[0]));
+        auto id = static_cast<JobId>(sql_int(row[0]));
         while (j < out.size() && out[j].id < id)
             j++;
         if (j == out.size() || out[j].id != id)
@@ -300,12 +281,12 @@ Result<std::vector<StoredJob>> JobDbReader::load_all() {
         return output.error();
     j = 0;
     for (auto& row : *output) {
-        auto id = static_cast<JobId>(as_int(row[0]));
+        auto id = static_cast<JobId>(sql_int(row[0]));
         while (j < out.size() && out[j].id < id)
             j++;
         if (j < out.size() && out[j].id == id) {
-            out[j].next_output_seq = static_cast<uint32_t>(as_int(row[1]) + 1);
-            out[j].output_bytes = static_cast<uint64_t>(as_int(row[2]));
+            out[j].next_output_seq = static_cast<uint32_t>(sql_int(row[1]) + 1);
+            out[j].output_bytes = static_cast<uint64_t>(sql_int(row[2]));
         }
     }
     return out;
@@ -329,9 +310,8 @@ Result<std::vector<JobEvent>> JobDbReader::events(JobId id, uint32_t from_seq) {
 Result<std::vector<OutputChunk>> JobDbReader::output(JobId id, uint32_t from_seq, size_t max_bytes) {
     // Rows are read a bounded batch at a time when the answer is bounded.
     int64_t max_rows = max_bytes == SIZE_MAX ? -1 : 4096;
-    auto rows =
-        db_.query("SELECT seq, rank, stream, data FROM output WHERE id = ? AND seq >= ? ORDER BY seq LIMIT ?",
-                  {static_cast<int64_t>(id), static_cast<int64_t>(from_seq), max_rows});
+    auto rows = db_.query("SELECT seq, rank, stream, data FROM output WHERE id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+                          {static_cast<int64_t>(id), static_cast<int64_t>(from_seq), max_rows});
     if (!rows)
         return rows.error();
     std::vector<OutputChunk> out;
@@ -339,8 +319,8 @@ Result<std::vector<OutputChunk>> JobDbReader::output(JobId id, uint32_t from_seq
     for (auto& row : *rows) {
         if (!out.empty() && bytes >= max_bytes)
             break;
-        out.push_back({static_cast<uint32_t>(as_int(row[0])), static_cast<uint32_t>(as_int(row[1])),
-                       as_text(row[2]), as_text(row[3])});
+        out.push_back({static_cast<uint32_t>(sql_int(row[0])), static_cast<uint32_t>(sql_int(row[1])), sql_text(row[2]),
+                       sql_text(row[3])});
         bytes += out.back().data.size();
     }
     return out;
@@ -350,7 +330,7 @@ Result<std::string> JobDbReader::signature(JobId id) {
     auto rows = db_.query("SELECT credential FROM signatures WHERE id = ?", {static_cast<int64_t>(id)});
     if (!rows)
         return rows.error();
-    return rows->empty() ? std::string() : as_text((*rows)[0][0]);
+    return rows->empty() ? std::string() : sql_text((*rows)[0][0]);
 }
 
 Result<std::string> JobDbReader::jobspec(JobId id) {
@@ -359,7 +339,7 @@ Result<std::string> JobDbReader::jobspec(JobId id) {
         return rows.error();
     if (rows->empty())
         return make_error(ENOENT, fmt::format("job {} is not in the database", format_jobid(id)));
-    return as_text((*rows)[0][0]);
+    return sql_text((*rows)[0][0]);
 }
 
 Result<JobId> JobDbReader::max_id() {
@@ -368,7 +348,7 @@ Result<JobId> JobDbReader::max_id() {
         return rows.error();
     if (rows->empty())
         return JobId{0};
-    return parse_jobid(as_text((*rows)[0][0]));
+    return parse_jobid(sql_text((*rows)[0][0]));
 }
 
 }  // namespace banyan

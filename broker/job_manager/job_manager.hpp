@@ -123,6 +123,11 @@ class JobManager final : private JobTable {
     void allocated(Job& job, nlohmann::json R) override;
     void release(Job& job) override;
     void became_inactive(Job& job);
+    // Sends the usage records of inactive jobs `ids` to the accounting
+    // service; each is purgeable once its record is stored. `replayed`:
+    // the jobs of a restart, not in the order they ended.
+    void account(const std::vector<JobId>& ids, bool replayed);
+    static nlohmann::json usage_record(const Job& job);
 
     Broker& broker_;
     std::unique_ptr<JobDb> db_;
@@ -155,6 +160,8 @@ class JobManager final : private JobTable {
     } counters_;
     Purger purger_;
     Recovery recovery_;
+    std::vector<JobId> to_account_;  // inactive, their records not yet sent
+    Timer account_soon_;
 };
 
 }  // namespace banyan

@@ -15,6 +15,7 @@ Result<void> Recovery::restore() {
     auto stored = db.read_now([](JobDbReader& r) { return r.load_all(); });
     if (!stored)
         return stored.error();
+    std::vector<JobId> inactive;
     for (auto& s : *stored) {
         Job& job = jm_.jobs_[s.id];
         job.id = s.id;
@@ -41,16 +42,19 @@ Result<void> Recovery::restore() {
         if (job.state != JobState::run && job.state != JobState::cleanup)
             held_R_.erase(job.id);
         if (job.state == JobState::inactive) {
-            jm_.purger_.add(job);
+            inactive.push_back(job.id);
             continue;
         }
         for (const auto& d : job.dependencies)
             if (job.state == JobState::depend)
                 jm_.dependents_.emplace(d.target, job.id);
     }
-    jm_.purger_.sort();
     if (!jm_.jobs_.empty())
-        log::info("job-manager", "restored {} jobs ({} inactive)", jm_.jobs_.size(), jm_.purger_.count());
+        log::info("job-manager", "restored {} jobs ({} inactive)", jm_.jobs_.size(), inactive.size());
+    // Their records again (a commit may have died with the last rank 0;
+    // one stored already is kept as it is); purgeable once stored.
+    if (!inactive.empty())
+        jm_.account(inactive, true);
     return {};
 }
 

@@ -1,0 +1,278 @@
+#include "broker/accounting/accounting_db.hpp"
+
+#include <fmt/format.h>
+
+#include "core/json_field.hpp"
+#include "core/log.hpp"
+
+namespace banyan {
+namespace {
+
+constexpr auto kRetryDelay = std::chrono::seconds(1);
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS usage (id INTEGER PRIMARY KEY, userid INTEGER NOT NULL, name TEXT NOT NULL,
+                                  queue TEXT NOT NULL, result TEXT NOT NULL, status INTEGER,
+                                  exception TEXT NOT NULL, t_submit REAL NOT NULL, t_eligible REAL NOT NULL,
+                                  t_start REAL NOT NULL, t_end REAL NOT NULL, time_limit REAL NOT NULL,
+                                  nnodes INTEGER NOT NULL, nodelist TEXT NOT NULL, ncores INTEGER NOT NULL,
+                                  ngpus INTEGER NOT NULL, cpu REAL NOT NULL, maxrss INTEGER NOT NULL,
+                                  totalrss INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS usage_by_user ON usage (userid, t_end);
+CREATE INDEX IF NOT EXISTS usage_by_end ON usage (t_end);
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1');
+)sql";
+
+constexpr const char* kColumns =
+    "id, userid, name, queue, result, status, exception, t_submit, t_eligible, t_start, t_end, time_limit, "
+    "nnodes, nodelist, ncores, ngpus, cpu, maxrss, totalrss";
+
+int64_t sql_int(const SqlValue& v) {
+    return std::holds_alternative<int64_t>(v) ? std::get<int64_t>(v) : 0;
+}
+double sql_real(const SqlValue& v) {
+    return std::holds_alternative<double>(v) ? std::get<double>(v) : static_cast<double>(sql_int(v));
+}
+std::string sql_text(const SqlValue& v) {
+    return std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : "";
+}
+
+UsageRecord record_from_row(const SqlRow& row) {
+    UsageRecord r;
+    r.id = static_cast<uint64_t>(sql_int(row[0]));
+    r.userid = static_cast<uint32_t>(sql_int(row[1]));
+    r.name = sql_text(row[2]);
+    r.queue = sql_text(row[3]);
+    r.result = sql_text(row[4]);
+    if (std::holds_alternative<int64_t>(row[5]))
+        r.status = std::get<int64_t>(row[5]);
+    r.exception = sql_text(row[6]);
+    r.t_submit = sql_real(row[7]);
+    r.t_eligible = sql_real(row[8]);
+    r.t_start = sql_real(row[9]);
+    r.t_end = sql_real(row[10]);
+    r.time_limit = sql_real(row[11]);
+    r.nnodes = static_cast<uint32_t>(sql_int(row[12]));
+    r.nodelist = sql_text(row[13]);
+    r.ncores = static_cast<uint32_t>(sql_int(row[14]));
+    r.ngpus = static_cast<uint32_t>(sql_int(row[15]));
+    r.cpu = sql_real(row[16]);
+    r.maxrss = static_cast<uint64_t>(sql_int(row[17]));
+    r.totalrss = static_cast<uint64_t>(sql_int(row[18]));
+    return r;
+}
+
+Result<void> insert(Database& db, const std::vector<UsageRecord>& records) {
+    if (auto r = db.exec("BEGIN"); !r)
+        return r.error();
+    std::string sql = fmt::format(
+        "INSERT OR IGNORE INTO usage ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?, ?, ?)",
+        kColumns);
+    for (const auto& u : records) {
+        auto r = db.query(sql, {static_cast<int64_t>(u.id), static_cast<int64_t>(u.userid), u.name, u.queue, u.result,
+                                u.status ? SqlValue(*u.status) : SqlValue(nullptr), u.exception, u.t_submit,
+                                u.t_eligible, u.t_start, u.t_end, u.time_limit, static_cast<int64_t>(u.nnodes),
+                                u.nodelist, static_cast<int64_t>(u.ncores), static_cast<int64_t>(u.ngpus), u.cpu,
+                                static_cast<int64_t>(u.maxrss), static_cast<int64_t>(u.totalrss)});
+        if (!r) {
+            (void)db.exec("ROLLBACK");
+            return r.error();
+        }
+    }
+    if (auto r = db.exec("COMMIT"); !r) {
+        (void)db.exec("ROLLBACK");
+        return r.error();
+    }
+    return {};
+}
+
+Result<std::vector<UsageRecord>> select(Database& db, const HistoryFilter& f) {
+    std::string where = "1";
+    std::vector<SqlValue> params;
+    if (f.userid) {
+        where += " AND userid = ?";
+        params.emplace_back(static_cast<int64_t>(*f.userid));
+    }
+    if (f.since > 0) {
+        where += " AND t_end >= ?";
+        params.emplace_back(f.since);
+    }
+    if (f.until > 0) {
+        where += " AND t_end < ?";
+        params.emplace_back(f.until);
+    }
+    if (!f.name.empty()) {
+        where += " AND name = ?";
+        params.emplace_back(f.name);
+    }
+    if (!f.results.empty()) {
+        where += " AND result IN (?";
+        for (size_t i = 1; i < f.results.size(); ++i)
+            where += ", ?";
+        where += ")";
+        for (const auto& r : f.results)
+            params.emplace_back(r);
+    }
+    params.emplace_back(static_cast<int64_t>(f.count));
+    auto rows = db.query(
+        fmt::format("SELECT {} FROM usage WHERE {} ORDER BY t_end DESC, id DESC LIMIT ?", kColumns, where), params);
+    if (!rows)
+        return rows.error();
+    std::vector<UsageRecord> out;
+    out.reserve(rows->size());
+    for (const auto& row : *rows)
+        out.push_back(record_from_row(row));
+    return out;
+}
+
+}  // namespace
+
+nlohmann::json UsageRecord::to_json() const {
+    return {{"id", id},
+            {"userid", userid},
+            {"name", name},
+            {"queue", queue},
+            {"result", result},
+            {"status", status ? nlohmann::json(*status) : nlohmann::json()},
+            {"exception", exception},
+            {"t_submit", t_submit},
+            {"t_eligible", t_eligible},
+            {"t_start", t_start},
+            {"t_end", t_end},
+            {"time_limit", time_limit},
+            {"nnodes", nnodes},
+            {"nodelist", nodelist},
+            {"ncores", ncores},
+            {"ngpus", ngpus},
+            {"cpu", cpu},
+            {"maxrss", maxrss},
+            {"totalrss", totalrss},
+            {"elapsed", elapsed()},
+            {"gpu_seconds", gpu_seconds()}};
+}
+
+Result<UsageRecord> UsageRecord::from_json(const nlohmann::json& j) {
+    if (!j.is_object())
+        return make_error(EPROTO, "a record: expected an object");
+    UsageRecord r;
+    auto id = json_field<uint64_t>(j, "id", 0, "record");
+    auto userid = json_field<uint32_t>(j, "userid", 0, "record");
+    auto name = json_field<std::string>(j, "name", "", "record");
+    auto queue = json_field<std::string>(j, "queue", "", "record");
+    auto result = json_field<std::string>(j, "result", "", "record");
+    auto exception = json_field<std::string>(j, "exception", "", "record");
+    auto t_submit = json_field<double>(j, "t_submit", 0, "record");
+    auto t_eligible = json_field<double>(j, "t_eligible", 0, "record");
+    auto t_start = json_field<double>(j, "t_start", 0, "record");
+    auto t_end = json_field<double>(j, "t_end", 0, "record");
+    auto time_limit = json_field<double>(j, "time_limit", 0, "record");
+    auto nnodes = json_field<uint32_t>(j, "nnodes", 0, "record");
+    auto nodelist = json_field<std::string>(j, "nodelist", "", "record");
+    auto ncores = json_field<uint32_t>(j, "ncores", 0, "record");
+    auto ngpus = json_field<uint32_t>(j, "ngpus", 0, "record");
+    auto cpu = json_field<double>(j, "cpu", 0, "record");
+    auto maxrss = json_field<uint64_t>(j, "maxrss", 0, "record");
+    auto totalrss = json_field<uint64_t>(j, "totalrss", 0, "record");
+    if (auto e = first_error(id, userid, name, queue, result, exception, t_submit, t_eligible, t_start, t_end,
+                             time_limit, nnodes, nodelist, ncores, ngpus, cpu, maxrss, totalrss))
+        return *e;
+    if (*id == 0)
+        return make_error(EPROTO, "record.id: expected a job id");
+    if (*result != "completed" && *result != "failed" && *result != "canceled" && *result != "timeout")
+        return make_error(EPROTO, "record.result: expected completed, failed, canceled or timeout");
+    if (auto s = j.find("status"); s != j.end() && !s->is_null()) {
+        auto status = json_field<int64_t>(j, "status", 0, "record");
+        if (!status)
+            return status.error();
+        r.status = *status;
+    }
+    r.id = *id;
+    r.userid = *userid;
+    r.name = std::move(*name);
+    r.queue = std::move(*queue);
+    r.result = std::move(*result);
+    r.exception = std::move(*exception);
+    r.t_submit = *t_submit;
+    r.t_eligible = *t_eligible;
+    r.t_start = *t_start;
+    r.t_end = *t_end;
+    r.time_limit = *time_limit;
+    r.nnodes = *nnodes;
+    r.nodelist = std::move(*nodelist);
+    r.ncores = *ncores;
+    r.ngpus = *ngpus;
+    r.cpu = *cpu;
+    r.maxrss = *maxrss;
+    r.totalrss = *totalrss;
+    return r;
+}
+
+Result<std::unique_ptr<AccountingDb>> AccountingDb::open(Reactor& reactor, const std::string& statedir) {
+    // synchronous=FULL: a record survives the machine crashing.
+    auto db = open_store(statedir + "/accounting.db", "usage", kSchema, "accounting store");
+    if (!db)
+        return db.error();
+    return std::unique_ptr<AccountingDb>(new AccountingDb(reactor, std::move(db->writer), std::move(db->reader)));
+}
+
+AccountingDb::AccountingDb(Reactor& reactor, Database writer, Database reader)
+    : writer_(std::make_unique<DbWorker>(reactor, std::move(writer))),
+      reader_(std::make_unique<DbWorker>(reactor, std::move(reader))),
+      retry_(reactor) {}
+
+AccountingDb::~AccountingDb() {
+    // What was queued is committed before the threads stop (a clean stop
+    // loses no record); `done` callbacks do not run.
+    std::vector<UsageRecord> left = std::move(queued_.records);
+    if (committing_)
+        left.insert(left.end(), committing_->records.begin(), committing_->records.end());
+    if (!left.empty()) {
+        auto r = writer_->run_and_wait([&left](Database& db) { return insert(db, left); });
+        if (!r)
+            log::error("accounting", "{} records not stored: {}", left.size(), r.error().message);
+    }
+}
+
+void AccountingDb::add(std::vector<UsageRecord> records, std::function<void()> done) {
+    queued_.records.insert(queued_.records.end(), std::make_move_iterator(records.begin()),
+                           std::make_move_iterator(records.end()));
+    queued_.waiters.push_back(std::move(done));
+    commit_next();
+}
+
+void AccountingDb::commit_next() {
+    // One commit at a time; what comes meanwhile goes in the next, together.
+    if (committing_ || retry_.active() || queued_.waiters.empty())
+        return;
+    committing_ = std::make_shared<Batch>(std::exchange(queued_, {}));
+    writer_->run([batch = committing_](Database& db) { return insert(db, batch->records); },
+                 [this, batch = committing_](const Result<void>& r) { on_committed(batch, r); });
+}
+
+void AccountingDb::on_committed(std::shared_ptr<Batch> batch, const Result<void>& r) {
+    committing_.reset();
+    if (!r) {
+        if (!failing_)
+            log::error("accounting", "records cannot be stored, retrying every second: {}", r.error().message);
+        failing_ = true;
+        // Tried again first, with what came meanwhile after it.
+        queued_.records.insert(queued_.records.begin(), batch->records.begin(), batch->records.end());
+        queued_.waiters.insert(queued_.waiters.begin(), batch->waiters.begin(), batch->waiters.end());
+        retry_.start(kRetryDelay, [this] { commit_next(); });
+        return;
+    }
+    if (failing_)
+        log::info("accounting", "records are stored again");
+    failing_ = false;
+    commit_next();
+    for (auto& fn : batch->waiters)
+        fn();
+}
+
+void AccountingDb::history(HistoryFilter filter, std::function<void(Result<std::vector<UsageRecord>>)> done) {
+    reader_->run([filter = std::move(filter)](Database& db) { return select(db, filter); }, std::move(done));
+}
+
+}  // namespace banyan

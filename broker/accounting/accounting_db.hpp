@@ -1,0 +1,89 @@
+// AccountingDb: the accounting store at rank 0 (doc/spec/accounting.md
+// §3), STATEDIR/accounting.db: one usage record per job, kept for years.
+// The loop never touches the disk: records are committed on a writer
+// thread, together when they come together, and histories are read on a
+// reader thread; results come back as callbacks on the loop.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/db_worker.hpp"
+#include "core/reactor.hpp"
+#include "core/result.hpp"
+
+namespace banyan {
+
+// accounting.md §2.
+struct UsageRecord {
+    uint64_t id = 0;
+    uint32_t userid = 0;
+    std::string name;
+    std::string queue;
+    std::string result;
+    std::optional<int64_t> status;
+    std::string exception;
+    double t_submit = 0, t_eligible = 0, t_start = 0, t_end = 0;
+    double time_limit = 0;
+    uint32_t nnodes = 0;
+    std::string nodelist;
+    uint32_t ncores = 0, ngpus = 0;
+    double cpu = 0;
+    uint64_t maxrss = 0, totalrss = 0;
+
+    double elapsed() const { return t_start > 0 && t_end > t_start ? t_end - t_start : 0; }
+    double gpu_seconds() const { return ngpus * elapsed(); }
+    nlohmann::json to_json() const;
+    // Error EPROTO naming the first field that is missing or of another type.
+    static Result<UsageRecord> from_json(const nlohmann::json& j);
+};
+
+// Which records accounting.history answers with.
+struct HistoryFilter {
+    std::optional<uint32_t> userid;    // none: every user's
+    double since = 0;                  // t_end at or after; 0: from the first
+    double until = 0;                  // t_end before; 0: to the last
+    std::vector<std::string> results;  // empty: any
+    std::string name;                  // "": any
+    uint64_t count = 1000;
+};
+
+class AccountingDb {
+  public:
+    // Opens (creating) STATEDIR/accounting.db. Error names the file and why.
+    static Result<std::unique_ptr<AccountingDb>> open(Reactor& reactor, const std::string& statedir);
+    // Commits what is queued (waiting for it), then stops both threads.
+    ~AccountingDb();
+
+    // Stores `records` (an id stored already is left as it is) and runs
+    // `done` on the loop once they are committed. A commit that fails (a
+    // full disk) is retried every second until it lands, said once in
+    // the log: `done` waits.
+    void add(std::vector<UsageRecord> records, std::function<void()> done);
+    // The records `filter` selects, newest end first.
+    void history(HistoryFilter filter, std::function<void(Result<std::vector<UsageRecord>>)> done);
+
+  private:
+    struct Batch {
+        std::vector<UsageRecord> records;
+        std::vector<std::function<void()>> waiters;
+    };
+    AccountingDb(Reactor& reactor, Database writer, Database reader);
+    void commit_next();
+    void on_committed(std::shared_ptr<Batch> batch, const Result<void>& r);
+
+    std::unique_ptr<DbWorker> writer_;
+    std::unique_ptr<DbWorker> reader_;
+    Batch queued_;
+    std::shared_ptr<Batch> committing_;
+    Timer retry_;
+    bool failing_ = false;
+};
+
+}  // namespace banyan
