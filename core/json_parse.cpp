@@ -202,6 +202,11 @@ size_t json_depth(std::string_view text, size_t limit) {
 }
 
 Result<nlohmann::json> parse_json(std::string_view text) {
+    // nlohmann's parser stops at a NUL byte as at the end of the text, and
+    // would take what comes before it, whatever follows (found by
+    // fuzz_json_scan): no JSON text holds one (in a string it is escaped).
+    if (text.find('\0') != std::string_view::npos)
+        return make_error(EPROTO, "not valid JSON");
     if (json_depth(text) > kMaxJsonDepth)
         return make_error(EPROTO, fmt::format("JSON nested deeper than {} levels", kMaxJsonDepth));
     auto doc = nlohmann::json::parse(text, nullptr, false);

@@ -9,12 +9,16 @@ namespace banyan {
 Result<void> check_property_name(std::string_view name) {
     if (name.empty())
         return make_error(EINVAL, "a property name is empty");
-    if (name.front() == '^')
-        return make_error(EINVAL, fmt::format("property '{}': a name cannot start with ^ (^ negates)", name));
-    for (char c : name)
+    if (name.front() == '^' || name.front() == '-')
+        return make_error(EINVAL, fmt::format("property '{}': a name cannot start with {} ({} negates)", name,
+                                              name.front(), name.front()));
+    for (char c : name) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+            return make_error(EINVAL, "a property name cannot hold a control character");
         if (std::isspace(static_cast<unsigned char>(c)) != 0 ||
             std::string_view(",()\"'").find(c) != std::string_view::npos)
             return make_error(EINVAL, fmt::format("property '{}': '{}' is not allowed in a name", name, c));
+    }
     return {};
 }
 

@@ -21,9 +21,9 @@ struct SocketDescription {
     bool operator==(const SocketDescription&) const = default;
 };
 
-// A property name: not empty, no whitespace, no leading '^' (a constraint's
-// negation, sched/constraint.hpp), none of `,()"'`. Error says what is
-// wrong with `name`.
+// A property name: not empty, no whitespace or control character, no
+// leading '^' or '-' (a constraint query's negations, sched/constraint.hpp),
+// none of `,()"'`. Error says what is wrong with `name`.
 Result<void> check_property_name(std::string_view name);
 
 struct NodeDescription {

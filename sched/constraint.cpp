@@ -28,7 +28,11 @@ Result<Constraint> Constraint::from_json(const nlohmann::json& j, const std::str
 Result<Constraint> Constraint::parse(const nlohmann::json& j, const std::string& path, size_t& hosts_left) {
     if (!j.is_object() || j.size() != 1)
         return make_error(EINVAL, fmt::format("{}: expected an object with one operator ({})", path, kOperators));
-    const auto& [key, value] = *j.items().begin();
+    // (Not `*j.items().begin()`: that proxy is a temporary, and the key it
+    // hands out dangles once the statement ends; found by fuzz_constraint.)
+    auto only = j.begin();
+    const std::string& key = only.key();
+    const nlohmann::json& value = only.value();
     std::string at = fmt::format("{}.{}", path, key);
     if (!value.is_array())
         return make_error(EINVAL, fmt::format("{}: expected an array", at));
@@ -115,6 +119,9 @@ class QueryReader {
             return make_error(EINVAL, fmt::format("'{}': expected and, or or the end", tokens_[at_]));
         return e;
     }
+
+    // A word the query reads as an operator, not as a property's name.
+    static bool is_keyword(const std::string& t) { return is_or(t) || is_and(t) || is_not(t); }
 
   private:
     static bool is_or(const std::string& t) { return t == "or" || t == "|" || t == "||"; }
@@ -301,8 +308,16 @@ std::string Constraint::describe() const {
         return fmt::format("{}", fmt::join(parts, sep));
     };
     switch (op_) {
-        case Op::properties:
-            return fmt::format("{}", fmt::join(names_, ","));
+        case Op::properties: {
+            // Bare, unless a name would read as something else: a keyword
+            // (and, or, not, &, |, !), a negation (!name) or an operator
+            // (name:value).
+            bool bare = std::none_of(names_.begin(), names_.end(), [](const std::string& n) {
+                std::string_view name = n.front() == '^' ? std::string_view(n).substr(1) : std::string_view(n);
+                return QueryReader::is_keyword(n) || name.front() == '!' || n.find(':') != std::string::npos;
+            });
+            return fmt::format("{}{}", bare ? "" : "property:", fmt::join(names_, ","));
+        }
         case Op::hostlist:
             return fmt::format("host:{}", fmt::join(names_, ","));
         case Op::ranks:

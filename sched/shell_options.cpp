@@ -14,17 +14,18 @@ namespace {
 
 // What `-o NAME=...` may name (the CLI sets output, input and stdin from
 // its own options).
-constexpr std::string_view kKnownOptions[] = {"cpu-affinity", "gpu-affinity", "exit-timeout", "rlimit",  "output",
-                                              "input",        "stdin",        "signal",       "profile", "pmi",
-                                              "pty"};
+constexpr std::string_view kKnownOptions[] = {"cpu-affinity", "gpu-affinity", "exit-timeout", "rlimit",
+                                              "output",       "input",        "stdin",        "signal",
+                                              "profile",      "pmi",          "pty"};
 
 Result<Affinity> affinity(const nlohmann::json& options, const char* key) {
     auto it = options.find(key);
     if (it == options.end())
         return Affinity::on;
-    std::string v = it->is_string() ? it->get<std::string>() : it->is_boolean() ? (it->get<bool>() ? "on" : "off")
-                                                             : it->is_number()  ? (it->get<double>() != 0 ? "on" : "off")
-                                                                                : "";
+    std::string v = it->is_string()    ? it->get<std::string>()
+                    : it->is_boolean() ? (it->get<bool>() ? "on" : "off")
+                    : it->is_number()  ? (it->get<double>() != 0 ? "on" : "off")
+                                       : "";
     if (v == "on")
         return Affinity::on;
     if (v == "per-task")
@@ -40,10 +41,9 @@ Result<std::optional<double>> exit_timeout(const nlohmann::json& options) {
         return std::optional<double>(30.0);
     if (it->is_string() && it->get<std::string>() == "none")
         return std::optional<double>();
-    Result<double> seconds = it->is_number() ? Result<double>(it->get<double>())
-                             : it->is_string()
-                                 ? parse_duration(it->get<std::string>(), BareNumber::seconds)
-                                 : Result<double>(make_error(EINVAL, "expected a duration"));
+    Result<double> seconds = it->is_number()   ? Result<double>(it->get<double>())
+                             : it->is_string() ? parse_duration(it->get<std::string>(), BareNumber::seconds)
+                                               : Result<double>(make_error(EINVAL, "expected a duration"));
     if (!seconds || *seconds <= 0)
         return make_error(EINVAL, fmt::format("-o exit-timeout={}: expected a duration like 30s, or none", it->dump()));
     return std::optional<double>(*seconds);
@@ -66,7 +66,9 @@ Result<std::vector<std::pair<int, rlim_t>>> rlimits(const nlohmann::json& option
     std::vector<std::pair<int, rlim_t>> out;
     const auto& limits = json_object_at(options, {"rlimit"});
     for (const auto& [name, value] : limits.items()) {
-        auto known = std::find_if(kRlimitNames.begin(), kRlimitNames.end(), [&](const auto& r) { return name == r.name; });
+        const std::string& key = name;  // (clang 14 cannot capture a structured binding)
+        auto known =
+            std::find_if(kRlimitNames.begin(), kRlimitNames.end(), [&](const auto& r) { return key == r.name; });
         if (known == kRlimitNames.end())
             return make_error(EINVAL, fmt::format("-o rlimit.{}: unknown limit (as, core, cpu, data, fsize, memlock, "
                                                   "nofile, nproc, stack, rss)",
@@ -76,7 +78,8 @@ Result<std::vector<std::pair<int, rlim_t>>> rlimits(const nlohmann::json& option
         else if (value.is_number_integer() && value.get<int64_t>() >= 0)
             out.emplace_back(known->resource, static_cast<rlim_t>(value.get<int64_t>()));
         else
-            return make_error(EINVAL, fmt::format("-o rlimit.{}={}: expected a number or unlimited", name, value.dump()));
+            return make_error(EINVAL,
+                              fmt::format("-o rlimit.{}={}: expected a number or unlimited", name, value.dump()));
     }
     return out;
 }
@@ -164,10 +167,10 @@ Result<ShellOptions> read_shell_options(const nlohmann::json& system) {
     }
     // Task 0's terminal is its input and its output.
     if (opts.pty && (!opts.input_path.empty() || !opts.stdout_path.empty() || !opts.stderr_path.empty() || opts.label))
-        return make_error(EINVAL, "--pty: task 0 reads and writes its terminal: not with --input, --output, --error "
-                                  "or -l");
+        return make_error(EINVAL,
+                          "--pty: task 0 reads and writes its terminal: not with --input, --output, --error "
+                          "or -l");
     return opts;
 }
-
 
 }  // namespace banyan

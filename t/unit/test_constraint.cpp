@@ -89,6 +89,13 @@ TEST_CASE("constraint: bad JSON is named by its path", "[constraint]") {
     CHECK(error({{"properties", {"a b"}}}) ==
           "constraints.properties[0]: property 'a b': ' ' is not allowed in a name");
     CHECK(error({{"properties", {"^"}}}) == "constraints.properties[0]: a property name is empty");
+    // A name a query could not write back (found by fuzz_constraint: `--x`
+    // read as not(-x), described as `not -x`, read back as not(not x)).
+    CHECK(error({{"properties", {"-x"}}}) ==
+          "constraints.properties[0]: property '-x': a name cannot start with - (- negates)");
+    CHECK(error({{"properties", {std::string("a\x01b")}}}) ==
+          "constraints.properties[0]: a property name cannot hold a control character");
+    CHECK_FALSE(Constraint::parse_query("--x").ok());
     CHECK(error(json::array()).rfind("constraints: expected an object with one operator", 0) == 0);
     CHECK(error({{"properties", {"a"}}, {"ranks", {"0"}}}).rfind("constraints: expected an object", 0) == 0);
     // What one constraint may make rank 0 hold is bounded, over the whole tree.
@@ -270,4 +277,20 @@ TEST_CASE("profile: network packs slots onto the fewest nodes, cpu and memory sp
     auto refused = Jobspec::from_json(doc);
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.error().message == "attributes.system.shell.options.profile: expected network, cpu or memory");
+}
+
+TEST_CASE("constraint: a description reads back as the same constraint, whatever the names", "[constraint]") {
+    // Names a bare word would misread: keywords, a leading '!', a ':'
+    // (found by fuzz_constraint).
+    for (const char* query : {"property:and", "property:!x", "property:a:b,c", "not property:or", "gpu or ^big",
+                              "(a and b) or not (c and host:n[1-3])"}) {
+        INFO(query);
+        auto json = Constraint::parse_query(query);
+        REQUIRE(json.ok());
+        auto c = Constraint::from_json(*json);
+        REQUIRE(c.ok());
+        auto again = Constraint::parse_query(c->describe());
+        REQUIRE(again.ok());
+        CHECK(*again == *json);
+    }
 }

@@ -128,3 +128,10 @@ TEST_CASE("json_array_items: an array's elements as spans of its text, nothing p
     std::string deep = std::string(100, '[') + std::string(100, ']');
     CHECK(json_array_items(deep, items).error().message == "JSON nested deeper than 64 levels");
 }
+
+TEST_CASE("parse_json: a NUL byte is no end of the text", "[json_parse]") {
+    using namespace std::string_literals;
+    CHECK(parse_json("{\"a\":1}\0junk"s).error().message == "not valid JSON");
+    CHECK(parse_json("[1]\0"s).error().message == "not valid JSON");
+    CHECK(parse_json(R"(["a\u0000b"])").ok());  // an escaped one is a character like any other
+}
