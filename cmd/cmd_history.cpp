@@ -165,6 +165,8 @@ void add_history(CLI::App& app, int& exit_code) {
         auto answer = must(client.rpc("accounting.history", body, 0));
         auto records = answer_field<nlohmann::json>(answer, "records", nlohmann::json::array());
         exit_code = 0;
+        if (records.size() == static_cast<size_t>(count))
+            fmt::print(stderr, "banyan history: the newest {} shown; there may be more (-n, -S)\n", count);
         if (json) {
             // "jobid": the id as text beside the number (as banyan jobs --json).
             for (auto& r : records)

@@ -296,7 +296,7 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
             case JobField::time_limit:
                 return "-t " + o.time_limit;
             case JobField::environment:
-                return "--env";
+                return "the environment (--env)";
         }
         return "?";
     });

@@ -28,16 +28,6 @@ constexpr const char* kColumns =
     "id, userid, name, queue, result, status, exception, t_submit, t_eligible, t_start, t_end, time_limit, "
     "nnodes, nodelist, ncores, ngpus, cpu, maxrss, totalrss";
 
-int64_t sql_int(const SqlValue& v) {
-    return std::holds_alternative<int64_t>(v) ? std::get<int64_t>(v) : 0;
-}
-double sql_real(const SqlValue& v) {
-    return std::holds_alternative<double>(v) ? std::get<double>(v) : static_cast<double>(sql_int(v));
-}
-std::string sql_text(const SqlValue& v) {
-    return std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : "";
-}
-
 UsageRecord record_from_row(const SqlRow& row) {
     UsageRecord r;
     r.id = static_cast<uint64_t>(sql_int(row[0]));
@@ -129,6 +119,10 @@ Result<std::vector<UsageRecord>> select(Database& db, const HistoryFilter& f) {
 
 }  // namespace
 
+bool UsageRecord::known_result(std::string_view result) {
+    return result == "completed" || result == "failed" || result == "canceled" || result == "timeout";
+}
+
 nlohmann::json UsageRecord::to_json() const {
     return {{"id", id},
             {"userid", userid},
@@ -180,7 +174,7 @@ Result<UsageRecord> UsageRecord::from_json(const nlohmann::json& j) {
         return *e;
     if (*id == 0)
         return make_error(EPROTO, "record.id: expected a job id");
-    if (*result != "completed" && *result != "failed" && *result != "canceled" && *result != "timeout")
+    if (!known_result(*result))
         return make_error(EPROTO, "record.result: expected completed, failed, canceled or timeout");
     if (auto s = j.find("status"); s != j.end() && !s->is_null()) {
         auto status = json_field<int64_t>(j, "status", 0, "record");
@@ -228,10 +222,16 @@ AccountingDb::~AccountingDb() {
     std::vector<UsageRecord> left = std::move(queued_.records);
     if (committing_)
         left.insert(left.end(), committing_->records.begin(), committing_->records.end());
-    if (!left.empty()) {
+    if (left.empty())
+        return;
+    try {
         auto r = writer_->run_and_wait([&left](Database& db) { return insert(db, left); });
         if (!r)
-            log::error("accounting", "{} records not stored: {}", left.size(), r.error().message);
+            log::error("accounting", "{} records not stored (rank 0 sends them again at its next start): {}",
+                       left.size(), r.error().message);
+    } catch (const std::exception& e) {
+        log::error("accounting", "{} records not stored (rank 0 sends them again at its next start): {}", left.size(),
+                   e.what());
     }
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -40,6 +41,8 @@ struct UsageRecord {
     double elapsed() const { return t_start > 0 && t_end > t_start ? t_end - t_start : 0; }
     double gpu_seconds() const { return ngpus * elapsed(); }
     nlohmann::json to_json() const;
+    // completed, failed, canceled or timeout.
+    static bool known_result(std::string_view result);
     // Error EPROTO naming the first field that is missing or of another type.
     static Result<UsageRecord> from_json(const nlohmann::json& j);
 };
@@ -49,7 +52,7 @@ struct HistoryFilter {
     std::optional<uint32_t> userid;    // none: every user's
     double since = 0;                  // t_end at or after; 0: from the first
     double until = 0;                  // t_end before; 0: to the last
-    std::vector<std::string> results;  // empty: any
+    std::vector<std::string> results;  // empty: any; each known_result() once
     std::string name;                  // "": any
     uint64_t count = 1000;
 };

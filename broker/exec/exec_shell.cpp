@@ -2,6 +2,7 @@
 // fork server or banyan-imp) and what the shell says (doc/spec/shell.md
 // §1, §3): output and exceptions on to rank 0, fences, started, finish.
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -304,7 +305,10 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
         auto maxrss = json_field<uint64_t>(usage, "maxrss", 0, "shell.usage");
         if (auto e = first_error(status, time, cpu, maxrss))
             return bad(*e);
-        job.usage = {std::max(0.0, *cpu), *maxrss};
+        // The shell runs as the job's user: a number it sends is bounded
+        // here (no NaN, infinity or negative CPU time reaches a record).
+        job.usage = {std::isfinite(*cpu) ? std::clamp(*cpu, 0.0, 1e12) : 0.0,
+                     std::min<uint64_t>(*maxrss, uint64_t{1} << 50)};
         job.status = static_cast<int>(*status);
         job.end_time = *time > 0 ? *time : wall_now();
         // Its tasks and their files are gone (§6): the job ends now, not

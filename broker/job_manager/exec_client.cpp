@@ -1,6 +1,7 @@
 #include "broker/job_manager/exec_client.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 
 #include <fmt/format.h>
@@ -195,9 +196,10 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) 
         ex.max_status = std::max(ex.max_status, static_cast<int>(*status));
         ex.last_end = std::max(ex.last_end, *time);
         const auto& usage = json_object_at(*body, {"usage"});
+        // Bounded, as the exec service bounds them: a sum of ranks stays finite.
         double cpu = json_field<double>(usage, "cpu", 0, "exec.usage").value_or(0);
-        uint64_t rss = json_field<uint64_t>(usage, "maxrss", 0, "exec.usage").value_or(0);
-        ex.cpu += std::max(0.0, cpu);
+        uint64_t rss = std::min(json_field<uint64_t>(usage, "maxrss", 0, "exec.usage").value_or(0), uint64_t{1} << 50);
+        ex.cpu += std::isfinite(cpu) ? std::clamp(cpu, 0.0, 1e12) : 0.0;
         ex.maxrss = std::max(ex.maxrss, rss);
         ex.totalrss += rss;
         // A rank whose share ended while rank 0 was away says whether its

@@ -229,11 +229,14 @@ void JobManager::became_inactive(Job& job) {
     job.dependencies.clear();
     dependencies_changed(job);
     watchers_.inactive(job);  // answered once the clean event is on disk
-    // The records of one loop turn go together: at thousands of jobs a
-    // second, one message and one commit for many.
-    to_account_.push_back(job.id);
-    if (!account_soon_.active())
-        account_soon_.start(Duration::zero(), [this] { account(std::exchange(to_account_, {}), false); });
+    // Its record once its end is on disk (the record is made from what the
+    // stored eventlog says); those of one loop turn go together: at
+    // thousands of jobs a second, one message and one commit for many.
+    db_->after_commit([this, id = job.id] {
+        to_account_.push_back(id);
+        if (!account_soon_.active())
+            account_soon_.start(Duration::zero(), [this] { account(std::exchange(to_account_, {}), false); });
+    });
 }
 
 // accounting.md §2: made from what the eventlog built.
@@ -266,13 +269,14 @@ void JobManager::account(const std::vector<JobId>& ids, bool replayed) {
         if (const Job* job = find(id))
             records.push_back(usage_record(*job));
     // Purged (memory and jobs.db) only once its record is stored
-    // (accounting.md §3); a record the store refuses (a bug) is logged, and
-    // the job purged all the same: its memory is not held forever.
+    // (accounting.md §3). A batch the store refuses (a bug) is logged and
+    // its jobs kept, unpurged: their records are sent again at the next
+    // start. The answer may come inside this call (a refusal does).
     broker_.rpc(Message::request("accounting.record", {{"records", std::move(records)}}, 0),
                 [this, ids, replayed](const Message& answer) {
                     if (answer.errnum)
-                        log::error("job-manager", "{} usage record{} not stored: {}", ids.size(),
-                                   ids.size() == 1 ? "" : "s", answer.error_text());
+                        return log::error("job-manager", "{} usage record{} not stored, jobs kept until a restart: {}",
+                                          ids.size(), ids.size() == 1 ? "" : "s", answer.error_text());
                     for (JobId id : ids)
                         if (const Job* job = find(id); job && job->state == JobState::inactive)
                             purger_.add(*job);

@@ -124,8 +124,9 @@ class JobManager final : private JobTable {
     void release(Job& job) override;
     void became_inactive(Job& job);
     // Sends the usage records of inactive jobs `ids` to the accounting
-    // service; each is purgeable once its record is stored. `replayed`:
-    // the jobs of a restart, not in the order they ended.
+    // service; each is purgeable once its record is stored (the answer
+    // may come inside this call). `replayed`: the jobs of a restart, not
+    // in the order they ended.
     void account(const std::vector<JobId>& ids, bool replayed);
     static nlohmann::json usage_record(const Job& job);
 
