@@ -13,12 +13,13 @@ export -f job
 cat >"$T_DIR/fake-job-manager.sh" <<'SCRIPT'
 set -u
 rpc() { banyan-test-client rpc "$@"; }
-# queued ID FILE: waits (10 s at most) until sched.queue lists job ID; FILE
-# gets that listing.
+# queued ID FILE [REASON]: waits (10 s at most) until sched.queue lists job
+# ID (with REASON, a regex, once a pass has placed it); FILE gets that
+# listing.
 queued() {
     for _ in $(seq 200); do
         rpc sched.queue '{}' >"$T_DIR/queue.now"
-        grep -q "\"id\":$1," "$T_DIR/queue.now" && break
+        grep -qE "\"id\":$1,[^}]*${3:-}" "$T_DIR/queue.now" && break
         sleep 0.05
     done
     cp "$T_DIR/queue.now" "$2"
@@ -27,7 +28,7 @@ out=$T_DIR/fjm
 rpc sched.alloc "$(job 1 1)" >"$out.1"
 rpc sched.alloc "$(job 2 2)" >"$out.2" &
 alloc2=$!
-queued 2 "$out.queue"
+queued 2 "$out.queue" '"t_estimate"'
 rpc sched.alloc "$(job 3 3)" >"$out.3"
 rpc sched.free '{"id":1}' >"$out.free1"
 wait $alloc2
@@ -39,7 +40,7 @@ wait $alloc4
 rpc sched.free '{"id":2}' >/dev/null
 rpc sched.hello '{"jobs":[{"id":9,"R":{"version":1,"execution":{"R_lite":[{"rank":"0","children":{"core":"0-3"}}],"starttime":0,"expiration":0}}}]}' >"$out.hello"
 rpc sched.alloc "$(job 10 2)" >"$out.10" &
-queued 10 "$out.queue2"
+queued 10 "$out.queue2" '"reason":"insufficient resources"'
 rpc sched.free '{"id":9}' >/dev/null
 wait
 rpc sched.alloc '{"id":11}' >"$out.bad1"
