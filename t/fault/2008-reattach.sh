@@ -9,6 +9,7 @@
 # A (the scheduler got A's resources back before its first pass). A clean
 # shutdown, by contrast, ends the tasks of the jobs still running.
 . "$(dirname "$0")/../integration/lib.sh"
+need_cores 2 "job A runs 4 tasks over ranks 1-2, two per node"
 
 start_cluster 3
 nap=3.$((RANDOM % 9000 + 1000))  # (a name no other test's process has)

@@ -4,6 +4,7 @@
 # the job still ends with its status, and the instance shuts down at once
 # (doc/spec/shell.md §4.3). Unbounded, the job and the shutdown hung.
 . "$(dirname "$0")/../integration/lib.sh"
+need_cores 2 "two MPI ranks on one node"
 
 MPI_DIR=${BANYAN_MPI_DIR:-}
 [ -n "$MPI_DIR" ] && [ -x "$MPI_DIR/mpi-hello" ] || { echo "the MPI test programs are not built"; exit "$SKIP_CODE"; }

@@ -4,6 +4,7 @@
 # what `banyan jobs` shows meanwhile: all through the CLI of a real
 # 2-broker instance.
 . "$(dirname "$0")/lib.sh"
+need_cores 2 "jobs of 3 cores and a drained node among 2-core nodes"
 
 cat >"$T_DIR/states.sh" <<'SCRIPT'
 set -u

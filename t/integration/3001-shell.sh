@@ -5,6 +5,7 @@
 # a cancel that must leave no process behind, programs that cannot run,
 # and the per-job output limit.
 . "$(dirname "$0")/lib.sh"
+need_cores 2 "-N2 -n4 puts two tasks on each broker, and binding is checked on two cores"
 
 cat >"$T_DIR/shell.sh" <<'SCRIPT'
 set -u

@@ -4,6 +4,7 @@
 # exchange fence data through the brokers. hello, ring, allreduce and
 # MPI_Abort at 1, 2 and 4 brokers, 1 to 16 ranks, with each MPI.
 . "$(dirname "$0")/lib.sh"
+need_cores 2 "MPI programs run two ranks on a node"
 
 MPI_DIR=${BANYAN_MPI_DIR:-}
 if [ -z "$MPI_DIR" ] || [ ! -x "$MPI_DIR/mpi-hello" ]; then

@@ -5,6 +5,7 @@
 # that move as jobs run; Server-Sent Events; banyan events --follow; bad
 # input of every kind answered with one JSON error, the broker still up.
 . "$(dirname "$0")/lib.sh"
+need_cores 2 "a REST job and a submitted one of -N2 -n3"
 need_tools curl promtool python3
 
 start_cluster 2 '[http]

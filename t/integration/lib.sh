@@ -176,6 +176,13 @@ export -f ok not_ok check check_output check_fails wait_for lacks instance_dir b
 need_root() {
     [ "$(id -u)" = 0 ] || { echo "needs root: $1"; exit "$SKIP_CODE"; }
 }
+# need_cores N WHY: skip (77), saying why, unless this test may run on N
+# CPUs or more (nproc: the affinity mask, which a test instance's brokers
+# each take as their node's cores). Run under `taskset -c 0`, these tests
+# failed for want of a second core; the rest pass on one.
+need_cores() {
+    [ "$(nproc)" -ge "$1" ] || { echo "needs $1 cores (this test may use $(nproc)): $2"; exit "$SKIP_CODE"; }
+}
 # need_tools TOOL...: skip (77) unless every TOOL is on PATH.
 need_tools() {
     local tool
