@@ -33,7 +33,7 @@ check_fails "bob may not kill it" "not your job|only the instance owner" as "$BO
 check_fails "bob may not attach to it" "not your job|only the instance owner" as "$BOB" banyan job attach "$job"
 check_fails "bob may not raise its urgency" "not your job|only the instance owner" as "$BOB" banyan job urgency "$job" 20
 check_fails "alice may not go above urgency 16" "only the instance owner" as "$ALICE" banyan job urgency "$job" 20
-check_output "bob does not see it" "^0$" sh -c "as $BOB banyan jobs --no-header | wc -l"
+check "bob does not see it" lacks "$job" as "$BOB" banyan jobs --no-header
 check_fails "bob may not list everyone's" "only the instance owner" as "$BOB" banyan jobs -A
 check_fails "bob may not drain" "only the instance owner" as "$BOB" banyan resource drain 1
 check_fails "bob may not shut down" "only the instance owner" as "$BOB" banyan shutdown
@@ -45,6 +45,15 @@ for i in 1 2 3; do as "$BOB" banyan submit --urgency=0 true >/dev/null; done
 check_fails "bob's 4th pending job is refused, naming the limit" "max-pending-per-user" \
     as "$BOB" banyan submit --urgency=0 true
 check "bob cancels all his own jobs" as "$BOB" banyan cancel --all
+
+# Accounting: each user reads only their own records (the owner, anyone's).
+wait_for "alice's canceled job has its usage record" 20 \
+    bash -c "as $ALICE banyan history --no-header -o '{id}' | grep -qx '$job'"
+wait_for "so do bob's jobs" 20 bash -c "as $BOB banyan history --no-header -o '{id}' | grep -q ."
+check_output "bob's history holds bob's jobs only" "^$BOB\$" bash -o pipefail -c "as $BOB banyan history --no-header -o '{user}' | sort -u"
+check_fails "bob may not read alice's records" "only the instance owner" as "$BOB" banyan history -u "$ALICE"
+check_fails "nor everyone's" "only the instance owner" as "$BOB" banyan history -A
+check_output "the owner reads anyone's" "$job" as "$SVC" banyan history -A -o '{id}'
 
 # Unsigned (a raw client, not banyan submit): refused at submit.
 echo '{"version":1,"resources":[{"type":"slot","count":1,"label":"task","with":[{"type":"core","count":1}]}],
