@@ -52,7 +52,7 @@ void SchedClient::reprioritize(const Job& job) {
         keys_[job.id] = key_of(job);
         asked_.insert(key_of(job));
         table_.broker().rpc(Message::request("sched.prioritize", {{"id", job.id}, {"priority", job.priority}}, 0),
-                        [](const Message&) {});
+                            [](const Message&) {});
     } else {
         request(job);
     }
@@ -74,8 +74,13 @@ void SchedClient::fill_window() {
             to_ask_.insert(worst);
         }
         to_ask_.erase(best);
+        const Job* job = table_.find(std::get<2>(best));
+        if (!job) {  // (never: a job leaves the window before it is forgotten)
+            forget(std::get<2>(best));
+            continue;
+        }
         asked_.insert(best);
-        send_alloc(*table_.find(std::get<2>(best)));
+        send_alloc(*job);
     }
 }
 
@@ -86,7 +91,7 @@ void SchedClient::send_alloc(const Job& job) {
     req.payload = fmt::format(R"({{"id":{},"priority":{},"t_submit":{},"jobspec":{}}})", job.id, job.priority,
                               job.t_submit, job.sched_jobspec);
     table_.broker().rpc(std::move(req),
-                    [this, id = job.id, token](const Message& resp) { on_alloc_response(id, token, resp); });
+                        [this, id = job.id, token](const Message& resp) { on_alloc_response(id, token, resp); });
 }
 
 void SchedClient::on_alloc_response(JobId id, uint64_t token, const Message& resp) {
@@ -132,11 +137,12 @@ void SchedClient::restore(nlohmann::json jobs) {
 void SchedClient::free(JobId id, std::function<void()> done) {
     if (!held_.erase(id))
         return done();
-    table_.broker().rpc(Message::request("sched.free", {{"id", id}}, 0), [id, done = std::move(done)](const Message& resp) {
-        if (resp.errnum)
-            log::error("job-manager", "sched.free {}: {}", format_jobid(id), resp.error_text());
-        done();
-    });
+    table_.broker().rpc(Message::request("sched.free", {{"id", id}}, 0),
+                        [id, done = std::move(done)](const Message& resp) {
+                            if (resp.errnum)
+                                log::error("job-manager", "sched.free {}: {}", format_jobid(id), resp.error_text());
+                            done();
+                        });
 }
 
 }  // namespace banyan
