@@ -9,6 +9,9 @@ namespace banyan {
 namespace {
 
 constexpr auto kRetryDelay = std::chrono::seconds(1);
+// At most ten commits a second: each is an fsync on the disk the job
+// database syncs its own on, and a record waits for nothing but its purge.
+constexpr auto kCommitInterval = std::chrono::milliseconds(100);
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -214,7 +217,8 @@ Result<std::unique_ptr<AccountingDb>> AccountingDb::open(Reactor& reactor, const
 AccountingDb::AccountingDb(Reactor& reactor, Database writer, Database reader)
     : writer_(std::make_unique<DbWorker>(reactor, std::move(writer))),
       reader_(std::make_unique<DbWorker>(reactor, std::move(reader))),
-      retry_(reactor) {}
+      retry_(reactor),
+      pace_(reactor) {}
 
 AccountingDb::~AccountingDb() {
     // What was queued is committed before the threads stop (a clean stop
@@ -244,8 +248,13 @@ void AccountingDb::add(std::vector<UsageRecord> records, std::function<void()> d
 
 void AccountingDb::commit_next() {
     // One commit at a time; what comes meanwhile goes in the next, together.
-    if (committing_ || retry_.active() || queued_.waiters.empty())
+    if (committing_ || retry_.active() || pace_.active() || queued_.waiters.empty())
         return;
+    if (auto since = Clock::now() - last_commit_; since < kCommitInterval) {
+        pace_.start(std::chrono::duration_cast<Duration>(kCommitInterval - since), [this] { commit_next(); });
+        return;
+    }
+    last_commit_ = Clock::now();
     committing_ = std::make_shared<Batch>(std::exchange(queued_, {}));
     writer_->run([batch = committing_](Database& db) { return insert(db, batch->records); },
                  [this, batch = committing_](const Result<void>& r) { on_committed(batch, r); });

@@ -65,7 +65,8 @@ class AccountingDb {
     ~AccountingDb();
 
     // Stores `records` (an id stored already is left as it is) and runs
-    // `done` on the loop once they are committed. A commit that fails (a
+    // `done` on the loop once they are committed: within 100 ms, as commits
+    // are paced (each is synced to disk, beside the job database's). A commit that fails (a
     // full disk) is retried every second until it lands, said once in
     // the log: `done` waits.
     void add(std::vector<UsageRecord> records, std::function<void()> done);
@@ -86,6 +87,8 @@ class AccountingDb {
     Batch queued_;
     std::shared_ptr<Batch> committing_;
     Timer retry_;
+    Timer pace_;  // the next commit, kCommitInterval after the last began
+    Clock::time_point last_commit_{};
     bool failing_ = false;
 };
 
