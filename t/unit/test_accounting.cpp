@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include <fcntl.h>
+
 #include <unistd.h>
 
 #include "broker/accounting/accounting_db.hpp"
@@ -132,5 +134,33 @@ TEST_CASE("accounting: a store of another program is refused before anything is 
     auto db = AccountingDb::open(reactor, dir.string());
     REQUIRE_FALSE(db.ok());
     CHECK(db.error().message.find("accounting.db") != std::string::npos);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("accounting: every descriptor of the store is close-on-exec", "[accounting]") {
+    // The file, its -wal and -shm, opened inside sqlite: a job the broker
+    // starts must inherit none of them (DESIGN.md, Security).
+    auto dir = std::filesystem::temp_directory_path() / ("banyan-accounting-fds-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    Reactor reactor;
+    auto db = AccountingDb::open(reactor, dir.string());
+    REQUIRE(db.ok());
+    bool stored = false;
+    (*db)->add({record(1, 7, 100)}, [&] { stored = true; });
+    run_until(reactor, stored);
+    REQUIRE(stored);
+    size_t seen = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        auto target = std::filesystem::read_symlink(entry.path(), ec);
+        if (ec || target.parent_path() != dir)
+            continue;
+        int fd = std::stoi(entry.path().filename().string());
+        INFO(target.string());
+        CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0);
+        ++seen;
+    }
+    CHECK(seen >= 3);  // the file for each of the two connections, and the -wal
+    db->reset();
     std::filesystem::remove_all(dir);
 }
