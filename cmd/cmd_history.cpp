@@ -31,12 +31,7 @@ const std::set<std::string>& known_fields() {
 }
 
 std::string local_time(double t) {
-    if (t <= 0)
-        return "-";
-    std::time_t s = static_cast<std::time_t>(t);
-    char text[32];
-    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S", std::localtime(&s));
-    return text;
+    return t > 0 ? format_moment(t) : "-";
 }
 
 // Bytes as Slurm's sacct shows memory: K, M, G, T (powers of 1024).

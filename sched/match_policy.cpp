@@ -21,9 +21,7 @@ class ById final : public MatchPolicy {
     ById(std::string_view name, Traits traits, bool high_first) : MatchPolicy(name, traits), high_(high_first) {}
 
     void visit_in_order(const Siblings& s, VisitChild visit) const override {
-        std::span<const uint64_t> bits;
-        if (s.now && s.parent != kNoVertex)
-            bits = s.pool.free_children(s.parent, s.type);
+        std::span<const uint64_t> bits = s.free_now;
         if (!bits.empty()) {
             for (size_t i = 0; i < bits.size(); ++i) {
                 size_t w = high_ ? bits.size() - 1 - i : i;
@@ -104,23 +102,27 @@ class MostFree final : public MatchPolicy {
         // (nodes where there are any, else cores); the others keep what
         // they had. Leaves keep no weight. A cancel leaves the weights as
         // they are, as in Fluxion.
-        std::optional<TypeId> node_type = pool.find_type("node"), core_type = pool.find_type("core");
         for (const Claim& c : claims) {
             uint32_t v = c.vertex;
             if (!c.shown || pool.is_leaf(v))
                 continue;
-            bool is_node = node_type && pool.type(v) == *node_type;
-            bool nodes_below = node_type && pool.total(v, *node_type) > (is_node ? 1 : 0);
-            std::optional<TypeId> t = nodes_below ? node_type : core_type;
+            bool is_node = node_type_ && pool.type(v) == *node_type_;
+            bool nodes_below = node_type_ && pool.total(v, *node_type_) > (is_node ? 1 : 0);
+            std::optional<TypeId> t = nodes_below ? node_type_ : core_type_;
             weight_[v] = t ? static_cast<uint64_t>(std::max<int64_t>(0, pool.unmatched_now(v, *t))) : 0;
         }
     }
 
-    void graph_changed(const ResourcePool& pool) override { weight_.assign(pool.size(), kUntouched); }
+    void graph_changed(const ResourcePool& pool) override {
+        weight_.assign(pool.size(), kUntouched);
+        node_type_ = pool.find_type("node");
+        core_type_ = pool.find_type("core");
+    }
 
   private:
     static constexpr uint64_t kUntouched = UINT64_MAX;
-    std::vector<uint64_t> weight_;  // per vertex, its order weight among its siblings
+    std::optional<TypeId> node_type_, core_type_;  // of the graph, looked up once
+    std::vector<uint64_t> weight_;                 // per vertex, its order weight among its siblings
 };
 
 }  // namespace

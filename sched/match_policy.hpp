@@ -23,13 +23,16 @@ namespace banyan {
 // The children of one vertex that the walk is about to try.
 struct Siblings {
     const ResourcePool& pool;
-    uint32_t parent;                        // kNoVertex: the roots
-    std::span<const uint32_t> kids;         // pool.children(parent), or pool.roots()
-    TypeId type;                            // what the walk looks for below them
-    int64_t want;                           // how much of it is still wanted
-    int64_t start, end;                     // the window matched
-    bool ignore_use;                        // as if nothing were in use
-    bool now;                               // start is now and use counts: free-now bitmaps apply
+    uint32_t parent;                 // kNoVertex: the roots
+    std::span<const uint32_t> kids;  // pool.children(parent), or pool.roots()
+    TypeId type;                     // what the walk looks for below them
+    int64_t want;                    // how much of it is still wanted
+    int64_t start, end;              // the window matched
+    bool ignore_use;                 // as if nothing were in use
+    // When the window starts now and use counts, and the parent keeps one:
+    // its children with something of `type` free now (bitmap by position);
+    // else empty.
+    std::span<const uint64_t> free_now;
     const std::vector<uint64_t>* eligible;  // with a constraint, the kids that may be tried (bitmap); else null
 };
 

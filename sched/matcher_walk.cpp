@@ -482,12 +482,12 @@ void Matcher::hold_exclusive_subtrees() {
 }
 
 void Matcher::for_each_child(uint32_t v, TypeId t, int64_t want, VisitChild visit) {
-    bool now = !ignore_use_ && start_ == now_;
+    std::span<const uint64_t> free_now;
+    if (!ignore_use_ && start_ == now_ && v != kNoVertex)
+        free_now = pool_.free_children(v, t);
     // With a constraint, the children with an eligible node below them,
     // where v keeps bitmaps of its children (made once per constraint).
-    const std::vector<uint64_t>* eligible = nullptr;
-    if (now && v != kNoVertex && !pool_.free_children(v, t).empty())
-        eligible = eligibility_.children(v);
+    const std::vector<uint64_t>* eligible = free_now.empty() ? nullptr : eligibility_.children(v);
     Siblings siblings{.pool = pool_,
                       .parent = v,
                       .kids = v == kNoVertex ? pool_.roots() : pool_.children(v),
@@ -496,7 +496,7 @@ void Matcher::for_each_child(uint32_t v, TypeId t, int64_t want, VisitChild visi
                       .start = start_,
                       .end = end_,
                       .ignore_use = ignore_use_,
-                      .now = now,
+                      .free_now = free_now,
                       .eligible = eligible};
     policy_->visit_in_order(siblings, visit);
 }

@@ -70,7 +70,8 @@ ResourcePool::ResourcePool(const ResourceGraph& graph) {
     }
     for (uint32_t i = static_cast<uint32_t>(vertices_.size()); i-- > 0;) {
         auto& v = vertices_[i];
-        v.subtree_end = v.children_end > v.children_begin ? vertices_[child_list_[v.children_end - 1]].subtree_end : i + 1;
+        v.subtree_end =
+            v.children_end > v.children_begin ? vertices_[child_list_[v.children_end - 1]].subtree_end : i + 1;
     }
     build_aggregates();
 }

@@ -122,7 +122,7 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
         // every blocked job, to say when each will start.
         bool easy = config_.policy == QueuePolicy::easy;
         MatchOp op = reservations > 0 && (!easy || matcher_.any_free(now)) ? MatchOp::allocate_orelse_reserve
-                                                                            : MatchOp::allocate_with_satisfiability;
+                                                                           : MatchOp::allocate_with_satisfiability;
         auto r = matcher_.match(job.jobspec, op, now, job.id);
         if (r && r->matched && !r->reserved) {
             started.push_back({job.id, matcher_.to_rv1(r->claims, r->start, r->end)});

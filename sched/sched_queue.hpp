@@ -28,9 +28,9 @@ Result<QueuePolicy> queue_policy_from_name(std::string_view name);
 
 struct QueueConfig {
     QueuePolicy policy = QueuePolicy::fcfs;
-    size_t queue_depth = 1000;       // pending jobs looked at per pass
-    size_t reservation_depth = 64;   // conservative: most reservations per pass
-    int64_t overrun_grace = 60;      // a job past its end holds its resources this much longer, again and again
+    size_t queue_depth = 1000;      // pending jobs looked at per pass
+    size_t reservation_depth = 64;  // conservative: most reservations per pass
+    int64_t overrun_grace = 60;     // a job past its end holds its resources this much longer, again and again
 };
 
 struct PendingJob {

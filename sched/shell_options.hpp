@@ -28,9 +28,9 @@ struct ShellOptions {
     std::optional<double> exit_timeout = 30.0;  // seconds; nullopt: none
     std::string stdout_path, stderr_path;       // templates; empty: to rank 0
     bool label = false;
-    std::string input_path;      // every task reads it
-    bool forward_stdin = false;  // task 0 reads what `banyan run` sends
-    bool pty = false;            // task 0 runs on a pseudo-terminal (--pty)
+    std::string input_path;                 // every task reads it
+    bool forward_stdin = false;             // task 0 reads what `banyan run` sends
+    bool pty = false;                       // task 0 runs on a pseudo-terminal (--pty)
     uint16_t pty_rows = 24, pty_cols = 80;  // its size at start
     std::vector<std::pair<int, rlim_t>> rlimits;
     // --signal=SIG@TIME: signal the tasks this many seconds before the

@@ -53,7 +53,7 @@ Result<TaskMap> TaskMap::compute(const Jobspec& spec, const Rv1& R) {
         if (slot.under_node) {
             slots = slot.count;
         } else {
-            uint64_t fit = slot.cores > 0 ? children.cores.count() / slot.cores
+            uint64_t fit = slot.cores > 0  ? children.cores.count() / slot.cores
                            : slot.gpus > 0 ? children.gpus.count() / slot.gpus
                                            : slots_left;
             slots = std::min(fit, slots_left);

@@ -51,7 +51,7 @@ std::vector<int32_t> order(const MatchPolicy& policy, const ResourcePool& pool, 
                .start = 0,
                .end = 100,
                .ignore_use = false,
-               .now = now,
+               .free_now = now ? pool.free_children(root, core) : std::span<const uint64_t>(),
                .eligible = eligible};
     std::vector<int32_t> ranks;
     policy.visit_in_order(s, [&](uint32_t u) {
@@ -95,7 +95,7 @@ TEST_CASE("match policy: by id, low first or high first; a stop ends the walk", 
                                           .start = 0,
                                           .end = 100,
                                           .ignore_use = false,
-                                          .now = false,
+                                          .free_now = {},
                                           .eligible = nullptr},
                                  [&](uint32_t u) {
                                      seen.push_back(pool.rank(u));
