@@ -25,6 +25,9 @@ Result<void> check_known_keys(const Config& config) {
           "max-pending-per-user"}},
         {"exec", {"kill-timeout", "job-shell", "reattach-timeout", "imp", "prolog", "epilog", "prolog-timeout"}},
         {"access", {"admins"}},
+        {"priority",
+         {"weight-fairshare", "weight-urgency", "weight-age", "weight-queue", "weight-size", "max-age",
+          "decay-half-life", "recalc-interval"}},
         {"http", {"listen", "open", "max-body", "token-key"}},
     };
     // Every table at the top, then every key of each (queues.NAME: the

@@ -51,7 +51,7 @@ Result<NamedQueues> NamedQueues::read(const Config& config, QueuePolicy sched_po
     for (const auto& name : *names) {
         std::string at = "queues." + name;
         if (auto ok = config.check_keys(
-                at, {"requires", "default", "max-duration", "max-nodes", "max-active-per-user", "policy"});
+                at, {"requires", "default", "max-duration", "max-nodes", "max-active-per-user", "policy", "priority"});
             !ok)
             return ok.error();
         NamedQueue q;
@@ -62,10 +62,12 @@ Result<NamedQueues> NamedQueues::read(const Config& config, QueuePolicy sched_po
         auto max_nodes = config.get_int(at + ".max-nodes", 0, int64_t{1} << 31, 0);
         auto max_active = config.get_int(at + ".max-active-per-user", 0, int64_t{1} << 31, 0);
         auto policy = config.get_string(at + ".policy", "");
+        auto priority = config.get_int(at + ".priority", 0, 1000000, 0);
         for (const Error* e :
              {requires_text ? nullptr : &requires_text.error(), is_default ? nullptr : &is_default.error(),
               max_duration ? nullptr : &max_duration.error(), max_nodes ? nullptr : &max_nodes.error(),
-              max_active ? nullptr : &max_active.error(), policy ? nullptr : &policy.error()})
+              max_active ? nullptr : &max_active.error(), policy ? nullptr : &policy.error(),
+              priority ? nullptr : &priority.error()})
             if (e)
                 return *e;
         if (!requires_text->empty()) {
@@ -86,6 +88,7 @@ Result<NamedQueues> NamedQueues::read(const Config& config, QueuePolicy sched_po
         q.max_duration = *max_duration;
         q.max_nodes = *max_nodes;
         q.max_active_per_user = *max_active;
+        q.priority = *priority;
         if (q.is_default && out.default_queue())
             return make_error(EINVAL, fmt::format("{}: {}.default: queue '{}' is the default already", config.source(),
                                                   at, out.default_queue()->name));

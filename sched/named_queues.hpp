@@ -25,6 +25,7 @@ struct NamedQueue {
     int64_t max_nodes = 0;            // per job; 0: none
     int64_t max_active_per_user = 0;  // 0: none
     QueuePolicy policy = QueuePolicy::fcfs;
+    int64_t priority = 0;  // 0 to 10^6: its jobs' queue factor over the highest (accounting.md §7)
 };
 
 struct NamedQueues {

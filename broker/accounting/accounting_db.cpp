@@ -1,8 +1,12 @@
 #include "broker/accounting/accounting_db.hpp"
 
+#include <cmath>
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include "core/json_field.hpp"
+#include "core/json_parse.hpp"
 #include "core/log.hpp"
 
 namespace banyan {
@@ -21,15 +25,36 @@ CREATE TABLE IF NOT EXISTS usage (id INTEGER PRIMARY KEY, userid INTEGER NOT NUL
                                   t_start REAL NOT NULL, t_end REAL NOT NULL, time_limit REAL NOT NULL,
                                   nnodes INTEGER NOT NULL, nodelist TEXT NOT NULL, ncores INTEGER NOT NULL,
                                   ngpus INTEGER NOT NULL, cpu REAL NOT NULL, maxrss INTEGER NOT NULL,
-                                  totalrss INTEGER NOT NULL);
+                                  totalrss INTEGER NOT NULL, bank TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS usage_by_user ON usage (userid, t_end);
 CREATE INDEX IF NOT EXISTS usage_by_end ON usage (t_end);
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1');
+CREATE TABLE IF NOT EXISTS banks (name TEXT PRIMARY KEY, parent TEXT NOT NULL, shares INTEGER NOT NULL,
+                                  limits TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS associations (userid INTEGER NOT NULL, bank TEXT NOT NULL, is_default INTEGER NOT NULL,
+                                         shares INTEGER NOT NULL, limits TEXT NOT NULL, PRIMARY KEY (userid, bank));
+INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '2');
 )sql";
+constexpr std::string_view kSchemaVersion = "2";
+
+// Version 1 (usage records only) gains the job's bank; the bank tables
+// come with the schema.
+Result<void> upgrade_from_v1(const std::string& path) {
+    if (!std::filesystem::exists(path))
+        return {};
+    auto db = Database::open(path, "usage");
+    if (!db)
+        return db.error();
+    auto version = db->query("SELECT value FROM meta WHERE key = 'schema_version'");
+    if (!version || version->empty() || sql_text((*version)[0][0]) != "1")
+        return {};  // new, or any other version: open_store says
+    return db->exec(
+        "BEGIN; ALTER TABLE usage ADD COLUMN bank TEXT NOT NULL DEFAULT ''; "
+        "UPDATE meta SET value = '2' WHERE key = 'schema_version'; COMMIT;");
+}
 
 constexpr const char* kColumns =
     "id, userid, name, queue, result, status, exception, t_submit, t_eligible, t_start, t_end, time_limit, "
-    "nnodes, nodelist, ncores, ngpus, cpu, maxrss, totalrss";
+    "nnodes, nodelist, ncores, ngpus, cpu, maxrss, totalrss, bank";
 
 UsageRecord record_from_row(const SqlRow& row) {
     UsageRecord r;
@@ -53,6 +78,7 @@ UsageRecord record_from_row(const SqlRow& row) {
     r.cpu = sql_real(row[16]);
     r.maxrss = static_cast<uint64_t>(sql_int(row[17]));
     r.totalrss = static_cast<uint64_t>(sql_int(row[18]));
+    r.bank = sql_text(row[19]);
     return r;
 }
 
@@ -61,14 +87,14 @@ Result<void> insert(Database& db, const std::vector<UsageRecord>& records) {
         return r.error();
     std::string sql = fmt::format(
         "INSERT OR IGNORE INTO usage ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "?, ?, ?, ?, ?)",
+        "?, ?, ?, ?, ?, ?)",
         kColumns);
     for (const auto& u : records) {
         auto r = db.query(sql, {static_cast<int64_t>(u.id), static_cast<int64_t>(u.userid), u.name, u.queue, u.result,
                                 u.status ? SqlValue(*u.status) : SqlValue(nullptr), u.exception, u.t_submit,
                                 u.t_eligible, u.t_start, u.t_end, u.time_limit, static_cast<int64_t>(u.nnodes),
                                 u.nodelist, static_cast<int64_t>(u.ncores), static_cast<int64_t>(u.ngpus), u.cpu,
-                                static_cast<int64_t>(u.maxrss), static_cast<int64_t>(u.totalrss)});
+                                static_cast<int64_t>(u.maxrss), static_cast<int64_t>(u.totalrss), u.bank});
         if (!r) {
             (void)db.exec("ROLLBACK");
             return r.error();
@@ -100,6 +126,10 @@ Result<std::vector<UsageRecord>> select(Database& db, const HistoryFilter& f) {
         where += " AND name = ?";
         params.emplace_back(f.name);
     }
+    if (!f.bank.empty()) {
+        where += " AND bank = ?";
+        params.emplace_back(f.bank);
+    }
     if (!f.results.empty()) {
         where += " AND result IN (?";
         for (size_t i = 1; i < f.results.size(); ++i)
@@ -120,6 +150,76 @@ Result<std::vector<UsageRecord>> select(Database& db, const HistoryFilter& f) {
     return out;
 }
 
+Result<BankTable> select_banks(Database& db) {
+    BankTable t;
+    auto banks = db.query("SELECT name, parent, shares, limits FROM banks ORDER BY name");
+    if (!banks)
+        return banks.error();
+    auto limits_of = [&db](const SqlValue& text, const std::string& what) -> Result<BankLimits> {
+        BankLimits limits;
+        auto j = parse_json(sql_text(text));
+        if (!j)
+            return make_error(EIO, fmt::format("{}: {}: limits: {}", db.path(), what, j.error().message));
+        if (auto r = limits.update(*j, what + ".limits"); !r)
+            return make_error(EIO, fmt::format("{}: {}", db.path(), r.error().message));
+        return limits;
+    };
+    for (const auto& row : *banks) {
+        auto limits = limits_of(row[3], "bank " + sql_text(row[0]));
+        if (!limits)
+            return limits.error();
+        t.banks.push_back({sql_text(row[0]), sql_text(row[1]), sql_int(row[2]), *limits, 0});
+    }
+    auto users = db.query("SELECT userid, bank, is_default, shares, limits FROM associations ORDER BY userid, bank");
+    if (!users)
+        return users.error();
+    for (const auto& row : *users) {
+        auto limits = limits_of(row[4], fmt::format("uid {} in bank {}", sql_int(row[0]), sql_text(row[1])));
+        if (!limits)
+            return limits.error();
+        t.users.push_back({static_cast<uint32_t>(sql_int(row[0])), sql_text(row[1]), sql_int(row[2]) != 0,
+                           sql_int(row[3]), *limits, 0, 0});
+    }
+    return t;
+}
+
+Result<void> write_change(Database& db, const BankChange& c) {
+    auto run = [&]() -> Result<void> {
+        if (c.bank && !c.row) {
+            if (auto r = db.query("DELETE FROM banks WHERE name = ?", {*c.bank}); !r)
+                return r.error();
+        } else if (c.row) {
+            if (auto r = db.query("INSERT OR REPLACE INTO banks (name, parent, shares, limits) VALUES (?, ?, ?, ?)",
+                                  {c.row->name, c.row->parent, c.row->shares, c.row->limits.to_json().dump()});
+                !r)
+                return r.error();
+        }
+        if (c.userid) {
+            if (auto r = db.query("DELETE FROM associations WHERE userid = ?", {static_cast<int64_t>(*c.userid)}); !r)
+                return r.error();
+            for (const auto& a : c.rows)
+                if (auto r = db.query("INSERT INTO associations (userid, bank, is_default, shares, limits) "
+                                      "VALUES (?, ?, ?, ?, ?)",
+                                      {static_cast<int64_t>(a.userid), a.bank, int64_t{a.is_default}, a.shares,
+                                       a.limits.to_json().dump()});
+                    !r)
+                    return r.error();
+        }
+        return {};
+    };
+    if (auto r = db.exec("BEGIN"); !r)
+        return r.error();
+    if (auto r = run(); !r) {
+        (void)db.exec("ROLLBACK");
+        return r.error();
+    }
+    if (auto r = db.exec("COMMIT"); !r) {
+        (void)db.exec("ROLLBACK");
+        return r.error();
+    }
+    return {};
+}
+
 }  // namespace
 
 bool UsageRecord::known_result(std::string_view result) {
@@ -131,6 +231,7 @@ nlohmann::json UsageRecord::to_json() const {
             {"userid", userid},
             {"name", name},
             {"queue", queue},
+            {"bank", bank},
             {"result", result},
             {"status", status ? nlohmann::json(*status) : nlohmann::json()},
             {"exception", exception},
@@ -158,6 +259,7 @@ Result<UsageRecord> UsageRecord::from_json(const nlohmann::json& j) {
     auto userid = json_field<uint32_t>(j, "userid", 0, "record");
     auto name = json_field<std::string>(j, "name", "", "record");
     auto queue = json_field<std::string>(j, "queue", "", "record");
+    auto bank = json_field<std::string>(j, "bank", "", "record");
     auto result = json_field<std::string>(j, "result", "", "record");
     auto exception = json_field<std::string>(j, "exception", "", "record");
     auto t_submit = json_field<double>(j, "t_submit", 0, "record");
@@ -172,7 +274,7 @@ Result<UsageRecord> UsageRecord::from_json(const nlohmann::json& j) {
     auto cpu = json_field<double>(j, "cpu", 0, "record");
     auto maxrss = json_field<uint64_t>(j, "maxrss", 0, "record");
     auto totalrss = json_field<uint64_t>(j, "totalrss", 0, "record");
-    if (auto e = first_error(id, userid, name, queue, result, exception, t_submit, t_eligible, t_start, t_end,
+    if (auto e = first_error(id, userid, name, queue, bank, result, exception, t_submit, t_eligible, t_start, t_end,
                              time_limit, nnodes, nodelist, ncores, ngpus, cpu, maxrss, totalrss))
         return *e;
     if (*id == 0)
@@ -189,6 +291,7 @@ Result<UsageRecord> UsageRecord::from_json(const nlohmann::json& j) {
     r.userid = *userid;
     r.name = std::move(*name);
     r.queue = std::move(*queue);
+    r.bank = std::move(*bank);
     r.result = std::move(*result);
     r.exception = std::move(*exception);
     r.t_submit = *t_submit;
@@ -208,7 +311,10 @@ Result<UsageRecord> UsageRecord::from_json(const nlohmann::json& j) {
 
 Result<std::unique_ptr<AccountingDb>> AccountingDb::open(Reactor& reactor, const std::string& statedir) {
     // synchronous=FULL: a record survives the machine crashing.
-    auto db = open_store(statedir + "/accounting.db", "usage", kSchema, "accounting store");
+    std::string path = statedir + "/accounting.db";
+    if (auto r = upgrade_from_v1(path); !r)
+        return r.error();
+    auto db = open_store(path, "usage", kSchema, "accounting store", kSchemaVersion);
     if (!db)
         return db.error();
     return std::unique_ptr<AccountingDb>(new AccountingDb(reactor, std::move(db->writer), std::move(db->reader)));
@@ -282,6 +388,37 @@ void AccountingDb::on_committed(std::shared_ptr<Batch> batch, const Result<void>
 
 void AccountingDb::history(HistoryFilter filter, std::function<void(Result<std::vector<UsageRecord>>)> done) {
     reader_->run([filter = std::move(filter)](Database& db) { return select(db, filter); }, std::move(done));
+}
+
+Result<BankTable> AccountingDb::load_banks() {
+    return writer_->run_and_wait([](Database& db) { return select_banks(db); });
+}
+
+Result<std::vector<UsageSum>> AccountingDb::load_usage(double since, double span) {
+    return reader_->run_and_wait([since, span](Database& db) -> Result<std::vector<UsageSum>> {
+        // Summed in SQL per span, so that a million records come back as a
+        // few thousand rows; each span counts as ending in its middle.
+        auto rows = db.query(
+            "SELECT userid, bank, CAST(t_end / ?1 AS INTEGER), SUM(ncores * (t_end - t_start)) FROM usage "
+            "WHERE bank != '' AND t_start > 0 AND t_end > t_start AND t_end >= ?2 GROUP BY 1, 2, 3",
+            {span, since});
+        if (!rows)
+            return rows.error();
+        std::vector<UsageSum> out;
+        out.reserve(rows->size());
+        for (const auto& row : *rows)
+            out.push_back({static_cast<uint32_t>(sql_int(row[0])), sql_text(row[1]),
+                           (static_cast<double>(sql_int(row[2])) + 0.5) * span, sql_real(row[3])});
+        return out;
+    });
+}
+
+void AccountingDb::change_banks(BankChange change, std::function<void(Result<void>)> done) {
+    writer_->run([change = std::move(change)](Database& db) { return write_change(db, change); }, std::move(done));
+}
+
+void AccountingDb::read_banks(std::function<void(Result<BankTable>)> done) {
+    reader_->run([](Database& db) { return select_banks(db); }, std::move(done));
 }
 
 }  // namespace banyan

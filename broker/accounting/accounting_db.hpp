@@ -18,6 +18,7 @@
 #include "core/db_worker.hpp"
 #include "core/reactor.hpp"
 #include "core/result.hpp"
+#include "sched/banks.hpp"
 
 namespace banyan {
 
@@ -27,6 +28,7 @@ struct UsageRecord {
     uint32_t userid = 0;
     std::string name;
     std::string queue;
+    std::string bank;  // "": none (accounting.md §5)
     std::string result;
     std::optional<int64_t> status;
     std::string exception;
@@ -54,7 +56,26 @@ struct HistoryFilter {
     double until = 0;                  // t_end before; 0: to the last
     std::vector<std::string> results;  // empty: any; each known_result() once
     std::string name;                  // "": any
+    std::string bank;                  // "": any
     uint64_t count = 1000;
+};
+
+// Core-seconds of one association's jobs that ended around `t_end`.
+struct UsageSum {
+    uint32_t userid = 0;
+    std::string bank;
+    double t_end = 0;
+    double core_seconds = 0;
+};
+
+// One change of the bank tables, written in one transaction: a bank's
+// row (written, or removed when `row` is empty) and/or every association
+// of one user (theirs replaced by `rows`).
+struct BankChange {
+    std::optional<std::string> bank;
+    std::optional<Bank> row;
+    std::optional<uint32_t> userid;
+    std::vector<Association> rows;
 };
 
 class AccountingDb {
@@ -72,6 +93,21 @@ class AccountingDb {
     void add(std::vector<UsageRecord> records, std::function<void()> done);
     // The records `filter` selects, newest end first.
     void history(HistoryFilter filter, std::function<void(Result<std::vector<UsageRecord>>)> done);
+
+    // At start only (it waits): the bank tables, and the usage of jobs of
+    // a bank that ended at or after `since`, summed per association over
+    // spans of `span` seconds.
+    Result<BankTable> load_banks();
+    Result<std::vector<UsageSum>> load_usage(double since, double span);
+    // Runs `work` on the reader thread, off the loop; `done` on the loop.
+    template <class Work, class Done>
+    void compute(Work work, Done done) {
+        reader_->run([work = std::move(work)](Database&) mutable { return work(); }, std::move(done));
+    }
+    // Writes one change; `done` on the loop once committed (or not).
+    void change_banks(BankChange change, std::function<void(Result<void>)> done);
+    // The bank tables as stored (to start again from after a failed write).
+    void read_banks(std::function<void(Result<BankTable>)> done);
 
   private:
     struct Batch {

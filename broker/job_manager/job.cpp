@@ -217,6 +217,10 @@ nlohmann::json Job::summary() const {
                      {"t_submit", t_submit}};
     if (!queue.empty())
         s["queue"] = queue;
+    if (!bank.empty())
+        s["bank"] = bank;
+    if (!limit.empty())
+        s["limit"] = limit;
     if (!instance_uri.empty())
         s["instance"] = instance_uri;
     if (t_run > 0)
@@ -246,7 +250,7 @@ const std::vector<std::string>& Job::summary_columns() {
     static const std::vector<std::string> columns = {"id",        "userid",       "name",       "state",    "urgency",
                                                      "priority",  "ntasks",       "nnodes",     "nodelist", "t_submit",
                                                      "t_run",     "t_cleanup",    "t_inactive", "result",   "status",
-                                                     "exception", "dependencies", "queue",      "instance"};
+                                                     "exception", "dependencies", "queue",      "instance", "bank", "limit"};
     return columns;
 }
 
@@ -280,6 +284,7 @@ void apply_event(Job& job, const JobEvent& ev) {
     if (name == "submit") {
         job.userid = event_field<uint32_t>(c, "userid", job.userid);
         job.urgency = static_cast<int>(event_field<int64_t>(c, "urgency", job.urgency));
+        job.bank = event_field<std::string>(c, "bank", "");
         job.t_submit = ev.timestamp;
     } else if (name == "depend" && job.state == JobState::depend) {
         job.state = JobState::priority;
@@ -291,6 +296,7 @@ void apply_event(Job& job, const JobEvent& ev) {
         }
     } else if (name == "urgency") {
         job.urgency = static_cast<int>(event_field<int64_t>(c, "urgency", job.urgency));
+        job.bank = event_field<std::string>(c, "bank", "");
     } else if (name == "alloc" && job.state == JobState::sched) {
         job.state = JobState::run;
         std::string().swap(job.sched_jobspec);  // freed (assigning "" would keep its buffer)
@@ -341,12 +347,6 @@ void apply_event(Job& job, const JobEvent& ev) {
         job.state = JobState::inactive;
         job.t_inactive = ev.timestamp;
     }
-}
-
-int64_t priority_from_urgency(int urgency) {
-    if (urgency >= kMaxUrgency)
-        return kExpeditePriority;
-    return urgency;
 }
 
 }  // namespace banyan

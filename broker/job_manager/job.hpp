@@ -17,6 +17,7 @@
 #include "core/jobid.hpp"
 #include "core/result.hpp"
 #include "sched/named_queues.hpp"
+#include "sched/priority.hpp"
 
 namespace banyan {
 
@@ -41,9 +42,7 @@ struct Dependency {
 };
 
 constexpr int kDefaultUrgency = 16;
-constexpr int kMaxUrgency = 31;
 constexpr int kMaxGuestUrgency = 16;
-constexpr int64_t kExpeditePriority = 4294967295;
 
 struct Job {
     JobId id = 0;
@@ -54,6 +53,7 @@ struct Job {
     // From the jobspec.
     std::string name;
     std::string queue;         // "" without queues
+    std::string bank;          // charged to (accounting.md §5); "" without banks
     std::string instance_uri;  // a nested instance's socket (event `instance`); "" when not one
     uint32_t ntasks = 1;
     uint32_t nnodes = 0;  // 0: not asked for; the R decides
@@ -74,7 +74,8 @@ struct Job {
     // From the eventlog.
     JobState state = JobState::depend;
     int urgency = kDefaultUrgency;
-    int64_t priority = -1;        // -1: not yet given
+    int64_t priority = -1;        // -1: not yet given; recomputed in SCHED (accounting.md §7)
+    std::string limit;            // in SCHED: the bank limit it waits under ("limit: ..."); not an event
     std::vector<uint32_t> ranks;  // of R, once allocated (R itself is in the alloc event)
     std::string nodelist;
     bool started = false;
@@ -130,7 +131,5 @@ void apply_event(Job& job, const JobEvent& event);
 // among them) is a delay the clock can hold.
 std::chrono::milliseconds delay_until(double when);
 
-// Priority from urgency (doc/spec/jobs.md §4).
-int64_t priority_from_urgency(int urgency);
 
 }  // namespace banyan

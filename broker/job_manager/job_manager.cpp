@@ -34,8 +34,16 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
     auto db = JobDb::open(broker.reactor(), broker.bootstrap().statedir);
     if (!db)
         return db.error();
+    auto priority = PrioritySettings::read(config);
+    if (!priority)
+        return priority.error();
     std::unique_ptr<JobManager> jm(new JobManager(broker, limits, std::move(*db)));
     jm->queues_ = std::move(*queues);
+    jm->priority_ = *priority;
+    for (const auto& q : jm->queues_.queues)
+        jm->top_queue_priority_ = std::max(jm->top_queue_priority_, q.priority);
+    if (auto r = jm->load_banks(); !r)
+        return r.error();
     if (auto r = jm->recovery_.restore(); !r)
         return r.error();
     JobManager* p = jm.get();
@@ -58,7 +66,8 @@ JobManager::JobManager(Broker& broker, const JobManagerLimits& limits, std::uniq
       streams_(*this),
       purger_(*this),
       recovery_(*this),
-      account_soon_(broker.reactor()) {}
+      account_soon_(broker.reactor()),
+      recalc_(broker.reactor()) {}
 
 JobManager::~JobManager() = default;
 
@@ -95,8 +104,10 @@ void JobManager::post(Job& job, std::string name, nlohmann::json context, double
 
 void JobManager::on_state_change(Job& job, JobState from) {
     if (job.state == JobState::cleanup) {
-        if (from == JobState::sched)
+        if (from == JobState::sched) {
             sched_.withdraw(job.id);
+            left_scheduler(job);
+        }
         if (from == JobState::run)
             exec_.terminate(job);  // SIGTERM, then SIGKILL (exec.kill-timeout)
     }
@@ -115,9 +126,9 @@ void JobManager::advance(Job& job) {
         case JobState::depend:
             return check_dependencies(job);
         case JobState::priority:
-            return post(job, "priority", {{"priority", priority_from_urgency(job.urgency)}});
+            return post(job, "priority", {{"priority", priority_of(job)}});
         case JobState::sched:
-            return sched_.request(job);
+            return to_scheduler(job);
         case JobState::run:
             return;  // exec answers move it on
         case JobState::cleanup:
@@ -186,8 +197,17 @@ void JobManager::set_urgency(Job& job, int urgency, uint32_t userid) {
     post(job, "urgency", {{"userid", userid}, {"urgency", urgency}});
     if (job.state != JobState::sched)
         return;  // the priority event comes when it gets there
-    post(job, "priority", {{"priority", priority_from_urgency(urgency)}});
-    sched_.reprioritize(job);
+    post(job, "priority", {{"priority", priority_of(job)}});
+    if (banks_.is_waiting(job.id)) {
+        banks_.unwait(job.id);
+        job.limit.clear();
+        return to_scheduler(job);  // waits again, in its new place, or goes
+    }
+    if (!sched_.is_known(job.id))
+        return to_scheduler(job);  // it was held
+    sched_.reprioritize(job);  // withdrawn there when now held
+    if (job.priority == 0)
+        left_scheduler(job);
 }
 
 void JobManager::allocated(Job& job, nlohmann::json R) {
@@ -211,11 +231,13 @@ void JobManager::release(Job& job) {
         sched_.free(job.id, [this, id = job.id] {
             if (Job* j = find(id); j && j->state == JobState::cleanup) {
                 post(*j, "free");
+                left_scheduler(*j);
                 post(*j, "clean");
             }
         });
         return;
     }
+    left_scheduler(job);
     if (!job.ranks.empty() && !job.freed)
         post(job, "free", {{"note", "the scheduler that gave these resources is gone (restart)"}});
     post(job, "clean");
@@ -224,6 +246,7 @@ void JobManager::release(Job& job) {
 void JobManager::became_inactive(Job& job) {
     counters_.completed++;
     counters_.by_result[std::string(job.result())]++;
+    banks_.ended(job);
     begin_timers_.erase(job.id);
     exec_.forget(job.id);
     job.dependencies.clear();
@@ -246,6 +269,7 @@ nlohmann::json JobManager::usage_record(const Job& job) {
             {"userid", job.userid},
             {"name", job.name},
             {"queue", job.queue},
+            {"bank", job.bank},
             {"result", job.result()},
             {"status", job.status ? nlohmann::json(*job.status) : nlohmann::json()},
             {"exception", job.exception_type},

@@ -6,6 +6,7 @@
 //   job_manager_requests.cpp  the job-manager.* requests (it lists which of
 //                             job_manager_{submit,queries,control,running}.cpp
 //                             serves each)
+//   job_manager_banks.cpp     banks, their limits, and priority (accounting.md §5-8)
 // The parts below see the jobs through JobTable (job_table.hpp):
 //   sched_client              SCHED, and the R that RUN/CLEANUP jobs hold
 //   exec_client               RUN and CLEANUP: tasks on the ranks of R
@@ -22,6 +23,7 @@
 #include <unordered_map>
 
 #include "broker/broker.hpp"
+#include "broker/job_manager/bank_book.hpp"
 #include "broker/job_manager/event_streams.hpp"
 #include "broker/job_manager/exec_client.hpp"
 #include "broker/job_manager/job.hpp"
@@ -99,6 +101,8 @@ class JobManager final : private JobTable {
     void on_started(const Message& req);
     void on_input(const Message& req);
     void on_stats(const Message& req);
+    void on_banks(const Message& req);
+    void on_priority(const Message& req);
     // The job a request ({"id": N, ...}) names, if the caller may see it,
     // with the request's body in `body`; else answers the error itself and
     // returns null.
@@ -121,6 +125,20 @@ class JobManager final : private JobTable {
     std::string over_user_limits(const Message& req) const;
     void set_urgency(Job& job, int urgency, uint32_t userid);
     void allocated(Job& job, nlohmann::json R) override;
+
+    // Banks, limits and priority (job_manager_banks.cpp).
+    // The table as the accounting service has it now (at start).
+    Result<void> load_banks();
+    // The priority of a job from its factors now (accounting.md §7).
+    int64_t priority_of(const Job& job, PriorityFactors* factors = nullptr) const;
+    // A job in SCHED: asked of the scheduler, or waiting under a limit.
+    void to_scheduler(Job& job);
+    // A job no longer asked or holding resources: its limits free, and
+    // the jobs waiting under limits looked at again.
+    void left_scheduler(Job& job);
+    void retry_waiting();
+    // Every pending job's priority again (new fair-share, or age).
+    void recompute_priorities();
     void release(Job& job) override;
     void became_inactive(Job& job);
     // Sends the usage records of inactive jobs `ids` to the accounting
@@ -163,6 +181,10 @@ class JobManager final : private JobTable {
     Recovery recovery_;
     std::vector<JobId> to_account_;  // inactive, their records not yet sent
     Timer account_soon_;
+    BankBook banks_;
+    PrioritySettings priority_;
+    int64_t top_queue_priority_ = 0;  // the highest queue priority (the queue factor's scale)
+    Timer recalc_;
 };
 
 }  // namespace banyan

@@ -4,6 +4,7 @@
 //   job_manager_queries.cpp   list, info, eventlog, attach, wait, wait-all, stats, queue-list
 //   job_manager_control.cpp   cancel, kill, urgency, queue-enable
 //   job_manager_running.cpp   output, raise, started, input, proxy, instance
+//   job_manager_banks.cpp     banks, priority
 #include <algorithm>
 #include <array>
 #include <csignal>
@@ -48,6 +49,8 @@ void JobManager::register_methods() {
     method("job-manager.input", false, &JobManager::on_input);
     method("job-manager.queue-list", false, &JobManager::on_queue_list);
     method("job-manager.stats", true, &JobManager::on_stats);
+    method("job-manager.banks", true, &JobManager::on_banks);
+    method("job-manager.priority", false, &JobManager::on_priority);
     broker_.register_method("job-manager.events", false,
                             broker_.at_rank0([this](const Message& r) { streams_.subscribe(r); }));
     broker_.register_method("job-manager.events-cancel", false,

@@ -155,8 +155,8 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
     if (auto refused = over_user_limits(req); !refused.empty())
         return broker_.respond_error(req, EDQUOT, refused);
     // The queue: named plainly when unknown, disabled or over a limit.
-    auto asked = json_field<std::string>(json_object_at(spec, {"attributes", "system"}), "queue", "",
-                                         "jobspec: attributes.system");
+    const auto& system = json_object_at(spec, {"attributes", "system"});
+    auto asked = json_field<std::string>(system, "queue", "", "jobspec: attributes.system");
     if (!asked)
         return broker_.respond_error(req, EINVAL, asked.error().message);
     auto queue = queues_.resolve(*asked);
@@ -168,6 +168,17 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
     if (*queue)
         if (auto refused = over_queue_limits(**queue, job, req.userid); !refused.empty())
             return broker_.respond_error(req, EINVAL, refused);
+    // The bank it is charged to, and its submit limits (accounting.md §5, §8).
+    auto asked_bank = json_field<std::string>(system, "bank", "", "jobspec: attributes.system");
+    if (!asked_bank)
+        return broker_.respond_error(req, EINVAL, asked_bank.error().message);
+    auto bank = banks_.resolve(req.userid, *asked_bank, is_owner(req));
+    if (!bank)
+        return broker_.respond_error(req, bank.error().code, bank.error().message);
+    job.bank = std::move(*bank);
+    job.userid = req.userid;
+    if (auto refused = banks_.refused(job); !refused.empty())
+        return broker_.respond_error(req, EDQUOT, refused);
     for (const auto& d : job.dependencies) {
         auto t = jobs_.find(d.target);
         if (t == jobs_.end())
@@ -180,7 +191,6 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
     // than acknowledged and failed after (sched.md §7, sched.feasibility:
     // a local handler, answered before rpc returns; it never waits for
     // the graph). Only what the scheduler reads goes.
-    const auto& system = json_object_at(spec, {"attributes", "system"});
     nlohmann::json feasible_spec = {{"version", spec.contains("version") ? spec["version"] : nlohmann::json(1)},
                                     {"resources", spec["resources"]},
                                     {"tasks", spec.contains("tasks") ? spec["tasks"] : nlohmann::json::array()},
@@ -209,7 +219,11 @@ void JobManager::store_submission(const Message& req, const nlohmann::json& spec
     Job& j = it->second;
     for (const auto& d : j.dependencies)
         dependents_.emplace(d.target, j.id);
-    post(j, "submit", {{"userid", j.userid}, {"urgency", j.urgency}});
+    nlohmann::json submitted = {{"userid", j.userid}, {"urgency", j.urgency}};
+    if (!j.bank.empty())
+        submitted["bank"] = j.bank;
+    post(j, "submit", std::move(submitted));
+    banks_.submitted(j);
     // The answer and the first step wait until the job is on disk (or the
     // commit fails and drop_unstored() answers).
     Message submit_req = req;
@@ -242,6 +256,10 @@ void JobManager::drop_unstored(const std::vector<JobId>& ids, const Error& error
         // Never advanced (dependencies_changed waits for the disk), so
         // nothing else holds it; withdrawn all the same, should it be asked.
         sched_.withdraw(id);
+        if (auto it = jobs_.find(id); it != jobs_.end()) {
+            banks_.ended(it->second);
+            left_scheduler(it->second);
+        }
         begin_timers_.erase(id);
         exec_.forget(id);
         jobs_.erase(id);

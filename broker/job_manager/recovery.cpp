@@ -76,8 +76,14 @@ void Recovery::resume() {
     IdSet online = jm_.broker_.overlay().subtree().online;
     std::vector<JobId> active;
     for (const auto& [id, job] : jm_.jobs_)
-        if (job.state != JobState::inactive)
+        if (job.state != JobState::inactive) {
             active.push_back(id);
+            // Counted against their banks' limits again: all of them, and
+            // those holding resources (pending ones as they are asked).
+            jm_.banks_.submitted(job);
+            if (job.state >= JobState::run && !job.ranks.empty() && !job.freed)
+                jm_.banks_.charge(job);
+        }
     size_t reattached = 0;
     for (JobId id : active) {
         Job* job = jm_.find(id);

@@ -39,6 +39,8 @@ class SchedClient {
     // sched.hello: [{id, R}] of jobs holding resources, before any request.
     void restore(nlohmann::json jobs);
     bool holds(JobId id) const { return held_.count(id) > 0; }
+    // Pending here: asked, or waiting for room in the window.
+    bool is_known(JobId id) const { return keys_.count(id) > 0; }
     // Gives a job's R back; `done` once the scheduler has it.
     void free(JobId id, std::function<void()> done);
 

@@ -105,10 +105,6 @@ TEST_CASE("events drive the states; results follow from them", "[job]") {
         apply_event(killed, e);
     CHECK(killed.result() == "timeout");
     CHECK(killed.status == 143);
-
-    CHECK(priority_from_urgency(0) == 0);
-    CHECK(priority_from_urgency(16) == 16);
-    CHECK(priority_from_urgency(31) == kExpeditePriority);
 }
 
 TEST_CASE("the job database commits in groups and reads back what it stored", "[jobdb]") {

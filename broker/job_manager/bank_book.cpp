@@ -1,0 +1,243 @@
+#include "broker/job_manager/bank_book.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "broker/job_manager/job.hpp"
+
+namespace banyan {
+
+void BankBook::Use::add(const Use& u, int sign) {
+    jobs += sign * u.jobs;
+    nodes += sign * u.nodes;
+    cores += sign * u.cores;
+    gpus += sign * u.gpus;
+    core_minutes += sign * u.core_minutes;
+}
+
+void BankBook::set(BankTable table) {
+    table_ = std::move(table);
+    bank_index_.clear();
+    user_index_.clear();
+    users_banks_.clear();
+    for (size_t i = 0; i < table_.banks.size(); i++)
+        bank_index_.emplace(table_.banks[i].name, i);
+    for (size_t i = 0; i < table_.users.size(); i++) {
+        const auto& a = table_.users[i];
+        user_index_.emplace(std::pair{a.userid, a.bank}, i);
+        users_banks_[a.userid].push_back(i);
+    }
+}
+
+Result<std::string> BankBook::resolve(uint32_t userid, const std::string& asked, bool owner) const {
+    if (table_.empty()) {
+        if (!asked.empty())
+            return make_error(EINVAL, fmt::format("bank '{}': this instance has no banks", one_line(asked)));
+        return std::string();
+    }
+    auto theirs = users_banks_.find(userid);
+    if (asked.empty()) {
+        if (theirs != users_banks_.end())
+            for (size_t i : theirs->second)
+                if (table_.users[i].is_default)
+                    return table_.users[i].bank;
+        if (owner)
+            return std::string();
+        return make_error(EPERM, fmt::format("uid {} belongs to no bank (an admin adds one with banyan bank user add)",
+                                             userid));
+    }
+    if (!bank_index_.count(asked))
+        return make_error(EINVAL, fmt::format("bank '{}': no such bank", one_line(asked)));
+    if (owner || user_index_.count({userid, asked}))
+        return asked;
+    std::string names;
+    if (theirs != users_banks_.end())
+        for (size_t i : theirs->second)
+            names += (names.empty() ? "" : ", ") + table_.users[i].bank;
+    return make_error(EPERM, fmt::format("bank '{}': uid {} may not use it (theirs: {})", asked, userid,
+                                         names.empty() ? "none" : names));
+}
+
+double BankBook::fairshare(uint32_t userid, const std::string& bank) const {
+    if (bank.empty())
+        return 0;
+    auto it = user_index_.find({userid, bank});
+    return it == user_index_.end() ? 0 : table_.users[it->second].fairshare;
+}
+
+BankBook::Use BankBook::ask_of(const Job& job) {
+    Use u;
+    u.jobs = 1;
+    u.nodes = job.nnodes;
+    u.cores = static_cast<int64_t>(job.ncores);
+    u.gpus = static_cast<int64_t>(job.ngpus);
+    u.core_minutes = static_cast<int64_t>(std::ceil(static_cast<double>(job.ncores) * job.duration / 60));
+    return u;
+}
+
+BankBook::Counted BankBook::counted_of(const Job& job) const {
+    Counted c{job.userid, {}, ask_of(job)};
+    // Up from the job's bank; bounded, so a table with a cycle (refused
+    // where tables are made) cannot loop here.
+    std::string at = job.bank;
+    while (!at.empty() && c.banks.size() <= table_.banks.size()) {
+        c.banks.push_back(at);
+        auto b = bank_index_.find(at);
+        if (b == bank_index_.end())
+            break;
+        at = table_.banks[b->second].parent;
+    }
+    return c;
+}
+
+std::string BankBook::over(const BankLimits& limits, const Use& held, const Use& ask, const std::string& who) const {
+    const std::array<std::tuple<int64_t, int64_t, int64_t, std::string_view>, 5> checks = {{
+        {limits.max_running_jobs, held.jobs, ask.jobs, "max-running-jobs"},
+        {limits.max_nodes, held.nodes, ask.nodes, "max-nodes"},
+        {limits.max_cores, held.cores, ask.cores, "max-cores"},
+        {limits.max_gpus, held.gpus, ask.gpus, "max-gpus"},
+        {limits.max_run_core_minutes, held.core_minutes, ask.core_minutes, "max-run-core-minutes"},
+    }};
+    for (const auto& [limit, used, wanted, name] : checks)
+        if (limit > 0 && wanted > 0 && used + wanted > limit)
+            return fmt::format("limit: {} {} {}", who, name, limit);
+    return "";
+}
+
+std::string BankBook::refused(const Job& job) const {
+    if (job.bank.empty())
+        return "";
+    Counted c = counted_of(job);
+    auto check = [&](const BankLimits& limits, int64_t active, const std::string& who) -> std::string {
+        if (limits.max_submit_jobs > 0 && active + 1 > limits.max_submit_jobs)
+            return fmt::format("{}: max-submit-jobs {} reached (jobs submitted and not yet ended)", who,
+                               limits.max_submit_jobs);
+        if (limits.max_run_core_minutes > 0 && job.duration <= 0)
+            return fmt::format("{} has a max-run-core-minutes: a job needs a time limit (-t)", who);
+        if (auto never = over(limits, Use{}, c.use, who); !never.empty())
+            return fmt::format("{} (the job alone is over it)", never.substr(7));
+        return "";
+    };
+    if (auto a = user_index_.find({job.userid, job.bank}); a != user_index_.end()) {
+        auto active = user_active_.find({job.userid, job.bank});
+        if (auto why = check(table_.users[a->second].limits, active == user_active_.end() ? 0 : active->second,
+                             fmt::format("uid {} in bank '{}'", job.userid, job.bank));
+            !why.empty())
+            return why;
+    }
+    for (const auto& bank : c.banks) {
+        auto b = bank_index_.find(bank);
+        if (b == bank_index_.end())
+            continue;
+        auto active = bank_active_.find(bank);
+        if (auto why = check(table_.banks[b->second].limits, active == bank_active_.end() ? 0 : active->second,
+                             fmt::format("bank '{}'", bank));
+            !why.empty())
+            return why;
+    }
+    return "";
+}
+
+void BankBook::submitted(const Job& job) {
+    if (job.bank.empty() || active_.count(job.id))
+        return;
+    Counted c = counted_of(job);
+    user_active_[{c.userid, job.bank}]++;
+    for (const auto& b : c.banks)
+        bank_active_[b]++;
+    active_.emplace(job.id, std::move(c));
+}
+
+void BankBook::ended(const Job& job) {
+    auto it = active_.find(job.id);
+    if (it == active_.end())
+        return;
+    const Counted& c = it->second;
+    if (auto u = user_active_.find({c.userid, c.banks.front()}); u != user_active_.end() && --u->second == 0)
+        user_active_.erase(u);
+    for (const auto& b : c.banks)
+        if (auto n = bank_active_.find(b); n != bank_active_.end() && --n->second == 0)
+            bank_active_.erase(n);
+    active_.erase(it);
+}
+
+std::string BankBook::over_running(const Job& job) const {
+    if (job.bank.empty() || charges_.count(job.id))
+        return "";
+    Counted c = counted_of(job);
+    if (auto a = user_index_.find({job.userid, job.bank}); a != user_index_.end()) {
+        auto held = user_use_.find({job.userid, job.bank});
+        if (auto why = over(table_.users[a->second].limits, held == user_use_.end() ? Use{} : held->second, c.use,
+                            fmt::format("uid {} in bank '{}'", job.userid, job.bank));
+            !why.empty())
+            return why;
+    }
+    for (const auto& bank : c.banks) {
+        auto b = bank_index_.find(bank);
+        if (b == bank_index_.end())
+            continue;
+        auto held = bank_use_.find(bank);
+        if (auto why = over(table_.banks[b->second].limits, held == bank_use_.end() ? Use{} : held->second, c.use,
+                            fmt::format("bank '{}'", bank));
+            !why.empty())
+            return why;
+    }
+    return "";
+}
+
+void BankBook::charge(const Job& job) {
+    if (job.bank.empty() || charges_.count(job.id))
+        return;
+    Counted c = counted_of(job);
+    user_use_[{c.userid, job.bank}].add(c.use, 1);
+    for (const auto& b : c.banks)
+        bank_use_[b].add(c.use, 1);
+    charges_.emplace(job.id, std::move(c));
+}
+
+bool BankBook::uncharge(JobId id) {
+    auto it = charges_.find(id);
+    if (it == charges_.end())
+        return false;
+    const Counted& c = it->second;
+    if (auto u = user_use_.find({c.userid, c.banks.front()}); u != user_use_.end()) {
+        u->second.add(c.use, -1);
+        if (u->second.jobs == 0)
+            user_use_.erase(u);
+    }
+    for (const auto& b : c.banks)
+        if (auto n = bank_use_.find(b); n != bank_use_.end()) {
+            n->second.add(c.use, -1);
+            if (n->second.jobs == 0)
+                bank_use_.erase(n);
+        }
+    charges_.erase(it);
+    return true;
+}
+
+void BankBook::wait(const Job& job) {
+    unwait(job.id);
+    Key key{-job.priority, job.t_submit, job.id};
+    waiting_.insert(key);
+    waiting_keys_.emplace(job.id, key);
+}
+
+bool BankBook::unwait(JobId id) {
+    auto it = waiting_keys_.find(id);
+    if (it == waiting_keys_.end())
+        return false;
+    waiting_.erase(it->second);
+    waiting_keys_.erase(it);
+    return true;
+}
+
+std::vector<JobId> BankBook::waiting() const {
+    std::vector<JobId> out;
+    out.reserve(waiting_.size());
+    for (const auto& k : waiting_)
+        out.push_back(std::get<2>(k));
+    return out;
+}
+
+}  // namespace banyan

@@ -1,0 +1,97 @@
+// BankBook: the job manager's book of banks (doc/spec/accounting.md §5,
+// §8): which bank a submission is charged to, each association's
+// fair-share, and what the jobs charged to a bank or association hold of
+// its limits, with the jobs that wait for room under them. The table
+// comes from the accounting service (job-manager.banks).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/jobid.hpp"
+#include "core/result.hpp"
+#include "sched/banks.hpp"
+
+namespace banyan {
+
+struct Job;
+
+class BankBook {
+  public:
+    // A new table; what jobs hold is kept (by bank name and user).
+    void set(BankTable table);
+    bool any() const { return !table_.empty(); }
+    const BankTable& table() const { return table_; }
+
+    // The bank a submission of `userid` asking for `asked` ("": none) is
+    // charged to: "" without banks, or for the owner in no bank. Error
+    // (EINVAL/EPERM) naming the bank: unknown, not the user's, or the user
+    // is in none.
+    Result<std::string> resolve(uint32_t userid, const std::string& asked, bool owner) const;
+    // Of the job's association; 0 for a job with no bank.
+    double fairshare(uint32_t userid, const std::string& bank) const;
+
+    // Why a job is refused at submit (EDQUOT): a submit limit reached, a
+    // running limit it alone is over, no time limit under
+    // max-run-core-minutes. "" when none.
+    std::string refused(const Job& job) const;
+    // Counted for max-submit-jobs from submit to inactive.
+    void submitted(const Job& job);
+    void ended(const Job& job);
+
+    // Why a job may not go to the scheduler now ("limit: ..."), or "".
+    std::string over_running(const Job& job) const;
+    // Its ask is counted against its limits (once) until uncharge().
+    void charge(const Job& job);
+    bool charged(JobId id) const { return charges_.count(id) > 0; }
+    // True when it was charged.
+    bool uncharge(JobId id);
+
+    // Jobs over a running limit wait here, best first (the job says why:
+    // Job::limit).
+    void wait(const Job& job);
+    bool unwait(JobId id);
+    bool is_waiting(JobId id) const { return waiting_keys_.count(id) > 0; }
+    std::vector<JobId> waiting() const;
+
+  private:
+    // What jobs hold of the running limits.
+    struct Use {
+        int64_t jobs = 0, nodes = 0, cores = 0, gpus = 0, core_minutes = 0;
+        void add(const Use& u, int sign);
+    };
+    // Where a job is counted: its association, and its bank and the banks
+    // above it as they were then (taken back from the same ones).
+    struct Counted {
+        uint32_t userid = 0;
+        std::vector<std::string> banks;
+        Use use;
+    };
+    static Use ask_of(const Job& job);
+    Counted counted_of(const Job& job) const;
+    std::string over(const BankLimits& limits, const Use& held, const Use& ask, const std::string& who) const;
+
+    BankTable table_;
+    std::map<std::string, size_t, std::less<>> bank_index_;
+    std::map<std::pair<uint32_t, std::string>, size_t> user_index_;
+    std::unordered_map<uint32_t, std::vector<size_t>> users_banks_;  // userid -> associations
+
+    std::unordered_map<JobId, Counted> charges_;
+    std::map<std::pair<uint32_t, std::string>, Use> user_use_;
+    std::map<std::string, Use, std::less<>> bank_use_;  // of its subtree
+    std::unordered_map<JobId, Counted> active_;
+    std::map<std::pair<uint32_t, std::string>, int64_t> user_active_;
+    std::map<std::string, int64_t, std::less<>> bank_active_;
+
+    using Key = std::tuple<int64_t, double, JobId>;  // (-priority, t_submit, id)
+    std::set<Key> waiting_;
+    std::unordered_map<JobId, Key> waiting_keys_;
+};
+
+}  // namespace banyan
