@@ -117,6 +117,7 @@ void add_alloc(CLI::App& app, int& exit_code);
 void add_proxy(CLI::App& app, int& exit_code);
 void add_jobs(CLI::App& app, int& exit_code);
 void add_history(CLI::App& app, int& exit_code);
+void add_bank(CLI::App& app, int& exit_code);
 void add_events(CLI::App& app, int& exit_code);
 void add_top(CLI::App& app, int& exit_code);
 // Active jobs as banyan jobs lists them by default, header first (banyan top).

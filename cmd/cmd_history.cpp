@@ -26,7 +26,7 @@ const std::set<std::string>& known_fields() {
     static const std::set<std::string> known = {"id",     "id.dec", "user",    "userid",     "name",     "queue",
                                                 "st",     "result", "status",  "exception",  "submit",   "eligible",
                                                 "start",  "end",    "elapsed", "time_limit", "nnodes",   "nodelist",
-                                                "ncores", "ngpus",  "cpu",     "maxrss",     "totalrss", "gpu_seconds"};
+                                                "ncores", "ngpus",  "cpu",     "maxrss",     "totalrss", "gpu_seconds", "bank"};
     return known;
 }
 
@@ -86,7 +86,7 @@ std::string value(const nlohmann::json& r, const std::string& field) {
         return fmt::format("{:.0f}", num("gpu_seconds"));
     if (field == "nnodes" || field == "ncores" || field == "ngpus")
         return std::to_string(count(field.c_str()));
-    return text(field.c_str());  // name, queue, result, exception, nodelist
+    return text(field.c_str());  // name, queue, bank, result, exception, nodelist
 }
 
 // -s: results by name or by sacct's short state (CD, F, CA, TO).
@@ -112,7 +112,7 @@ nlohmann::json results_of(const std::string& list) {
 }  // namespace
 
 void add_history(CLI::App& app, int& exit_code) {
-    static std::string user, since = "-1d", until, states, name, format = kDefaultFormat, delimiter = "|";
+    static std::string user, since = "-1d", until, states, name, bank, format = kDefaultFormat, delimiter = "|";
     static bool all_users = false, json = false, parsable = false, no_header = false;
     static int64_t count = 1000;
     auto* cmd = app.add_subcommand("history", "List finished jobs and what they used (default: yours of the last day)");
@@ -124,6 +124,7 @@ void add_history(CLI::App& app, int& exit_code) {
     cmd->add_option("-E,--until", until, "jobs that ended before TIME (same forms)");
     cmd->add_option("-s,--state", states, "RESULT[,...]: completed, failed, canceled, timeout (or CD, F, CA, TO)");
     cmd->add_option("--name", name, "jobs of this name");
+    cmd->add_option("--bank", bank, "jobs charged to this bank");
     cmd->add_option("-n,--count", count, "show at most N jobs (1 to 100000; default 1000)");
     cmd->add_option("-o,--format", format, "fields like {id} {user} {elapsed} {cpu} {maxrss}");
     cmd->add_flag("-P,--parsable", parsable, "the fields only, joined by the delimiter, no padding");
@@ -151,6 +152,8 @@ void add_history(CLI::App& app, int& exit_code) {
             body["results"] = results_of(states);
         if (!name.empty())
             body["name"] = name;
+        if (!bank.empty())
+            body["bank"] = bank;
         if (all_users)
             body["all"] = true;
         else if (!user.empty())

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -309,7 +310,7 @@ int wait_event(Client& client, JobId id, const std::string& name, double timeout
 }  // namespace
 
 void add_job(CLI::App& app, int& exit_code) {
-    auto* job = app.add_subcommand("job", "One job: info, eventlog, attach, wait, urgency, kill");
+    auto* job = app.add_subcommand("job", "One job: info, eventlog, attach, wait, urgency, priority, kill");
     job->require_subcommand(1);
     static std::string id_text;
 
@@ -408,6 +409,41 @@ void add_job(CLI::App& app, int& exit_code) {
         }
         Client client = connect_to_instance();
         ask(client, "job-manager.urgency", {{"id", job_id_argument(id_text)}, {"urgency", value}});
+        exit_code = 0;
+    });
+
+    // As Slurm's sprio: each factor's part of the priority.
+    static std::vector<std::string> priority_ids;
+    static bool priority_json = false;
+    auto* priority = job->add_subcommand("priority", "Explain pending jobs' priorities: each factor's weighted part");
+    priority->add_option("ID", priority_ids, "job ids")->required();
+    priority->add_flag("--json", priority_json, "print each answer as JSON (factors in [0, 1], and the weights)");
+    priority->callback([&exit_code] {
+        Client client = connect_to_instance();
+        const char* at = "job-manager.priority";
+        if (!priority_json)
+            fmt::print("{:>14} {:>10} {:<12} {:>9} {:>8} {:>8} {:>8} {:>8}  {}\n", "JOBID", "PRIORITY", "BANK",
+                       "FAIRSHARE", "URGENCY", "AGE", "QUEUE", "SIZE", "LIMIT");
+        for (const auto& id : priority_ids) {
+            auto answer = must(client.rpc("job-manager.priority", {{"id", job_id_argument(id)}}, 0));
+            if (priority_json) {
+                fmt::print("{}\n", answer.dump());
+                continue;
+            }
+            const auto& factors = json_object_at(answer, {"factors"});
+            const auto& weights = json_object_at(answer, {"weights"});
+            auto part = [&](const char* key) {
+                double f = must(json_field<double>(factors, key, 0, at));
+                double w = must(json_field<double>(weights, key, 0, at));
+                return fmt::format("{:.0f}", std::floor(f * w));
+            };
+            std::string bank = must(json_field<std::string>(answer, "bank", "", at));
+            fmt::print("{:>14} {:>10} {:<12} {:>9} {:>8} {:>8} {:>8} {:>8}  {}\n",
+                       format_jobid(must(json_field<JobId>(answer, "id", 0, at))),
+                       must(json_field<int64_t>(answer, "priority", 0, at)), bank.empty() ? "-" : bank,
+                       part("fairshare"), part("urgency"), part("age"), part("queue"), part("size"),
+                       must(json_field<std::string>(answer, "limit", "", at)));
+        }
         exit_code = 0;
     });
 

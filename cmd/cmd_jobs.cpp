@@ -75,6 +75,8 @@ std::string info(const JobView& j, const std::map<JobId, std::string>& reasons) 
     if (state == "priority" || state == "sched") {
         if (j.number("priority", -1) == 0)
             return "held (urgency 0)";
+        if (std::string limit = j.text("limit", ""); !limit.empty())
+            return limit;  // waits under a bank's limit: not asked of the scheduler
         auto it = reasons.find(j["id"].get<JobId>());
         return it != reasons.end() ? it->second : "";
     }
@@ -113,7 +115,7 @@ const std::set<std::string>& known_fields() {
     static const std::set<std::string> known = {"id",       "id.dec",   "user",    "name",     "st",    "state",
                                                 "result",   "ntasks",   "nnodes",  "time",     "info",  "urgency",
                                                 "priority", "nodelist", "status",  "t_submit", "t_run", "t_inactive",
-                                                "userid",   "queue",    "instance"};
+                                                "userid",   "queue",    "instance", "bank"};
     return known;
 }
 

@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
         {"batch", cli::add_batch},     {"alloc", cli::add_alloc},       {"proxy", cli::add_proxy},
         {"jobs", cli::add_jobs},       {"events", cli::add_events},     {"top", cli::add_top},
         {"token", cli::add_token},     {"cancel", cli::add_cancel},     {"job", cli::add_job},
-        {"history", cli::add_history},
+        {"history", cli::add_history}, {"bank", cli::add_bank},
     };
     bool built = false;
     for (const auto& [name, add] : commands)

@@ -33,6 +33,7 @@ struct SubmitOptions {
     std::vector<std::string> setopt;
     std::vector<std::string> requirements;  // --requires, each a constraint query (joined by and)
     std::string queue;
+    std::string bank;
 };
 
 void add_submit_options(CLI::App* cmd, SubmitOptions& o);

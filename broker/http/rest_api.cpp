@@ -149,12 +149,12 @@ Result<uint64_t> query_number(const HttpCall& call, const std::string& name, uin
 Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t uid) {
     static const std::set<std::string, std::less<>> known = {
         "command", "ntasks", "nodes", "cores_per_task", "gpus_per_task", "time_limit", "name",
-        "queue",   "cwd",    "env",   "urgency",        "exclusive",     "umask",      "J"};
+        "queue",   "cwd",    "env",   "urgency",        "exclusive",     "umask",      "J", "bank"};
     for (const auto& [key, value] : body.items())
         if (!known.count(key))
             return make_error(EINVAL, fmt::format("{}: unknown field (expected jobspec, or {})", one_line(key),
                                                   "command, ntasks, nodes, cores_per_task, gpus_per_task, time_limit, "
-                                                  "name, queue, cwd, env, urgency, exclusive, umask, J"));
+                                                  "name, queue, bank, cwd, env, urgency, exclusive, umask, J"));
     auto command = json_field<nlohmann::json>(body, "command", nlohmann::json::array(), "");
     if (!command || command->empty() ||
         !std::all_of(command->begin(), command->end(), [](const nlohmann::json& w) { return w.is_string(); }))
@@ -166,11 +166,12 @@ Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t 
     auto limit = json_field<std::string>(body, "time_limit", "", "");
     auto name = json_field<std::string>(body, "name", "", "");
     auto queue = json_field<std::string>(body, "queue", "", "");
+    auto bank = json_field<std::string>(body, "bank", "", "");
     auto cwd = json_field<std::string>(body, "cwd", "", "");
     auto exclusive = json_field<bool>(body, "exclusive", false, "");
     auto env = json_field<nlohmann::json>(body, "env", nlohmann::json::object(), "");
     auto mask = json_field<std::string>(body, "umask", "0022", "");
-    if (auto e = first_error(nodes, ntasks, cores, gpus, limit, name, queue, cwd, exclusive, env, mask))
+    if (auto e = first_error(nodes, ntasks, cores, gpus, limit, name, queue, bank, cwd, exclusive, env, mask))
         return make_error(EINVAL, e->message.substr(e->message.rfind('.') == 0 ? 1 : 0));
     std::map<std::string, std::string> environment;
     for (const auto& [k, v] : env->items()) {
@@ -187,6 +188,7 @@ Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t 
                  .exclusive = *exclusive,
                  .name = *name,
                  .queue = *queue,
+                 .bank = *bank,
                  .cwd = *cwd,
                  .environment = std::move(environment)};
     if (!limit->empty()) {

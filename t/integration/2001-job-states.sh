@@ -62,8 +62,9 @@ check "the released job completes" banyan job wait "$held"
 check_fails "job wait-event: a job that ended without the event, in one line" \
     "^banyan job wait-event: $held: the job ended with no exception event$" banyan job wait-event "$held" exception
 check_output "... and one that has it answers at once" " finish status=0 usage=\{\"cpu\":[0-9.e-]+,\"maxrss\":[0-9]+,\"totalrss\":[0-9]+\}$" banyan job wait-event "$held" finish
-check_output "eventlog of a held job: priority 0, urgency, priority 16" \
-    'priority=0.*urgency=16.*priority=16' sh -c "banyan job eventlog $held | tr '\n' ' '"
+# Urgency 16 with the default weights and no bank: 1 + 10000 * 16/31.
+check_output "eventlog of a held job: priority 0, urgency, priority 5162" \
+    'priority=0.*urgency=16.*priority=5162' sh -c "banyan job eventlog $held | tr '\n' ' '"
 check_fails "urgency of an inactive job is refused" 'only while it is pending' banyan job urgency "$held" 10
 check_fails "urgency 32 is refused" 'expected 0 to 31' banyan job urgency "$held" 32
 # Cancel a pending (held) job: it never runs.

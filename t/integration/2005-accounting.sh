@@ -41,6 +41,9 @@ banyan history >table.out
 banyan history -P -o '{id}{st}{status}{nnodes}' >parsable.out
 banyan history -s F,canceled --no-header -o '{name}' | sort >failed-or-canceled.out
 banyan jobs -a --no-header -o '{id}' >kept.ids
+banyan bank add kept --shares 3 --max-cores 4
+banyan bank add below --parent kept
+banyan bank user add "$(id -un)" below --max-running-jobs 2
 kill -9 "$(broker_pid "$(instance_dir)" 0)"
 SCRIPT
 banyan start --test-size=1 --statedir "$STATE" -S job-manager.inactive-limit=2 bash "$T_DIR/jobs.sh" 2>"$T_DIR/start1.err"
@@ -83,10 +86,17 @@ cat >"$T_DIR/after.sh" <<'SCRIPT'
 set -u
 cd "$T_DIR"
 banyan history --no-header -o '{id}' | sort >after.ids
+banyan bank list >banks.out
+banyan bank show below >below.out
 SCRIPT
 banyan start --test-size=1 --statedir "$STATE" -S job-manager.inactive-limit=2 bash "$T_DIR/after.sh"
 check_output "after kill -9 and a restart: all 7 records, each once" '^7 7$' \
     sh -c "echo \$(wc -l <'$T_DIR/after.ids') \$(sort -u '$T_DIR/after.ids' | wc -l)"
+check_output "the banks made before kill -9 are there, shares and limits kept" \
+    '^kept +3 +[0-9.]+ +0 max-cores=4$' cat "$T_DIR/banks.out"
+check_output "... with the sub-bank below its parent" '^  below +1 ' cat "$T_DIR/banks.out"
+check_output "... and its user, default and limits" "^$(id -un) +\* +1 +[0-9.]+ +1.000 max-running-jobs=2\$" \
+    cat "$T_DIR/below.out"
 
 # A record that never reached the store (its store lost here) is written
 # from the eventlog when rank 0 starts: the 2 jobs still kept come back.
