@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -77,9 +78,14 @@ class BankBook {
     Counted counted_of(const Job& job) const;
     std::string over(const BankLimits& limits, const Use& held, const Use& ask, const std::string& who) const;
 
+    struct UserKeyHash {
+        size_t operator()(const std::pair<uint32_t, std::string>& k) const {
+            return std::hash<std::string>()(k.second) * 31 + k.first;
+        }
+    };
     BankTable table_;
     std::map<std::string, size_t, std::less<>> bank_index_;
-    std::map<std::pair<uint32_t, std::string>, size_t> user_index_;
+    std::unordered_map<std::pair<uint32_t, std::string>, size_t, UserKeyHash> user_index_;
     std::unordered_map<uint32_t, std::vector<size_t>> users_banks_;  // userid -> associations
 
     std::unordered_map<JobId, Counted> charges_;

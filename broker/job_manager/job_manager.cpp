@@ -67,7 +67,8 @@ JobManager::JobManager(Broker& broker, const JobManagerLimits& limits, std::uniq
       purger_(*this),
       recovery_(*this),
       account_soon_(broker.reactor()),
-      recalc_(broker.reactor()) {}
+      recalc_(broker.reactor()),
+      recompute_next_(broker.reactor()) {}
 
 JobManager::~JobManager() = default;
 

@@ -137,8 +137,11 @@ class JobManager final : private JobTable {
     // the jobs waiting under limits looked at again.
     void left_scheduler(Job& job);
     void retry_waiting();
-    // Every pending job's priority again (new fair-share, or age).
+    // Every pending job's priority again (new fair-share, or age): a
+    // slice of the jobs each loop turn, so that 100,000 of them never
+    // hold the loop for long; asked again meanwhile, it starts over.
     void recompute_priorities();
+    void recompute_slice();
     void release(Job& job) override;
     void became_inactive(Job& job);
     // Sends the usage records of inactive jobs `ids` to the accounting
@@ -185,6 +188,8 @@ class JobManager final : private JobTable {
     PrioritySettings priority_;
     int64_t top_queue_priority_ = 0;  // the highest queue priority (the queue factor's scale)
     Timer recalc_;
+    Timer recompute_next_;
+    JobId recompute_from_ = 0;
 };
 
 }  // namespace banyan

@@ -10,6 +10,12 @@
 #include "core/log.hpp"
 
 namespace banyan {
+namespace {
+
+// Jobs looked at per loop turn when priorities are recomputed.
+constexpr size_t kRecomputeSlice = 5000;
+
+}  // namespace
 
 Result<void> JobManager::load_banks() {
     // The accounting service answers from memory, before rpc() returns.
@@ -93,7 +99,15 @@ void JobManager::retry_waiting() {
 }
 
 void JobManager::recompute_priorities() {
-    for (auto& [id, job] : jobs_) {
+    recompute_from_ = 0;
+    if (!recompute_next_.active())
+        recompute_slice();
+}
+
+void JobManager::recompute_slice() {
+    auto it = jobs_.lower_bound(recompute_from_);
+    for (size_t seen = 0; it != jobs_.end() && seen < kRecomputeSlice; ++it, ++seen) {
+        auto& [id, job] = *it;
         if (job.state != JobState::sched || job.priority == 0)
             continue;
         int64_t p = priority_of(job);
@@ -106,6 +120,11 @@ void JobManager::recompute_priorities() {
             banks_.wait(job);  // its new place among those waiting
         else
             sched_.reprioritize(job);
+    }
+    if (it != jobs_.end()) {
+        recompute_from_ = it->first;
+        recompute_next_.start(Duration::zero(), [this] { recompute_slice(); });
+        return;
     }
     retry_waiting();
 }
