@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "core/duration.hpp"
 #include "core/json_field.hpp"
 #include "core/text.hpp"
 
@@ -172,6 +173,15 @@ int signal_number(const std::string& text, std::string_view option) {
                 return n;
     }
     fail(fmt::format("{} {}: not a signal (give a name like TERM or USR1, or a number 1-{})", option, text, NSIG - 1));
+}
+
+double moment_option(const std::string& text, std::string_view option, double now) {
+    // A leading '-' reads as "ago": -1d is a day before now.
+    std::string when = text.starts_with('-') ? "+" + text.substr(1) : text;
+    auto t = parse_moment(when, now);
+    if (!t)
+        fail(fmt::format("{} {}: {}", option, text, t.error().message));
+    return text.starts_with('-') ? now - (*t - now) : *t;
 }
 
 uint32_t uid_of_user(const std::string& user, std::string_view option) {

@@ -98,6 +98,10 @@ int wait_job(Client& client, JobId id, std::string_view who);
 // A user given by name or uid (OPTION names the option in the error);
 // fails (cli::fail) for no such user.
 uint32_t uid_of_user(const std::string& user, std::string_view option);
+// A time as -S and -E take it (banyan history, banyan usage): -DURATION
+// (that long before `now`), HH:MM[:SS], YYYY-MM-DD[ HH:MM], @EPOCH.
+// Fails naming the option.
+double moment_option(const std::string& text, std::string_view option, double now);
 
 // Each subcommand registers itself on the app; `exit_code` receives its status.
 void add_start(CLI::App& app, int& exit_code);
@@ -118,6 +122,7 @@ void add_proxy(CLI::App& app, int& exit_code);
 void add_jobs(CLI::App& app, int& exit_code);
 void add_history(CLI::App& app, int& exit_code);
 void add_bank(CLI::App& app, int& exit_code);
+void add_usage(CLI::App& app, int& exit_code);
 void add_events(CLI::App& app, int& exit_code);
 void add_top(CLI::App& app, int& exit_code);
 // Active jobs as banyan jobs lists them by default, header first (banyan top).

@@ -136,18 +136,10 @@ void add_history(CLI::App& app, int& exit_code) {
         if (count < 1 || count > 100000)
             fail(fmt::format("-n {}: expected 1 to 100000", count));
         double now = wall_now();
-        auto moment = [&](const std::string& text, const char* option) {
-            // A leading '-' reads as "ago": -1d is a day before now.
-            std::string when = text.starts_with('-') ? "+" + text.substr(1) : text;
-            auto t = parse_moment(when, now);
-            if (!t)
-                fail(fmt::format("{} {}: {}", option, text, t.error().message));
-            return text.starts_with('-') ? now - (*t - now) : *t;
-        };
         if (since != "all")
-            body["since"] = moment(since, "-S");
+            body["since"] = moment_option(since, "-S", now);
         if (!until.empty())
-            body["until"] = moment(until, "-E");
+            body["until"] = moment_option(until, "-E", now);
         if (!states.empty())
             body["results"] = results_of(states);
         if (!name.empty())

@@ -413,6 +413,37 @@ Result<std::vector<UsageSum>> AccountingDb::load_usage(double since, double span
     });
 }
 
+void AccountingDb::usage(double since, double until, std::optional<uint32_t> userid,
+                         std::function<void(Result<std::vector<UsageRow>>)> done) {
+    reader_->run(
+        [since, until, userid](Database& db) -> Result<std::vector<UsageRow>> {
+            std::string where = "t_end >= ?";
+            std::vector<SqlValue> params{since};
+            if (until > 0) {
+                where += " AND t_end < ?";
+                params.emplace_back(until);
+            }
+            if (userid) {
+                where += " AND userid = ?";
+                params.emplace_back(static_cast<int64_t>(*userid));
+            }
+            auto rows = db.query(fmt::format("SELECT userid, bank, COUNT(*), SUM(ncores * {0}), SUM(ngpus * {0}), "
+                                             "SUM(cpu) FROM usage WHERE {1} GROUP BY userid, bank ORDER BY userid, bank",
+                                             "(CASE WHEN t_start > 0 AND t_end > t_start THEN t_end - t_start ELSE 0 END)",
+                                             where),
+                                 params);
+            if (!rows)
+                return rows.error();
+            std::vector<UsageRow> out;
+            for (const auto& row : *rows)
+                out.push_back({static_cast<uint32_t>(sql_int(row[0])), sql_text(row[1]),
+                               static_cast<uint64_t>(sql_int(row[2])), sql_real(row[3]), sql_real(row[4]),
+                               sql_real(row[5])});
+            return out;
+        },
+        std::move(done));
+}
+
 void AccountingDb::change_banks(BankChange change, std::function<void(Result<void>)> done) {
     writer_->run([change = std::move(change)](Database& db) { return write_change(db, change); }, std::move(done));
 }

@@ -60,6 +60,17 @@ struct HistoryFilter {
     uint64_t count = 1000;
 };
 
+// What one user's jobs charged to one bank used in a window
+// (accounting.usage).
+struct UsageRow {
+    uint32_t userid = 0;
+    std::string bank;
+    uint64_t jobs = 0;
+    double core_seconds = 0;
+    double gpu_seconds = 0;
+    double cpu = 0;
+};
+
 // Core-seconds of one association's jobs that ended around `t_end`.
 struct UsageSum {
     uint32_t userid = 0;
@@ -93,6 +104,11 @@ class AccountingDb {
     void add(std::vector<UsageRecord> records, std::function<void()> done);
     // The records `filter` selects, newest end first.
     void history(HistoryFilter filter, std::function<void(Result<std::vector<UsageRecord>>)> done);
+
+    // Per user and bank, the jobs that ended in [since, until) (0: no
+    // bound), of one user or (none) all.
+    void usage(double since, double until, std::optional<uint32_t> userid,
+               std::function<void(Result<std::vector<UsageRow>>)> done);
 
     // At start only (it waits): the bank tables, and the usage of jobs of
     // a bank that ended at or after `since`, summed per association over

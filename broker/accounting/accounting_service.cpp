@@ -38,6 +38,8 @@ Result<std::unique_ptr<AccountingService>> AccountingService::start(Broker& brok
     method("accounting.record", true, &AccountingService::on_record);
     method("accounting.history", false, &AccountingService::on_history);
     method("accounting.banks", false, &AccountingService::on_banks);
+    method("accounting.usage", false, &AccountingService::on_usage);
+    method("accounting.stats", true, &AccountingService::on_stats);
     method("accounting.bank-add", true, &AccountingService::on_bank_add);
     method("accounting.bank-set", true, &AccountingService::on_bank_set);
     method("accounting.bank-remove", true, &AccountingService::on_bank_remove);
@@ -132,14 +134,27 @@ void AccountingService::on_record(const Message& req) {
         records.push_back(std::move(*r));
     }
     std::vector<UsageSum> used;  // charged to the banks' usage once stored
-    for (const auto& r : records)
+    std::map<std::string, Used> counted;
+    for (const auto& r : records) {
         if (!r.bank.empty() && r.elapsed() > 0)
             used.push_back({r.userid, r.bank, r.t_end, r.ncores * r.elapsed()});
+        Used& c = counted[r.bank];
+        c.jobs++;
+        c.core_seconds += r.ncores * r.elapsed();
+        c.gpu_seconds += r.gpu_seconds();
+    }
     Message request = req;
     request.payload.reset();  // enough to answer it
-    db_->add(std::move(records), [this, request = std::move(request), used = std::move(used)] {
+    db_->add(std::move(records), [this, request = std::move(request), used = std::move(used),
+                                  counted = std::move(counted)] {
         for (const auto& u : used)
             add_usage(u.userid, u.bank, u.t_end, u.core_seconds);
+        for (const auto& [bank, c] : counted) {
+            Used& total = used_[bank];
+            total.jobs += c.jobs;
+            total.core_seconds += c.core_seconds;
+            total.gpu_seconds += c.gpu_seconds;
+        }
         broker_.respond(Message::response_to(request, nlohmann::json::object()));
     });
 }
@@ -194,6 +209,88 @@ void AccountingService::on_history(const Message& req) {
 // accounting.banks: the tables with usage and factors, as last computed.
 void AccountingService::on_banks(const Message& req) {
     broker_.respond(Message::response_to(req, published_.to_json()));
+}
+
+// accounting.usage {since?, until?, by?, userid?, all?}: core-, GPU- and
+// CPU-seconds per user and bank (by "user"), or per bank with its
+// subtree's (by "bank"). A user sees their own rows and the totals of
+// their banks; the owner, anyone's.
+void AccountingService::on_usage(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    auto since = json_field<double>(*body, "since", 0, "");
+    auto until = json_field<double>(*body, "until", 0, "");
+    auto by = json_field<std::string>(*body, "by", "user", "");
+    auto userid = json_field<uint32_t>(*body, "userid", req.userid, "");
+    auto all = json_field<bool>(*body, "all", false, "");
+    if (auto e = first_error(since, until, by, userid, all))
+        return broker_.respond_error(req, EINVAL, e->message);
+    if (*by != "user" && *by != "bank")
+        return broker_.respond_error(req, EINVAL, fmt::format("by: '{}' is not user or bank", one_line(*by)));
+    bool owner = req.rolemask & role::owner;
+    bool by_bank = *by == "bank";
+    if (!by_bank && (*all || *userid != req.userid) && !owner)
+        return broker_.respond_error(req, EPERM, "accounting.usage: only the instance owner may see other users' usage");
+    std::optional<uint32_t> one;
+    if (!by_bank && !*all)
+        one = *userid;
+    // The banks a user may see the totals of: theirs, as they are now.
+    std::set<std::string> visible;
+    for (const auto& a : banks_.users)
+        if (a.userid == req.userid)
+            visible.insert(a.bank);
+    Message request = req;
+    request.payload.reset();
+    db_->usage(*since, *until, one,
+               [this, request = std::move(request), by_bank, owner, visible = std::move(visible)](
+                   Result<std::vector<UsageRow>> rows) {
+                   if (!rows)
+                       return broker_.respond_error(request, EIO, rows.error().message);
+                   nlohmann::json out = nlohmann::json::array();
+                   auto row_json = [](const UsageRow& r) {
+                       return nlohmann::json{{"bank", r.bank},          {"jobs", r.jobs}, {"core_seconds", r.core_seconds},
+                                             {"gpu_seconds", r.gpu_seconds}, {"cpu", r.cpu}};
+                   };
+                   if (!by_bank) {
+                       for (const auto& r : *rows) {
+                           out.push_back(row_json(r));
+                           out.back()["userid"] = r.userid;
+                       }
+                       return broker_.respond(Message::response_to(request, {{"rows", std::move(out)}}));
+                   }
+                   // Each bank's own and its subtree's: a row is added to
+                   // its bank and every bank above it.
+                   std::map<std::string, UsageRow> totals;
+                   for (const auto& r : *rows) {
+                       std::string at = r.bank;
+                       for (size_t depth = 0; depth <= banks_.banks.size(); depth++) {
+                           UsageRow& t = totals[at];
+                           t.bank = at;
+                           t.jobs += r.jobs;
+                           t.core_seconds += r.core_seconds;
+                           t.gpu_seconds += r.gpu_seconds;
+                           t.cpu += r.cpu;
+                           const Bank* b = at.empty() ? nullptr : banks_.find_bank(at);
+                           if (!b || b->parent.empty())
+                               break;
+                           at = b->parent;
+                       }
+                   }
+                   for (const auto& [name, t] : totals)
+                       if (owner || visible.count(name))
+                           out.push_back(row_json(t));
+                   broker_.respond(Message::response_to(request, {{"rows", std::move(out)}}));
+               });
+}
+
+// accounting.stats: what the jobs recorded since rank 0 started used, by
+// bank (owner only; for /metrics).
+void AccountingService::on_stats(const Message& req) {
+    nlohmann::json banks = nlohmann::json::object();
+    for (const auto& [bank, u] : used_)
+        banks[bank] = {{"jobs", u.jobs}, {"core_seconds", u.core_seconds}, {"gpu_seconds", u.gpu_seconds}};
+    broker_.respond(Message::response_to(req, {{"banks", std::move(banks)}}));
 }
 
 void AccountingService::commit(const Message& req, BankChange change) {

@@ -33,6 +33,8 @@ class AccountingService {
     void on_record(const Message& req);
     void on_history(const Message& req);
     void on_banks(const Message& req);
+    void on_usage(const Message& req);
+    void on_stats(const Message& req);
     void on_bank_add(const Message& req);
     void on_bank_set(const Message& req);
     void on_bank_remove(const Message& req);
@@ -63,6 +65,12 @@ class AccountingService {
     };
     std::map<std::pair<uint32_t, std::string>, Decayed> usage_;
     Timer recalc_;
+    // Since this start of rank 0, by bank ("": none), for /metrics.
+    struct Used {
+        uint64_t jobs = 0;
+        double core_seconds = 0, gpu_seconds = 0;
+    };
+    std::map<std::string, Used> used_;
 };
 
 }  // namespace banyan

@@ -64,6 +64,9 @@ class HttpService {
     void api_cancel(const HttpCall& call, uint64_t id);
     void api_resources(const HttpCall& call);
     void api_events(const HttpCall& call);
+    // GET history, GET usage: accounting.history / accounting.usage with
+    // the query's parameters as their fields.
+    void api_accounting(const HttpCall& call, bool history);
     // Asks `topic` of the instance as the caller; `ok` gets the answer's
     // payload, an error answer becomes the HTTP error that fits it.
     // `wrong_state`: the status of EINVAL (409 where it means the job's state).
@@ -80,7 +83,7 @@ class HttpService {
     std::vector<std::string> open_paths_;
     std::string token_key_;
     std::map<std::string, std::pair<std::string, std::string>> files_;  // URL path -> content type, content
-    // The last hour, one sample every 10 s (GET /api/v1/history).
+    // The last hour, one sample every 10 s (GET /api/v1/activity).
     struct Sample {
         double t;
         uint64_t pending, running, completed;

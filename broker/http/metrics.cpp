@@ -72,8 +72,8 @@ uint64_t open_fds() {
 
 // What the scrape gathers, filled as the services answer.
 struct Scrape {
-    nlohmann::json jobs, sched, nodes, overlay;
-    int waiting = 4;
+    nlohmann::json jobs, sched, nodes, overlay, accounting;
+    int waiting = 5;
     std::string failed;
     int status = 503;
 };
@@ -147,6 +147,17 @@ std::string render(const Scrape& s, const std::map<int, uint64_t>& answered) {
     out += fmt::format("banyan_rank0_resident_bytes {}\n", resident_bytes());
     family(out, "rank0_open_fds", "gauge", "Rank 0's open file descriptors.");
     out += fmt::format("banyan_rank0_open_fds {}\n", open_fds());
+    // By bank: what jobs recorded since rank 0 started used ("none": no bank).
+    const auto& banks = json_object_at(s.accounting, {"banks"});
+    for (auto [name, key, help] :
+         {std::tuple{"bank_core_seconds_total", "core_seconds", "Core-seconds of the jobs recorded, by bank."},
+          std::tuple{"bank_gpu_seconds_total", "gpu_seconds", "GPU-seconds of the jobs recorded, by bank."},
+          std::tuple{"bank_jobs_total", "jobs", "Jobs recorded, by bank."}}) {
+        family(out, name, "counter", help);
+        for (const auto& [bank, u] : banks.items())
+            out += fmt::format("banyan_{}{{bank=\"{}\"}} {}\n", name, label(bank.empty() ? "none" : bank),
+                               json_field<double>(u, key, 0.0, "").value_or(0.0));
+    }
     family(out, "http_requests_total", "counter", "HTTP requests answered, by status.");
     for (const auto& [code, n] : answered)
         out += fmt::format("banyan_http_requests_total{{code=\"{}\"}} {}\n", code, n);
@@ -185,6 +196,7 @@ void HttpService::metrics(const HttpCall& call) {
     ask_for("sched.stats", &Scrape::sched);
     ask_for("resource.nodes", &Scrape::nodes);
     ask_for("overlay.status", &Scrape::overlay);
+    ask_for("accounting.stats", &Scrape::accounting);
 }
 
 // Every 10 s: the queue's depth and what completed since, kept an hour.

@@ -15,6 +15,7 @@
 #include "core/json_field.hpp"
 #include "core/json_parse.hpp"
 #include "core/log.hpp"
+#include "core/text.hpp"
 #include "sched/job_filter.hpp"
 #include "sched/job_request.hpp"
 
@@ -311,7 +312,9 @@ void HttpService::api(HttpCall call) {
         return relay("job-manager.queue-list", "queues");
     if (is({"overlay"}))
         return relay("overlay.status", nullptr);
-    if (is({"history"})) {
+    if (is({"history"}) || is({"usage"}))
+        return get ? api_accounting(call, parts[0] == "history") : only("GET");
+    if (is({"activity"})) {
         if (!get)
             return only("GET");
         if (!known_query(call, {}))
@@ -324,6 +327,56 @@ void HttpService::api(HttpCall call) {
     if (is({"events"}))
         return get ? api_events(call) : only("GET");
     respond_error(*call.exchange, 404, fmt::format("no such path: {}", one_line(call.path)));
+}
+
+void HttpService::api_accounting(const HttpCall& call, bool history) {
+    enum class Kind { number, flag, text, list };
+    static const std::vector<std::pair<std::string, Kind>> history_params = {
+        {"userid", Kind::number}, {"all", Kind::flag},  {"since", Kind::number}, {"until", Kind::number},
+        {"results", Kind::list},  {"name", Kind::text}, {"bank", Kind::text},    {"count", Kind::number}};
+    static const std::vector<std::pair<std::string, Kind>> usage_params = {{"userid", Kind::number},
+                                                                           {"all", Kind::flag},
+                                                                           {"since", Kind::number},
+                                                                           {"until", Kind::number},
+                                                                           {"by", Kind::text}};
+    const auto& params = history ? history_params : usage_params;
+    nlohmann::json body = nlohmann::json::object();
+    for (const auto& [name, value] : call.query) {
+        auto p = std::find_if(params.begin(), params.end(), [&](const auto& kv) { return kv.first == name; });
+        if (p == params.end())
+            return respond_error(*call.exchange, 400,
+                                 fmt::format("{}: unknown query parameter '{}'", call.path, one_line(name)));
+        switch (p->second) {
+            case Kind::number: {
+                auto n = query_number(call, name, 0);
+                if (!n)
+                    return respond_error(*call.exchange, 400, n.error().message);
+                body[name] = *n;
+                break;
+            }
+            case Kind::flag:
+                if (value != "1" && value != "true")
+                    return respond_error(*call.exchange, 400, fmt::format("{}: expected 1", name));
+                body[name] = true;
+                break;
+            case Kind::text:
+                body[name] = value;
+                break;
+            case Kind::list:
+                body[name] = split_commas(value);
+                break;
+        }
+    }
+    auto exchange = call.exchange;
+    ask(call, history ? "accounting.history" : "accounting.usage", body, [exchange, history](nlohmann::json answer) {
+        if (!history)
+            return respond_json(*exchange, 200, {{"rows", answer["rows"]}});
+        nlohmann::json records = answer["records"];
+        for (auto& r : records)  // ids as everywhere in the API: f58 strings
+            if (r.is_object() && r.contains("id") && r["id"].is_number_unsigned())
+                r["id"] = format_jobid(r["id"].get<uint64_t>());
+        respond_json(*exchange, 200, {{"records", std::move(records)}});
+    });
 }
 
 void HttpService::api_jobs(const HttpCall& call) {

@@ -108,7 +108,15 @@ check_output "GET resources: each node" '^200 .*"nodes":\[\{"cores":[0-9]+,"core
     call GET /api/v1/resources "${auth[@]}"
 check_output "GET queues" '^200 \{"queues":\[\]\}' call GET /api/v1/queues "${auth[@]}"
 check_output "GET overlay" '^200 .*"size":2' call GET /api/v1/overlay "${auth[@]}"
-check_output "GET history" '^200 \{"period":10,"samples":\[\{' call GET /api/v1/history "${auth[@]}"
+check_output "GET activity" '^200 \{"period":10,"samples":\[\{' call GET /api/v1/activity "${auth[@]}"
+wait_for "the canceled job has its record" 20 bash -c "banyan history -o '{id}' --no-header | grep -qx '$sleeper'"
+check_output "GET history: records, ids as f58 text" "^200 \{\"records\":\[\{[^]]*\"id\":\"$sleeper\"" \
+    call GET "/api/v1/history?results=canceled&count=5" "${auth[@]}"
+check_output "GET history: a bad parameter, 400 naming it" "^400 .*unknown query parameter 'colour'" \
+    call GET "/api/v1/history?colour=red" "${auth[@]}"
+check_output "GET usage: per user and bank" '^200 \{"rows":\[\{"bank":"","core_seconds":[0-9.e+-]+,"cpu":[0-9.e+-]+,"gpu_seconds":0(\.0)?,"jobs":[1-9][0-9]*,"userid":[0-9]+\}\]\}$' \
+    call GET "/api/v1/usage" "${auth[@]}"
+check_output "GET usage?by=nope: 400" '^400 .*by: .nope. is not user or bank' call GET "/api/v1/usage?by=nope" "${auth[@]}"
 check_output "GET events (SSE) sees a job submitted meanwhile" 'event: job.*"name":"submit"' \
     bash -c "(sleep 0.5; banyan submit true >/dev/null) & call GET /api/v1/events -H 'Authorization: Bearer $TOKEN' --max-time 2 | tr '\n' ' '; wait"
 
@@ -175,6 +183,8 @@ check_output "overlay ranks online" '^2$' metric 'banyan_overlay_ranks{state="on
 check_output "scheduling passes counted" '^[1-9][0-9]*$' metric banyan_sched_pass_seconds_count "$T_DIR/m2"
 check_output "commits counted" '^[1-9][0-9]*$' metric banyan_job_commit_seconds_count "$T_DIR/m2"
 check_output "rank 0's RSS" '^[1-9][0-9]{6,}$' metric banyan_rank0_resident_bytes "$T_DIR/m2"
+check_output "jobs recorded by bank (none here)" '^[1-9][0-9]*$' metric 'banyan_bank_jobs_total{bank="none"}' "$T_DIR/m2"
+check_output "and their core-seconds" '^[0-9.e+-]+$' metric 'banyan_bank_core_seconds_total{bank="none"}' "$T_DIR/m2"
 banyan resource drain 1 "disk check"
 curl -s "${auth[@]}" "$URL/metrics" >"$T_DIR/m3"
 check_output "a drained node counted" '^1$' metric 'banyan_nodes{state="draining"}' "$T_DIR/m3"

@@ -284,7 +284,7 @@ function showPlots() {
     view.append(depth, rate);
     refresh(async () => {
         try {
-            const h = await api('history');
+            const h = await api('activity');
             const perSecond = h.samples.map((s) => ({...s, 'jobs/s': s.completed / h.period}));
             plot(depth, h.samples, [['pending', '#a06000'], ['running', '#1b6ec2']], 'Queue depth');
             plot(rate, perSecond, [['jobs/s', '#2d6a4f']], 'Throughput');
