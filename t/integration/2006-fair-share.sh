@@ -66,6 +66,16 @@ f = sorted(u['fairshare'] for u in t['users'])
 sys.exit(0 if f == [1.0, 1.0] else 1)"
 check_output "history: bob's records are charged to chem" '^chem$' \
     bash -c "as $BOB banyan history -S all --bank chem --no-header -o '{bank}' | sort -u"
+check_output "banyan usage: bob sees his own row, 20 jobs of 1 s in chem" "^$BOB +chem +20 +0\.0[01] " \
+    as "$BOB" banyan usage -S all
+check_fails "... not everyone's" "only the instance owner" as "$BOB" banyan usage -A
+check_output "by bank, bob sees his bank's total only" '^BANK [^;]*;chem +20 [^;]*;$' \
+    bash -c "as $BOB banyan usage --by bank -S all | tr '\n' ';'"
+check_output "the owner sees science count its sub-banks' jobs" '^ok$' python3 -c "
+import json, subprocess
+rows = {r['bank']: r for r in json.loads(subprocess.check_output(['banyan', 'usage', '--by', 'bank', '-S', 'all', '--json']))}
+s, p, c = rows['science'], rows['physics'], rows['chem']
+print('ok' if s['jobs'] == p['jobs'] + c['jobs'] and abs(s['core_seconds'] - p['core_seconds'] - c['core_seconds']) < 1e-6 else rows)"
 
 # A running limit holds jobs, named, and lets them go as room comes.
 banyan bank user set "$BOB" chem --max-running-jobs 2
