@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -82,13 +83,16 @@ UsageRecord record_from_row(const SqlRow& row) {
     return r;
 }
 
-Result<void> insert(Database& db, const std::vector<UsageRecord>& records) {
+// The ids newly stored: one stored already (a record sent again after a
+// restart) is left as it is, and not among them.
+Result<std::unordered_set<uint64_t>> insert(Database& db, const std::vector<UsageRecord>& records) {
     if (auto r = db.exec("BEGIN"); !r)
         return r.error();
     std::string sql = fmt::format(
-        "INSERT OR IGNORE INTO usage ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "?, ?, ?, ?, ?, ?)",
+        "INSERT INTO usage ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
         kColumns);
+    std::unordered_set<uint64_t> stored;
     for (const auto& u : records) {
         auto r = db.query(sql, {static_cast<int64_t>(u.id), static_cast<int64_t>(u.userid), u.name, u.queue, u.result,
                                 u.status ? SqlValue(*u.status) : SqlValue(nullptr), u.exception, u.t_submit,
@@ -99,12 +103,14 @@ Result<void> insert(Database& db, const std::vector<UsageRecord>& records) {
             (void)db.exec("ROLLBACK");
             return r.error();
         }
+        if (!r->empty())
+            stored.insert(u.id);
     }
     if (auto r = db.exec("COMMIT"); !r) {
         (void)db.exec("ROLLBACK");
         return r.error();
     }
-    return {};
+    return stored;
 }
 
 Result<std::vector<UsageRecord>> select(Database& db, const HistoryFilter& f) {
@@ -345,7 +351,7 @@ AccountingDb::~AccountingDb() {
     }
 }
 
-void AccountingDb::add(std::vector<UsageRecord> records, std::function<void()> done) {
+void AccountingDb::add(std::vector<UsageRecord> records, std::function<void(const std::unordered_set<uint64_t>&)> done) {
     queued_.records.insert(queued_.records.end(), std::make_move_iterator(records.begin()),
                            std::make_move_iterator(records.end()));
     queued_.waiters.push_back(std::move(done));
@@ -363,10 +369,12 @@ void AccountingDb::commit_next() {
     last_commit_ = Clock::now();
     committing_ = std::make_shared<Batch>(std::exchange(queued_, {}));
     writer_->run([batch = committing_](Database& db) { return insert(db, batch->records); },
-                 [this, batch = committing_](const Result<void>& r) { on_committed(batch, r); });
+                 [this, batch = committing_](const Result<std::unordered_set<uint64_t>>& r) {
+                     on_committed(batch, r);
+                 });
 }
 
-void AccountingDb::on_committed(std::shared_ptr<Batch> batch, const Result<void>& r) {
+void AccountingDb::on_committed(std::shared_ptr<Batch> batch, const Result<std::unordered_set<uint64_t>>& r) {
     committing_.reset();
     if (!r) {
         if (!failing_)
@@ -383,7 +391,7 @@ void AccountingDb::on_committed(std::shared_ptr<Batch> batch, const Result<void>
     failing_ = false;
     commit_next();
     for (auto& fn : batch->waiters)
-        fn();
+        fn(*r);
 }
 
 void AccountingDb::history(HistoryFilter filter, std::function<void(Result<std::vector<UsageRecord>>)> done) {
@@ -449,7 +457,8 @@ void AccountingDb::change_banks(BankChange change, std::function<void(Result<voi
 }
 
 void AccountingDb::read_banks(std::function<void(Result<BankTable>)> done) {
-    reader_->run([](Database& db) { return select_banks(db); }, std::move(done));
+    // On the writer: after every change queued before it has landed.
+    writer_->run([](Database& db) { return select_banks(db); }, std::move(done));
 }
 
 }  // namespace banyan

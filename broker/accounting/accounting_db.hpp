@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -101,7 +102,8 @@ class AccountingDb {
     // are paced (each is synced to disk, beside the job database's). A commit that fails (a
     // full disk) is retried every second until it lands, said once in
     // the log: `done` waits.
-    void add(std::vector<UsageRecord> records, std::function<void()> done);
+    // `done` gets the ids newly stored (not those stored before).
+    void add(std::vector<UsageRecord> records, std::function<void(const std::unordered_set<uint64_t>&)> done);
     // The records `filter` selects, newest end first.
     void history(HistoryFilter filter, std::function<void(Result<std::vector<UsageRecord>>)> done);
 
@@ -122,17 +124,18 @@ class AccountingDb {
     }
     // Writes one change; `done` on the loop once committed (or not).
     void change_banks(BankChange change, std::function<void(Result<void>)> done);
-    // The bank tables as stored (to start again from after a failed write).
+    // The bank tables as stored once every change queued before is
+    // written (to start again from after a failed write).
     void read_banks(std::function<void(Result<BankTable>)> done);
 
   private:
     struct Batch {
         std::vector<UsageRecord> records;
-        std::vector<std::function<void()>> waiters;
+        std::vector<std::function<void(const std::unordered_set<uint64_t>&)>> waiters;
     };
     AccountingDb(Reactor& reactor, Database writer, Database reader);
     void commit_next();
-    void on_committed(std::shared_ptr<Batch> batch, const Result<void>& r);
+    void on_committed(std::shared_ptr<Batch> batch, const Result<std::unordered_set<uint64_t>>& r);
 
     std::unique_ptr<DbWorker> writer_;
     std::unique_ptr<DbWorker> reader_;

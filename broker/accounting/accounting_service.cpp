@@ -133,27 +133,29 @@ void AccountingService::on_record(const Message& req) {
             return broker_.respond_error(req, EPROTO, r.error().message);  // nothing stored
         records.push_back(std::move(*r));
     }
-    std::vector<UsageSum> used;  // charged to the banks' usage once stored
-    std::map<std::string, Used> counted;
-    for (const auto& r : records) {
-        if (!r.bank.empty() && r.elapsed() > 0)
-            used.push_back({r.userid, r.bank, r.t_end, r.ncores * r.elapsed()});
-        Used& c = counted[r.bank];
-        c.jobs++;
-        c.core_seconds += r.ncores * r.elapsed();
-        c.gpu_seconds += r.gpu_seconds();
-    }
+    // What each used, charged to its bank once stored, and only if it was
+    // not stored before (after a restart the job manager sends the
+    // records of the jobs it still keeps again: counted once).
+    std::vector<std::pair<uint64_t, UsageSum>> used;
+    used.reserve(records.size());
+    for (const auto& r : records)
+        used.push_back({r.id, {r.userid, r.bank, r.t_end, r.ncores * r.elapsed()}});
+    std::vector<double> gpu_seconds;
+    for (const auto& r : records)
+        gpu_seconds.push_back(r.gpu_seconds());
     Message request = req;
     request.payload.reset();  // enough to answer it
     db_->add(std::move(records), [this, request = std::move(request), used = std::move(used),
-                                  counted = std::move(counted)] {
-        for (const auto& u : used)
+                                  gpu_seconds = std::move(gpu_seconds)](const std::unordered_set<uint64_t>& stored) {
+        for (size_t i = 0; i < used.size(); i++) {
+            const auto& [id, u] = used[i];
+            if (!stored.count(id))
+                continue;
             add_usage(u.userid, u.bank, u.t_end, u.core_seconds);
-        for (const auto& [bank, c] : counted) {
-            Used& total = used_[bank];
-            total.jobs += c.jobs;
-            total.core_seconds += c.core_seconds;
-            total.gpu_seconds += c.gpu_seconds;
+            Used& total = used_[u.bank];
+            total.jobs++;
+            total.core_seconds += u.core_seconds;
+            total.gpu_seconds += gpu_seconds[i];
         }
         broker_.respond(Message::response_to(request, nlohmann::json::object()));
     });

@@ -69,7 +69,7 @@ double BankBook::fairshare(uint32_t userid, const std::string& bank) const {
 BankBook::Use BankBook::ask_of(const Job& job) {
     Use u;
     u.jobs = 1;
-    u.nodes = job.nnodes;
+    u.nodes = job.nnodes_asked;
     u.cores = static_cast<int64_t>(job.ncores);
     u.gpus = static_cast<int64_t>(job.ngpus);
     u.core_minutes = static_cast<int64_t>(std::ceil(static_cast<double>(job.ncores) * job.duration / 60));

@@ -125,6 +125,7 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
         for_sched["attributes"]["system"]["shell"]["options"]["profile"] = options["profile"];
     ntasks = count_tasks(spec);
     nnodes = count_nodes(spec);
+    nnodes_asked = nnodes;
     if (const auto& r = spec.find("resources"); r != spec.end()) {
         ncores = count_resources(*r, "core");
         ngpus = count_resources(*r, "gpu");
@@ -296,7 +297,6 @@ void apply_event(Job& job, const JobEvent& ev) {
         }
     } else if (name == "urgency") {
         job.urgency = static_cast<int>(event_field<int64_t>(c, "urgency", job.urgency));
-        job.bank = event_field<std::string>(c, "bank", "");
     } else if (name == "alloc" && job.state == JobState::sched) {
         job.state = JobState::run;
         std::string().swap(job.sched_jobspec);  // freed (assigning "" would keep its buffer)

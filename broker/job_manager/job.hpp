@@ -57,6 +57,7 @@ struct Job {
     std::string instance_uri;  // a nested instance's socket (event `instance`); "" when not one
     uint32_t ntasks = 1;
     uint32_t nnodes = 0;  // 0: not asked for; the R decides
+    uint32_t nnodes_asked = 0;  // as the jobspec asks, whatever the R (bank limits count it)
     uint64_t ncores = 0;  // cores and GPUs the jobspec asks for in all (a whole node counts as none)
     uint64_t ngpus = 0;
     double duration = 0;  // time limit in seconds; 0: none

@@ -118,8 +118,8 @@ void JobManager::recompute_slice() {
         job.summary_cache.clear();
         if (banks_.is_waiting(id))
             banks_.wait(job);  // its new place among those waiting
-        else
-            sched_.reprioritize(job);
+        else if (sched_.is_known(id))
+            sched_.reprioritize(job);  // (one not yet routed goes in its order when it is)
     }
     if (it != jobs_.end()) {
         recompute_from_ = it->first;

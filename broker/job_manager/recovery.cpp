@@ -1,5 +1,9 @@
 #include "broker/job_manager/recovery.hpp"
 
+#include <algorithm>
+#include <tuple>
+
+
 #include "broker/job_manager/job_manager.hpp"
 #include "core/json_parse.hpp"
 #include "core/log.hpp"
@@ -84,6 +88,21 @@ void Recovery::resume() {
             if (job.state >= JobState::run && !job.ranks.empty() && !job.freed)
                 jm_.banks_.charge(job);
         }
+    // Pending jobs get their priorities from the factors now (accounting.md
+    // §7), and go to the scheduler, or wait under a limit, best first.
+    for (JobId id : active)
+        if (Job* job = jm_.find(id); job && job->state == JobState::sched && job->priority > 0) {
+            job->priority = jm_.priority_of(*job);
+            job->summary_cache.clear();
+        }
+    std::stable_partition(active.begin(), active.end(),
+                          [this](JobId id) { return jm_.find(id)->state != JobState::sched; });
+    auto first_pending = std::find_if(active.begin(), active.end(),
+                                      [this](JobId id) { return jm_.find(id)->state == JobState::sched; });
+    std::stable_sort(first_pending, active.end(), [this](JobId a, JobId b) {
+        const Job *x = jm_.find(a), *y = jm_.find(b);
+        return std::tuple(-x->priority, x->t_submit, a) < std::tuple(-y->priority, y->t_submit, b);
+    });
     size_t reattached = 0;
     for (JobId id : active) {
         Job* job = jm_.find(id);

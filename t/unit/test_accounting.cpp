@@ -68,14 +68,26 @@ TEST_CASE("accounting: records are stored once, and read back by user, time and 
         auto db = AccountingDb::open(reactor, dir.string());
         REQUIRE(db.ok());
         bool first = false, second = false;
-        (*db)->add({record(1, 7, 100), record(2, 7, 200, "failed"), record(3, 8, 300)}, [&] { first = true; });
+        std::unordered_set<uint64_t> stored_first, stored_second;
+        (*db)->add({record(1, 7, 100), record(2, 7, 200, "failed"), record(3, 8, 300)},
+                   [&](const std::unordered_set<uint64_t>& stored) {
+                       first = true;
+                       stored_first = stored;
+                   });
         CHECK_FALSE(first);  // never inside the call
         auto again = record(1, 7, 100);
         again.name = "changed";
-        (*db)->add({again, record(4, 7, 400, "timeout")}, [&] { second = true; });
+        (*db)->add({again, record(4, 7, 400, "timeout")}, [&](const std::unordered_set<uint64_t>& stored) {
+            second = true;
+            stored_second = stored;
+        });
         run_until(reactor, second);
         CHECK(first);
         CHECK(second);
+        // The answer says which were new: id 1 again is not (its usage is
+        // not counted twice).
+        CHECK(stored_first == std::unordered_set<uint64_t>{1, 2, 3});
+        CHECK(stored_second == std::unordered_set<uint64_t>{4});
         CHECK(ids_of(**db, reactor, {}) == std::vector<uint64_t>{4, 3, 2, 1});  // newest end first
         CHECK(ids_of(**db, reactor, {.userid = 7}) == std::vector<uint64_t>{4, 2, 1});
         CHECK(ids_of(**db, reactor, {.userid = 7, .since = 200, .until = 400}) == std::vector<uint64_t>{2});
@@ -146,7 +158,7 @@ TEST_CASE("accounting: every descriptor of the store is close-on-exec", "[accoun
     auto db = AccountingDb::open(reactor, dir.string());
     REQUIRE(db.ok());
     bool stored = false;
-    (*db)->add({record(1, 7, 100)}, [&] { stored = true; });
+    (*db)->add({record(1, 7, 100)}, [&](const std::unordered_set<uint64_t>&) { stored = true; });
     run_until(reactor, stored);
     REQUIRE(stored);
     size_t seen = 0;

@@ -55,10 +55,15 @@ TEST_CASE("a job reads its name, counts, duration and dependencies from the jobs
 
 TEST_CASE("events drive the states; results follow from them", "[job]") {
     Job job;
-    apply_event(job, ev("submit", {{"userid", 5}, {"urgency", 20}}));
+    apply_event(job, ev("submit", {{"userid", 5}, {"urgency", 20}, {"bank", "chem"}}));
     CHECK(job.state == JobState::depend);
     CHECK(job.userid == 5);
     CHECK(job.urgency == 20);
+    CHECK(job.bank == "chem");
+    apply_event(job, ev("urgency", {{"userid", 5}, {"urgency", 12}}));
+    CHECK(job.urgency == 12);
+    CHECK(job.bank == "chem");  // a change of urgency keeps the bank
+    apply_event(job, ev("urgency", {{"userid", 5}, {"urgency", 20}}));
     apply_event(job, ev("depend"));
     CHECK(job.state == JobState::priority);
     apply_event(job, ev("priority", {{"priority", 20}}));
