@@ -25,6 +25,7 @@ Result<void> check_known_keys(const Config& config) {
           "max-pending-per-user"}},
         {"exec", {"kill-timeout", "job-shell", "reattach-timeout", "imp", "prolog", "epilog", "prolog-timeout"}},
         {"access", {"admins"}},
+        {"accounting", {"database", "cluster"}},
         {"priority",
          {"weight-fairshare", "weight-urgency", "weight-age", "weight-queue", "weight-size", "max-age",
           "decay-half-life", "recalc-interval"}},

@@ -12,28 +12,14 @@
 #include <vector>
 
 #include "core/result.hpp"
+#include "core/sql_store.hpp"
 
 struct sqlite3;
 struct sqlite3_stmt;
 
 namespace banyan {
 
-using SqlValue = std::variant<std::nullptr_t, int64_t, double, std::string>;
-using SqlRow = std::vector<SqlValue>;
-
-// A column's value as the type a reader expects; another type (NULL among
-// them) reads as 0 or "".
-inline int64_t sql_int(const SqlValue& v) {
-    return std::holds_alternative<int64_t>(v) ? std::get<int64_t>(v) : 0;
-}
-inline double sql_real(const SqlValue& v) {
-    return std::holds_alternative<double>(v) ? std::get<double>(v) : static_cast<double>(sql_int(v));
-}
-inline std::string sql_text(const SqlValue& v) {
-    return std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : "";
-}
-
-class Database {
+class Database final : public SqlStore {
   public:
     // Opens (creating) the file in WAL mode. A database that has tables
     // but not `own_table` is another program's: refused before anything is
@@ -43,14 +29,14 @@ class Database {
     static Result<Database> open(const std::string& path, std::string_view own_table);
     Database(Database&&) noexcept;
     Database& operator=(Database&&) noexcept;
-    ~Database();
+    ~Database() override;
 
     // Runs SQL with no parameters and no result rows (schema, pragmas).
-    Result<void> exec(std::string_view sql);
+    Result<void> exec(std::string_view sql) override;
     // Runs one statement with positional parameters; returns its rows. The
     // statement is prepared once per distinct SQL text and kept.
-    Result<std::vector<SqlRow>> query(std::string_view sql, const std::vector<SqlValue>& params = {});
-    const std::string& path() const { return path_; }
+    Result<std::vector<SqlRow>> query(std::string_view sql, const std::vector<SqlValue>& params = {}) override;
+    const std::string& path() const override { return path_; }
 
   private:
     struct StatementDeleter {

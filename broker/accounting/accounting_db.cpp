@@ -8,6 +8,7 @@
 
 #include "core/json_field.hpp"
 #include "core/json_parse.hpp"
+#include "broker/accounting/postgres_store.hpp"
 #include "core/log.hpp"
 
 namespace banyan {
@@ -18,7 +19,10 @@ constexpr auto kRetryDelay = std::chrono::seconds(1);
 // database syncs its own on, and a record waits for nothing but its purge.
 constexpr auto kCommitInterval = std::chrono::milliseconds(100);
 
-constexpr const char* kSchema = R"sql(
+// One schema for both stores, written twice for their types: sqlite keys
+// a record by its id (one cluster a file); PostgreSQL by cluster and id
+// (several clusters' records in one store).
+constexpr const char* kSqliteSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS usage (id INTEGER PRIMARY KEY, userid INTEGER NOT NULL, name TEXT NOT NULL,
                                   queue TEXT NOT NULL, result TEXT NOT NULL, status INTEGER,
@@ -26,18 +30,38 @@ CREATE TABLE IF NOT EXISTS usage (id INTEGER PRIMARY KEY, userid INTEGER NOT NUL
                                   t_start REAL NOT NULL, t_end REAL NOT NULL, time_limit REAL NOT NULL,
                                   nnodes INTEGER NOT NULL, nodelist TEXT NOT NULL, ncores INTEGER NOT NULL,
                                   ngpus INTEGER NOT NULL, cpu REAL NOT NULL, maxrss INTEGER NOT NULL,
-                                  totalrss INTEGER NOT NULL, bank TEXT NOT NULL DEFAULT '');
+                                  totalrss INTEGER NOT NULL, bank TEXT NOT NULL DEFAULT '',
+                                  cluster TEXT NOT NULL DEFAULT '');
 CREATE INDEX IF NOT EXISTS usage_by_user ON usage (userid, t_end);
 CREATE INDEX IF NOT EXISTS usage_by_end ON usage (t_end);
 CREATE TABLE IF NOT EXISTS banks (name TEXT PRIMARY KEY, parent TEXT NOT NULL, shares INTEGER NOT NULL,
                                   limits TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS associations (userid INTEGER NOT NULL, bank TEXT NOT NULL, is_default INTEGER NOT NULL,
                                          shares INTEGER NOT NULL, limits TEXT NOT NULL, PRIMARY KEY (userid, bank));
-INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '2');
+INSERT INTO meta (key, value) VALUES ('schema_version', '2') ON CONFLICT DO NOTHING;
+)sql";
+constexpr const char* kPostgresSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS usage (id BIGINT NOT NULL, userid BIGINT NOT NULL, name TEXT NOT NULL,
+                                  queue TEXT NOT NULL, result TEXT NOT NULL, status BIGINT,
+                                  exception TEXT NOT NULL, t_submit DOUBLE PRECISION NOT NULL,
+                                  t_eligible DOUBLE PRECISION NOT NULL, t_start DOUBLE PRECISION NOT NULL,
+                                  t_end DOUBLE PRECISION NOT NULL, time_limit DOUBLE PRECISION NOT NULL,
+                                  nnodes BIGINT NOT NULL, nodelist TEXT NOT NULL, ncores BIGINT NOT NULL,
+                                  ngpus BIGINT NOT NULL, cpu DOUBLE PRECISION NOT NULL, maxrss BIGINT NOT NULL,
+                                  totalrss BIGINT NOT NULL, bank TEXT NOT NULL DEFAULT '',
+                                  cluster TEXT NOT NULL DEFAULT '', PRIMARY KEY (cluster, id));
+CREATE INDEX IF NOT EXISTS usage_by_user ON usage (userid, t_end);
+CREATE INDEX IF NOT EXISTS usage_by_end ON usage (t_end);
+CREATE TABLE IF NOT EXISTS banks (name TEXT PRIMARY KEY, parent TEXT NOT NULL, shares BIGINT NOT NULL,
+                                  limits TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS associations (userid BIGINT NOT NULL, bank TEXT NOT NULL, is_default BIGINT NOT NULL,
+                                         shares BIGINT NOT NULL, limits TEXT NOT NULL, PRIMARY KEY (userid, bank));
+INSERT INTO meta (key, value) VALUES ('schema_version', '2') ON CONFLICT DO NOTHING;
 )sql";
 constexpr std::string_view kSchemaVersion = "2";
 
-// Version 1 (usage records only) gains the job's bank; the bank tables
+// Version 1 (usage records only) gains the job's bank and cluster; the bank tables
 // come with the schema.
 Result<void> upgrade_from_v1(const std::string& path) {
     if (!std::filesystem::exists(path))
@@ -50,6 +74,7 @@ Result<void> upgrade_from_v1(const std::string& path) {
         return {};  // new, or any other version: open_store says
     return db->exec(
         "BEGIN; ALTER TABLE usage ADD COLUMN bank TEXT NOT NULL DEFAULT ''; "
+        "ALTER TABLE usage ADD COLUMN cluster TEXT NOT NULL DEFAULT ''; "
         "UPDATE meta SET value = '2' WHERE key = 'schema_version'; COMMIT;");
 }
 
@@ -85,12 +110,13 @@ UsageRecord record_from_row(const SqlRow& row) {
 
 // The ids newly stored: one stored already (a record sent again after a
 // restart) is left as it is, and not among them.
-Result<std::unordered_set<uint64_t>> insert(Database& db, const std::vector<UsageRecord>& records) {
+Result<std::unordered_set<uint64_t>> insert(SqlStore& db, const std::string& cluster,
+                                            const std::vector<UsageRecord>& records) {
     if (auto r = db.exec("BEGIN"); !r)
         return r.error();
     std::string sql = fmt::format(
-        "INSERT INTO usage ({}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-        "?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
+        "INSERT INTO usage ({}, cluster) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING id",
         kColumns);
     std::unordered_set<uint64_t> stored;
     for (const auto& u : records) {
@@ -98,7 +124,7 @@ Result<std::unordered_set<uint64_t>> insert(Database& db, const std::vector<Usag
                                 u.status ? SqlValue(*u.status) : SqlValue(nullptr), u.exception, u.t_submit,
                                 u.t_eligible, u.t_start, u.t_end, u.time_limit, static_cast<int64_t>(u.nnodes),
                                 u.nodelist, static_cast<int64_t>(u.ncores), static_cast<int64_t>(u.ngpus), u.cpu,
-                                static_cast<int64_t>(u.maxrss), static_cast<int64_t>(u.totalrss), u.bank});
+                                static_cast<int64_t>(u.maxrss), static_cast<int64_t>(u.totalrss), u.bank, cluster});
         if (!r) {
             (void)db.exec("ROLLBACK");
             return r.error();
@@ -113,9 +139,9 @@ Result<std::unordered_set<uint64_t>> insert(Database& db, const std::vector<Usag
     return stored;
 }
 
-Result<std::vector<UsageRecord>> select(Database& db, const HistoryFilter& f) {
-    std::string where = "1";
-    std::vector<SqlValue> params;
+Result<std::vector<UsageRecord>> select(SqlStore& db, const std::string& cluster, const HistoryFilter& f) {
+    std::string where = "cluster = ?";
+    std::vector<SqlValue> params{cluster};
     if (f.userid) {
         where += " AND userid = ?";
         params.emplace_back(static_cast<int64_t>(*f.userid));
@@ -156,7 +182,7 @@ Result<std::vector<UsageRecord>> select(Database& db, const HistoryFilter& f) {
     return out;
 }
 
-Result<BankTable> select_banks(Database& db) {
+Result<BankTable> select_banks(SqlStore& db) {
     BankTable t;
     auto banks = db.query("SELECT name, parent, shares, limits FROM banks ORDER BY name");
     if (!banks)
@@ -189,13 +215,15 @@ Result<BankTable> select_banks(Database& db) {
     return t;
 }
 
-Result<void> write_change(Database& db, const BankChange& c) {
+Result<void> write_change(SqlStore& db, const BankChange& c) {
     auto run = [&]() -> Result<void> {
         if (c.bank && !c.row) {
             if (auto r = db.query("DELETE FROM banks WHERE name = ?", {*c.bank}); !r)
                 return r.error();
         } else if (c.row) {
-            if (auto r = db.query("INSERT OR REPLACE INTO banks (name, parent, shares, limits) VALUES (?, ?, ?, ?)",
+            if (auto r = db.query("INSERT INTO banks (name, parent, shares, limits) VALUES (?, ?, ?, ?) "
+                                  "ON CONFLICT (name) DO UPDATE SET parent = excluded.parent, "
+                                  "shares = excluded.shares, limits = excluded.limits",
                                   {c.row->name, c.row->parent, c.row->shares, c.row->limits.to_json().dump()});
                 !r)
                 return r.error();
@@ -224,6 +252,24 @@ Result<void> write_change(Database& db, const BankChange& c) {
         return r.error();
     }
     return {};
+}
+
+// Summed in SQL per span, so that a million records come back as a few
+// thousand rows; each span counts as ending in its middle. Every
+// cluster's records: fair-share is shared where the store is.
+Result<std::vector<UsageSum>> select_usage(SqlStore& db, double since, double span) {
+    auto rows = db.query(
+        "SELECT userid, bank, ROUND(t_end / ? - 0.5) AS span, SUM(ncores * (t_end - t_start)) FROM usage "
+        "WHERE bank != '' AND t_start > 0 AND t_end > t_start AND t_end >= ? GROUP BY userid, bank, span",
+        {span, since});
+    if (!rows)
+        return rows.error();
+    std::vector<UsageSum> out;
+    out.reserve(rows->size());
+    for (const auto& row : *rows)
+        out.push_back({static_cast<uint32_t>(sql_int(row[0])), sql_text(row[1]), (sql_real(row[2]) + 0.5) * span,
+                       sql_real(row[3])});
+    return out;
 }
 
 }  // namespace
@@ -315,22 +361,61 @@ Result<UsageRecord> UsageRecord::from_json(const nlohmann::json& j) {
     return r;
 }
 
-Result<std::unique_ptr<AccountingDb>> AccountingDb::open(Reactor& reactor, const std::string& statedir) {
+Result<std::unique_ptr<AccountingDb>> AccountingDb::open(Reactor& reactor, const std::string& statedir,
+                                                        const StoreConfig& config) {
+    if (!config.database.empty())
+        return open_postgres(reactor, config);
     // synchronous=FULL: a record survives the machine crashing.
     std::string path = statedir + "/accounting.db";
     if (auto r = upgrade_from_v1(path); !r)
         return r.error();
-    auto db = open_store(path, "usage", kSchema, "accounting store", kSchemaVersion);
+    auto db = open_store(path, "usage", kSqliteSchema, "accounting store", kSchemaVersion);
     if (!db)
         return db.error();
-    return std::unique_ptr<AccountingDb>(new AccountingDb(reactor, std::move(db->writer), std::move(db->reader)));
+    return std::unique_ptr<AccountingDb>(new AccountingDb(reactor, std::make_unique<Database>(std::move(db->writer)),
+                                                          std::make_unique<Database>(std::move(db->reader)),
+                                                          config.cluster, false));
 }
 
-AccountingDb::AccountingDb(Reactor& reactor, Database writer, Database reader)
-    : writer_(std::make_unique<DbWorker>(reactor, std::move(writer))),
-      reader_(std::make_unique<DbWorker>(reactor, std::move(reader))),
+// Two connections, as for sqlite. A server that cannot be reached now is
+// said so, and connected to at the first statement that needs it: rank 0
+// starts all the same, and records wait (retried every second).
+Result<std::unique_ptr<AccountingDb>> AccountingDb::open_postgres(Reactor& reactor, const StoreConfig& config) {
+    auto setup = [](SqlStore& db) -> Result<void> {
+        if (auto r = db.exec(kPostgresSchema); !r)
+            return r;
+        auto found = db.query("SELECT value FROM meta WHERE key = 'schema_version'");
+        if (!found)
+            return found.error();
+        std::string have = found->empty() ? "?" : sql_text((*found)[0][0]);
+        if (have != kSchemaVersion)
+            return make_error(EINVAL, fmt::format("{}: accounting store schema version {} (this broker reads version {})",
+                                                  db.path(), have, kSchemaVersion));
+        return {};
+    };
+    std::unique_ptr<SqlStore> writer, reader;
+    if (auto w = PostgresStore::connect(config.database, setup)) {
+        writer = std::move(*w);
+    } else {
+        if (w.error().code == EINVAL)
+            return w.error();  // reached, but not a store this broker reads
+        log::error("accounting", "the accounting store cannot be reached (records wait until it can): {}",
+                   w.error().message);
+        writer = PostgresStore::later(config.database, setup);
+    }
+    reader = PostgresStore::later(config.database, nullptr);
+    return std::unique_ptr<AccountingDb>(
+        new AccountingDb(reactor, std::move(writer), std::move(reader), config.cluster, true));
+}
+
+AccountingDb::AccountingDb(Reactor& reactor, std::unique_ptr<SqlStore> writer, std::unique_ptr<SqlStore> reader,
+                           std::string cluster, bool shared)
+    : writer_(std::make_unique<StoreWorker>(reactor, std::move(writer))),
+      reader_(std::make_unique<StoreWorker>(reactor, std::move(reader))),
       retry_(reactor),
-      pace_(reactor) {}
+      pace_(reactor),
+      cluster_(std::move(cluster)),
+      shared_(shared) {}
 
 AccountingDb::~AccountingDb() {
     // What was queued is committed before the threads stop (a clean stop
@@ -341,7 +426,7 @@ AccountingDb::~AccountingDb() {
     if (left.empty())
         return;
     try {
-        auto r = writer_->run_and_wait([&left](Database& db) { return insert(db, left); });
+        auto r = writer_->run_and_wait([&left, this](SqlStore& db) { return insert(db, cluster_, left); });
         if (!r)
             log::error("accounting", "{} records not stored (rank 0 sends them again at its next start): {}",
                        left.size(), r.error().message);
@@ -368,7 +453,7 @@ void AccountingDb::commit_next() {
     }
     last_commit_ = Clock::now();
     committing_ = std::make_shared<Batch>(std::exchange(queued_, {}));
-    writer_->run([batch = committing_](Database& db) { return insert(db, batch->records); },
+    writer_->run([batch = committing_, cluster = cluster_](SqlStore& db) { return insert(db, cluster, batch->records); },
                  [this, batch = committing_](const Result<std::unordered_set<uint64_t>>& r) {
                      on_committed(batch, r);
                  });
@@ -395,38 +480,38 @@ void AccountingDb::on_committed(std::shared_ptr<Batch> batch, const Result<std::
 }
 
 void AccountingDb::history(HistoryFilter filter, std::function<void(Result<std::vector<UsageRecord>>)> done) {
-    reader_->run([filter = std::move(filter)](Database& db) { return select(db, filter); }, std::move(done));
+    reader_->run([filter = std::move(filter), cluster = cluster_](SqlStore& db) { return select(db, cluster, filter); },
+                 std::move(done));
 }
 
 Result<BankTable> AccountingDb::load_banks() {
-    return writer_->run_and_wait([](Database& db) { return select_banks(db); });
+    return writer_->run_and_wait([](SqlStore& db) { return select_banks(db); });
 }
 
 Result<std::vector<UsageSum>> AccountingDb::load_usage(double since, double span) {
-    return reader_->run_and_wait([since, span](Database& db) -> Result<std::vector<UsageSum>> {
-        // Summed in SQL per span, so that a million records come back as a
-        // few thousand rows; each span counts as ending in its middle.
-        auto rows = db.query(
-            "SELECT userid, bank, CAST(t_end / ?1 AS INTEGER), SUM(ncores * (t_end - t_start)) FROM usage "
-            "WHERE bank != '' AND t_start > 0 AND t_end > t_start AND t_end >= ?2 GROUP BY 1, 2, 3",
-            {span, since});
-        if (!rows)
-            return rows.error();
-        std::vector<UsageSum> out;
-        out.reserve(rows->size());
-        for (const auto& row : *rows)
-            out.push_back({static_cast<uint32_t>(sql_int(row[0])), sql_text(row[1]),
-                           (static_cast<double>(sql_int(row[2])) + 0.5) * span, sql_real(row[3])});
-        return out;
-    });
+    return reader_->run_and_wait([since, span](SqlStore& db) { return select_usage(db, since, span); });
+}
+
+void AccountingDb::refresh(double since, double span, std::function<void(Result<Refreshed>)> done) {
+    reader_->run(
+        [since, span](SqlStore& db) -> Result<Refreshed> {
+            auto banks = select_banks(db);
+            if (!banks)
+                return banks.error();
+            auto usage = select_usage(db, since, span);
+            if (!usage)
+                return usage.error();
+            return Refreshed{std::move(*banks), std::move(*usage)};
+        },
+        std::move(done));
 }
 
 void AccountingDb::usage(double since, double until, std::optional<uint32_t> userid,
                          std::function<void(Result<std::vector<UsageRow>>)> done) {
     reader_->run(
-        [since, until, userid](Database& db) -> Result<std::vector<UsageRow>> {
-            std::string where = "t_end >= ?";
-            std::vector<SqlValue> params{since};
+        [since, until, userid, cluster = cluster_](SqlStore& db) -> Result<std::vector<UsageRow>> {
+            std::string where = "cluster = ? AND t_end >= ?";
+            std::vector<SqlValue> params{cluster, since};
             if (until > 0) {
                 where += " AND t_end < ?";
                 params.emplace_back(until);
@@ -453,12 +538,12 @@ void AccountingDb::usage(double since, double until, std::optional<uint32_t> use
 }
 
 void AccountingDb::change_banks(BankChange change, std::function<void(Result<void>)> done) {
-    writer_->run([change = std::move(change)](Database& db) { return write_change(db, change); }, std::move(done));
+    writer_->run([change = std::move(change)](SqlStore& db) { return write_change(db, change); }, std::move(done));
 }
 
 void AccountingDb::read_banks(std::function<void(Result<BankTable>)> done) {
     // On the writer: after every change queued before it has landed.
-    writer_->run([](Database& db) { return select_banks(db); }, std::move(done));
+    writer_->run([](SqlStore& db) { return select_banks(db); }, std::move(done));
 }
 
 }  // namespace banyan

@@ -90,10 +90,22 @@ struct BankChange {
     std::vector<Association> rows;
 };
 
+// [accounting]: where the store is, and this cluster's name in it.
+struct StoreConfig {
+    std::string database;  // "": STATEDIR/accounting.db; else postgresql://...
+    std::string cluster;   // names this cluster's records in a shared store
+};
+
 class AccountingDb {
   public:
-    // Opens (creating) STATEDIR/accounting.db. Error names the file and why.
-    static Result<std::unique_ptr<AccountingDb>> open(Reactor& reactor, const std::string& statedir);
+    // Opens (creating) STATEDIR/accounting.db, or connects to the
+    // PostgreSQL store `config` names (an unreachable one is said so and
+    // used once it can be). Error names the file or server and why.
+    static Result<std::unique_ptr<AccountingDb>> open(Reactor& reactor, const std::string& statedir,
+                                                      const StoreConfig& config = {});
+    // Other clusters write to it too (PostgreSQL): banks and usage are
+    // read again at each computation.
+    bool shared() const { return shared_; }
     // Commits what is queued (waiting for it), then stops both threads.
     ~AccountingDb();
 
@@ -120,8 +132,15 @@ class AccountingDb {
     // Runs `work` on the reader thread, off the loop; `done` on the loop.
     template <class Work, class Done>
     void compute(Work work, Done done) {
-        reader_->run([work = std::move(work)](Database&) mutable { return work(); }, std::move(done));
+        reader_->run([work = std::move(work)](SqlStore&) mutable { return work(); }, std::move(done));
     }
+    // The bank tables and load_usage()'s sums, read again (a shared
+    // store, where other clusters change them).
+    struct Refreshed {
+        BankTable banks;
+        std::vector<UsageSum> usage;
+    };
+    void refresh(double since, double span, std::function<void(Result<Refreshed>)> done);
     // Writes one change; `done` on the loop once committed (or not).
     void change_banks(BankChange change, std::function<void(Result<void>)> done);
     // The bank tables as stored once every change queued before is
@@ -133,18 +152,23 @@ class AccountingDb {
         std::vector<UsageRecord> records;
         std::vector<std::function<void(const std::unordered_set<uint64_t>&)>> waiters;
     };
-    AccountingDb(Reactor& reactor, Database writer, Database reader);
+    using StoreWorker = BasicDbWorker<SqlStore>;
+    AccountingDb(Reactor& reactor, std::unique_ptr<SqlStore> writer, std::unique_ptr<SqlStore> reader,
+                 std::string cluster, bool shared);
+    static Result<std::unique_ptr<AccountingDb>> open_postgres(Reactor& reactor, const StoreConfig& config);
     void commit_next();
     void on_committed(std::shared_ptr<Batch> batch, const Result<std::unordered_set<uint64_t>>& r);
 
-    std::unique_ptr<DbWorker> writer_;
-    std::unique_ptr<DbWorker> reader_;
+    std::unique_ptr<StoreWorker> writer_;
+    std::unique_ptr<StoreWorker> reader_;
     Batch queued_;
     std::shared_ptr<Batch> committing_;
     Timer retry_;
     Timer pace_;  // the next commit, kCommitInterval after the last began
     Clock::time_point last_commit_{};
     bool failing_ = false;
+    std::string cluster_;
+    bool shared_ = false;
 };
 
 }  // namespace banyan

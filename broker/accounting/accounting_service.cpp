@@ -24,8 +24,21 @@ Result<std::unique_ptr<AccountingService>> AccountingService::start(Broker& brok
     auto settings = PrioritySettings::read(broker.bootstrap().config);
     if (!settings)
         return settings.error();
+    const Config& config = broker.bootstrap().config;
+    auto database = config.get_string("accounting.database", "");
+    auto cluster = config.get_string("accounting.cluster", "");
+    if (auto e = first_error(database, cluster))
+        return *e;
+    if (!database->empty() && !database->starts_with("postgresql://") && !database->starts_with("postgres://"))
+        return make_error(EINVAL, fmt::format("{}: accounting.database: expected postgresql://... (or nothing: "
+                                              "STATEDIR/accounting.db)",
+                                              config.source()));
+    if (!database->empty() && cluster->empty())
+        return make_error(EINVAL, fmt::format("{}: accounting.cluster: required with a PostgreSQL store (it names "
+                                              "this cluster's records among the others')",
+                                              config.source()));
     std::unique_ptr<AccountingService> svc(new AccountingService(broker, *settings));
-    auto db = AccountingDb::open(broker.reactor(), broker.bootstrap().statedir);
+    auto db = AccountingDb::open(broker.reactor(), broker.bootstrap().statedir, {*database, *cluster});
     if (!db)
         return db.error();
     svc->db_ = std::move(*db);
@@ -57,17 +70,24 @@ AccountingService::AccountingService(Broker& broker, PrioritySettings settings)
 // At start (before the loop serves anyone): the tables, the usage of the
 // last 64 half-lives (what is older counts under 2^-64 of itself), and
 // the first factors, computed here so the job manager starts with them.
+//
+// A shared store that cannot be reached leaves the tables empty until it
+// can (read again at each computation): rank 0 runs on, and no bank can
+// be changed meanwhile.
 Result<void> AccountingService::load() {
     auto banks = db_->load_banks();
-    if (!banks)
-        return banks.error();
-    banks_ = std::move(*banks);
     double now = wall_now(), h = settings_.decay_half_life;
-    auto sums = db_->load_usage(now - 64 * h, std::max(1.0, h / 64));
-    if (!sums)
-        return sums.error();
-    for (const auto& u : *sums)
-        add_usage(u.userid, u.bank, u.t_end, u.core_seconds);
+    auto sums = banks ? db_->load_usage(now - 64 * h, std::max(1.0, h / 64)) : Result<std::vector<UsageSum>>(banks.error());
+    if (!sums) {
+        if (!db_->shared())
+            return sums.error();
+        log::error("accounting", "banks not read (they are once the store answers): {}", sums.error().message);
+    } else {
+        banks_ = std::move(*banks);
+        loaded_ = true;
+        for (const auto& u : *sums)
+            add_usage(u.userid, u.bank, u.t_end, u.core_seconds);
+    }
     published_ = banks_;
     for (auto& a : published_.users)
         a.usage = usage_of(a.userid, a.bank, now);
@@ -91,6 +111,26 @@ void AccountingService::add_usage(uint32_t userid, const std::string& bank, doub
 }
 
 void AccountingService::publish(std::function<void()> then) {
+    if (db_->shared()) {
+        // Other clusters change the tables and add usage: read again
+        // first (a store that does not answer leaves what is known).
+        double now = wall_now(), h = settings_.decay_half_life;
+        return db_->refresh(now - 64 * h, std::max(1.0, h / 64),
+                            [this, then = std::move(then)](Result<AccountingDb::Refreshed> fresh) mutable {
+                                if (fresh) {
+                                    banks_ = std::move(fresh->banks);
+                                    loaded_ = true;
+                                    usage_.clear();
+                                    for (const auto& u : fresh->usage)
+                                        add_usage(u.userid, u.bank, u.t_end, u.core_seconds);
+                                }
+                                compute_and_send(std::move(then));
+                            });
+    }
+    compute_and_send(std::move(then));
+}
+
+void AccountingService::compute_and_send(std::function<void()> then) {
     BankTable snapshot = banks_;
     double now = wall_now();
     for (auto& a : snapshot.users)
@@ -385,6 +425,8 @@ Result<uint32_t> read_userid(const nlohmann::json& body, std::string_view topic)
 }  // namespace
 
 void AccountingService::on_bank_add(const Message& req) {
+    if (!loaded_)
+        return broker_.respond_error(req, EAGAIN, "the accounting store cannot be reached: banks cannot be changed now");
     auto body = req.json();
     if (!body)
         return broker_.respond_error(req, EPROTO, body.error().message);
@@ -405,6 +447,8 @@ void AccountingService::on_bank_add(const Message& req) {
 }
 
 void AccountingService::on_bank_set(const Message& req) {
+    if (!loaded_)
+        return broker_.respond_error(req, EAGAIN, "the accounting store cannot be reached: banks cannot be changed now");
     auto body = req.json();
     if (!body)
         return broker_.respond_error(req, EPROTO, body.error().message);
@@ -434,6 +478,8 @@ void AccountingService::on_bank_set(const Message& req) {
 }
 
 void AccountingService::on_bank_remove(const Message& req) {
+    if (!loaded_)
+        return broker_.respond_error(req, EAGAIN, "the accounting store cannot be reached: banks cannot be changed now");
     auto body = req.json();
     if (!body)
         return broker_.respond_error(req, EPROTO, body.error().message);
@@ -457,6 +503,8 @@ void AccountingService::on_bank_remove(const Message& req) {
 }
 
 void AccountingService::on_user_add(const Message& req) {
+    if (!loaded_)
+        return broker_.respond_error(req, EAGAIN, "the accounting store cannot be reached: banks cannot be changed now");
     auto body = req.json();
     if (!body)
         return broker_.respond_error(req, EPROTO, body.error().message);
@@ -488,6 +536,8 @@ void AccountingService::on_user_add(const Message& req) {
 }
 
 void AccountingService::on_user_set(const Message& req) {
+    if (!loaded_)
+        return broker_.respond_error(req, EAGAIN, "the accounting store cannot be reached: banks cannot be changed now");
     auto body = req.json();
     if (!body)
         return broker_.respond_error(req, EPROTO, body.error().message);
@@ -513,6 +563,8 @@ void AccountingService::on_user_set(const Message& req) {
 }
 
 void AccountingService::on_user_remove(const Message& req) {
+    if (!loaded_)
+        return broker_.respond_error(req, EAGAIN, "the accounting store cannot be reached: banks cannot be changed now");
     auto body = req.json();
     if (!body)
         return broker_.respond_error(req, EPROTO, body.error().message);

@@ -50,6 +50,7 @@ class AccountingService {
     // Fair-share from the tables and the usage now, on the reader thread;
     // then sent to the job manager, then `then`.
     void publish(std::function<void()> then);
+    void compute_and_send(std::function<void()> then);
     // Core-seconds of usage, decayed to `now`.
     double usage_of(uint32_t userid, const std::string& bank, double now) const;
     void add_usage(uint32_t userid, const std::string& bank, double t_end, double core_seconds);
@@ -59,6 +60,7 @@ class AccountingService {
     std::unique_ptr<AccountingDb> db_;
     BankTable banks_;      // as changed (stored, or being stored)
     BankTable published_;  // with usage and factors, as last computed
+    bool loaded_ = false;  // banks_ is what the store has (a shared one may not answer at start)
     struct Decayed {
         double value = 0;
         double at = 0;
