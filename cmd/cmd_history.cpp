@@ -112,7 +112,7 @@ nlohmann::json results_of(const std::string& list) {
 }  // namespace
 
 void add_history(CLI::App& app, int& exit_code) {
-    static std::string user, since = "-1d", until, states, name, bank, format = kDefaultFormat, delimiter = "|";
+    static std::string user, since = "-1d", until, states, name, bank, node, format = kDefaultFormat, delimiter = "|";
     static bool all_users = false, json = false, parsable = false, no_header = false;
     static int64_t count = 1000;
     auto* cmd = app.add_subcommand("history", "List finished jobs and what they used (default: yours of the last day)");
@@ -125,6 +125,7 @@ void add_history(CLI::App& app, int& exit_code) {
     cmd->add_option("-s,--state", states, "RESULT[,...]: completed, failed, canceled, timeout (or CD, F, CA, TO)");
     cmd->add_option("--name", name, "jobs of this name");
     cmd->add_option("--bank", bank, "jobs charged to this bank");
+    cmd->add_option("--node", node, "jobs that ran on this host");
     cmd->add_option("-n,--count", count, "show at most N jobs (1 to 100000; default 1000)");
     cmd->add_option("-o,--format", format, "fields like {id} {user} {elapsed} {cpu} {maxrss}");
     cmd->add_flag("-P,--parsable", parsable, "the fields only, joined by the delimiter, no padding");
@@ -146,6 +147,8 @@ void add_history(CLI::App& app, int& exit_code) {
             body["name"] = name;
         if (!bank.empty())
             body["bank"] = bank;
+        if (!node.empty())
+            body["node"] = node;
         if (all_users)
             body["all"] = true;
         else if (!user.empty())

@@ -9,6 +9,7 @@
 #include "core/json_field.hpp"
 #include "core/json_parse.hpp"
 #include "broker/accounting/postgres_store.hpp"
+#include "core/hostlist.hpp"
 #include "core/log.hpp"
 
 namespace banyan {
@@ -170,15 +171,31 @@ Result<std::vector<UsageRecord>> select(SqlStore& db, const std::string& cluster
         for (const auto& r : f.results)
             params.emplace_back(r);
     }
-    params.emplace_back(static_cast<int64_t>(f.count));
-    auto rows = db.query(
-        fmt::format("SELECT {} FROM usage WHERE {} ORDER BY t_end DESC, id DESC LIMIT ?", kColumns, where), params);
+    // A node is found in each record's host list, not in SQL: the rows
+    // then come unbounded (within the other filters), newest first, until
+    // `count` of them ran there.
+    if (f.node.empty())
+        params.emplace_back(static_cast<int64_t>(f.count));
+    else
+        where += " AND nnodes > 0";
+    auto rows = db.query(fmt::format("SELECT {} FROM usage WHERE {} ORDER BY t_end DESC, id DESC{}", kColumns, where,
+                                     f.node.empty() ? " LIMIT ?" : ""),
+                         params);
     if (!rows)
         return rows.error();
     std::vector<UsageRecord> out;
-    out.reserve(rows->size());
-    for (const auto& row : *rows)
-        out.push_back(record_from_row(row));
+    out.reserve(f.node.empty() ? rows->size() : 0);
+    for (const auto& row : *rows) {
+        if (out.size() >= f.count)
+            break;
+        UsageRecord r = record_from_row(row);
+        if (!f.node.empty()) {
+            auto hosts = HostList::parse(r.nodelist);
+            if (!hosts || !hosts->find(f.node))
+                continue;
+        }
+        out.push_back(std::move(r));
+    }
     return out;
 }
 

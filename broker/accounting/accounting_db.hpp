@@ -58,6 +58,7 @@ struct HistoryFilter {
     std::vector<std::string> results;  // empty: any; each known_result() once
     std::string name;                  // "": any
     std::string bank;                  // "": any
+    std::string node;                  // "": any; else jobs that ran on this host
     uint64_t count = 1000;
 };
 

@@ -213,8 +213,9 @@ void AccountingService::on_history(const Message& req) {
     auto results = json_field<nlohmann::json>(*body, "results", nlohmann::json::array(), "");
     auto name = json_field<std::string>(*body, "name", "", "");
     auto bank = json_field<std::string>(*body, "bank", "", "");
+    auto node = json_field<std::string>(*body, "node", "", "");
     auto count = json_field<uint64_t>(*body, "count", 1000, "");
-    if (auto e = first_error(userid, all, since, until, results, name, bank, count))
+    if (auto e = first_error(userid, all, since, until, results, name, bank, node, count))
         return broker_.respond_error(req, EINVAL, e->message);
     bool owner = req.rolemask & role::owner;
     if ((*all || *userid != req.userid) && !owner)
@@ -222,7 +223,8 @@ void AccountingService::on_history(const Message& req) {
                                      "accounting.history: only the instance owner may read other users' records");
     if (*count < 1 || *count > kMaxHistory)
         return broker_.respond_error(req, EINVAL, fmt::format("count: expected 1 to {}", kMaxHistory));
-    HistoryFilter filter{.since = *since, .until = *until, .name = *name, .bank = *bank, .count = *count};
+    HistoryFilter filter{
+        .since = *since, .until = *until, .name = *name, .bank = *bank, .node = *node, .count = *count};
     if (!*all)
         filter.userid = *userid;
     // A set of the four known names: at most 15 shapes of query, whatever

@@ -333,7 +333,8 @@ void HttpService::api_accounting(const HttpCall& call, bool history) {
     enum class Kind { number, flag, text, list };
     static const std::vector<std::pair<std::string, Kind>> history_params = {
         {"userid", Kind::number}, {"all", Kind::flag},  {"since", Kind::number}, {"until", Kind::number},
-        {"results", Kind::list},  {"name", Kind::text}, {"bank", Kind::text},    {"count", Kind::number}};
+        {"results", Kind::list},  {"name", Kind::text}, {"bank", Kind::text},    {"count", Kind::number},
+        {"node", Kind::text}};
     static const std::vector<std::pair<std::string, Kind>> usage_params = {{"userid", Kind::number},
                                                                            {"all", Kind::flag},
                                                                            {"since", Kind::number},

@@ -196,10 +196,10 @@ void BankBook::charge(const Job& job) {
     charges_.emplace(job.id, std::move(c));
 }
 
-bool BankBook::uncharge(JobId id) {
+std::optional<std::string> BankBook::uncharge(JobId id) {
     auto it = charges_.find(id);
     if (it == charges_.end())
-        return false;
+        return std::nullopt;
     const Counted& c = it->second;
     if (auto u = user_use_.find({c.userid, c.banks.front()}); u != user_use_.end()) {
         u->second.add(c.use, -1);
@@ -212,30 +212,42 @@ bool BankBook::uncharge(JobId id) {
             if (n->second.jobs == 0)
                 bank_use_.erase(n);
         }
+    std::string top = c.banks.back();
     charges_.erase(it);
-    return true;
+    return top;
 }
 
 void BankBook::wait(const Job& job) {
     unwait(job.id);
     Key key{-job.priority, job.t_submit, job.id};
-    waiting_.insert(key);
-    waiting_keys_.emplace(job.id, key);
+    Counted c = counted_of(job);
+    std::string top = c.banks.empty() ? "" : c.banks.back();
+    waiting_[top].insert(key);
+    waiting_keys_.emplace(job.id, std::pair{std::move(top), key});
 }
 
 bool BankBook::unwait(JobId id) {
     auto it = waiting_keys_.find(id);
     if (it == waiting_keys_.end())
         return false;
-    waiting_.erase(it->second);
+    auto group = waiting_.find(it->second.first);
+    group->second.erase(it->second.second);
+    if (group->second.empty())
+        waiting_.erase(group);
     waiting_keys_.erase(it);
     return true;
 }
 
-std::vector<JobId> BankBook::waiting() const {
+std::vector<JobId> BankBook::waiting(const std::optional<std::string>& top) const {
+    std::vector<Key> keys;
+    for (const auto& [name, group] : waiting_)
+        if (!top || name == *top)
+            keys.insert(keys.end(), group.begin(), group.end());
+    if (!top)
+        std::sort(keys.begin(), keys.end());  // across trees, best first
     std::vector<JobId> out;
-    out.reserve(waiting_.size());
-    for (const auto& k : waiting_)
+    out.reserve(keys.size());
+    for (const auto& k : keys)
         out.push_back(std::get<2>(k));
     return out;
 }

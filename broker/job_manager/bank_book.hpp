@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -51,15 +52,18 @@ class BankBook {
     // Its ask is counted against its limits (once) until uncharge().
     void charge(const Job& job);
     bool charged(JobId id) const { return charges_.count(id) > 0; }
-    // True when it was charged.
-    bool uncharge(JobId id);
+    // The top bank of the tree it was charged in (where room was made),
+    // or none when it was not charged.
+    std::optional<std::string> uncharge(JobId id);
 
     // Jobs over a running limit wait here, best first (the job says why:
     // Job::limit).
     void wait(const Job& job);
     bool unwait(JobId id);
     bool is_waiting(JobId id) const { return waiting_keys_.count(id) > 0; }
-    std::vector<JobId> waiting() const;
+    // Best first: all of them, or those of one top bank's tree (only room
+    // made there can let them go).
+    std::vector<JobId> waiting(const std::optional<std::string>& top = std::nullopt) const;
 
   private:
     // What jobs hold of the running limits.
@@ -96,8 +100,8 @@ class BankBook {
     std::map<std::string, int64_t, std::less<>> bank_active_;
 
     using Key = std::tuple<int64_t, double, JobId>;  // (-priority, t_submit, id)
-    std::set<Key> waiting_;
-    std::unordered_map<JobId, Key> waiting_keys_;
+    std::map<std::string, std::set<Key>, std::less<>> waiting_;  // by top bank
+    std::unordered_map<JobId, std::pair<std::string, Key>> waiting_keys_;
 };
 
 }  // namespace banyan

@@ -136,7 +136,9 @@ class JobManager final : private JobTable {
     // A job no longer asked or holding resources: its limits free, and
     // the jobs waiting under limits looked at again.
     void left_scheduler(Job& job);
-    void retry_waiting();
+    // The jobs waiting under limits, looked at again best first: all, or
+    // those of one top bank's tree.
+    void retry_waiting(const std::optional<std::string>& top = std::nullopt);
     // Every pending job's priority again (new fair-share, or age): a
     // slice of the jobs each loop turn, so that 100,000 of them never
     // hold the loop for long; asked again meanwhile, it starts over.

@@ -80,12 +80,12 @@ void JobManager::left_scheduler(Job& job) {
         job.limit.clear();
         job.summary_cache.clear();
     }
-    if (banks_.uncharge(job.id))
-        retry_waiting();
+    if (auto top = banks_.uncharge(job.id))
+        retry_waiting(top);
 }
 
-void JobManager::retry_waiting() {
-    for (JobId id : banks_.waiting()) {
+void JobManager::retry_waiting(const std::optional<std::string>& top) {
+    for (JobId id : banks_.waiting(top)) {
         Job* job = find(id);
         if (!job) {
             banks_.unwait(id);

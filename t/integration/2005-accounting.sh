@@ -40,6 +40,9 @@ banyan history --json >records.json
 banyan history >table.out
 banyan history -P -o '{id}{st}{status}{nnodes}' >parsable.out
 banyan history -s F,canceled --no-header -o '{name}' | sort >failed-or-canceled.out
+host=$(banyan history --no-header -o '{nodelist}' --name work)
+banyan history --node "$host" --no-header -o '{name}' | sort -u | tr '\n' ' ' >on-node.out
+banyan history --node no-such-host-7 --no-header >on-no-node.out
 banyan jobs -a --no-header -o '{id}' >kept.ids
 banyan bank add kept --shares 3 --max-cores 4
 banyan bank add below --parent kept
@@ -79,6 +82,8 @@ check_output "the table has sacct's columns" '^ +JOBID USER +NAME +ST STATUS NNO
     head -1 "$T_DIR/table.out"
 check_output "-P: the fields joined by |" "^$(cat "$T_DIR/failed.id")\|F\|3\|1$" cat "$T_DIR/parsable.out"
 check_output "-s F,canceled selects by result" '^falls never$' sh -c "tr '\n' ' ' <'$T_DIR/failed-or-canceled.out' | sed 's/ $//'"
+check_output "--node: the jobs that ran on its host (never is canceled unrun: not there)" '^falls small work $' cat "$T_DIR/on-node.out"
+check "--node of a host no job ran on: none" test ! -s "$T_DIR/on-no-node.out"
 check_output "inactive-limit=2 purged all but 2 jobs" '^2$' sh -c "wc -l <'$T_DIR/kept.ids'"
 
 # Restarted after kill -9: every record is there once, the purged jobs' too.

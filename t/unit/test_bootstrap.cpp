@@ -71,7 +71,7 @@ TEST_CASE("bootstrap errors name what is wrong", "[bootstrap][malformed]") {
              {{"foo=1"}, 0, "foo: unknown table (expected one of: queues, bootstrap"},
              {{"partitions.debug.nodes=\"n1\""}, 0, "partitions: unknown table"},
              {{"qos.high.priority=1"}, 0, "qos: unknown table"},
-             {{"accounting.storage=\"x\""}, 0, "accounting: unknown table"},
+             {{"accounting.storage=\"x\""}, 0, "accounting.storage: unknown key"},
              {{"shed.queue-policy=\"easy\""}, 0, "shed: unknown table, did you mean 'sched'?"},
              {{"bootstrap.curve_cert=\"/nonexistent.cert\""}, 0, "/nonexistent.cert: No such file"},
              {{"novalue"}, 0, "--setattr 'novalue': expected KEY=VALUE"},

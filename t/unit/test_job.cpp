@@ -82,7 +82,7 @@ TEST_CASE("events drive the states; results follow from them", "[job]") {
     apply_event(job, ev("clean"));
     CHECK(job.state == JobState::inactive);
     CHECK(job.result() == "completed");
-    CHECK(job.next_event_seq == 8);
+    CHECK(job.next_event_seq == 10);
     CHECK(job.summary()["result"] == "completed");
 
     Job canceled;

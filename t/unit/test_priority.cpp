@@ -206,8 +206,10 @@ TEST_CASE("the job manager's bank book: who may use which bank, and limits", "[p
     book.wait(c);
     book.wait(d);
     CHECK(book.waiting() == std::vector<JobId>{4, 5});
-    CHECK(book.uncharge(2));
-    CHECK_FALSE(book.uncharge(2));  // once
+    CHECK(book.waiting("top") == std::vector<JobId>{4, 5});
+    CHECK(book.waiting("elsewhere").empty());
+    CHECK(book.uncharge(2) == "top");  // room made in top's tree
+    CHECK_FALSE(book.uncharge(2));      // once
     CHECK(book.over_running(c).empty());
     CHECK(book.over_running(d).empty());  // 1 + 5 of 6
     book.unwait(4);
