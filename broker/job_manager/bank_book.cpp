@@ -23,6 +23,20 @@ void BankBook::set(BankTable table) {
     users_banks_.clear();
     for (size_t i = 0; i < table_.banks.size(); i++)
         bank_index_.emplace(table_.banks[i].name, i);
+    // Each bank and the banks above it, once per table (bounded: a table
+    // with a cycle, refused where tables are made, cannot loop here).
+    chains_.clear();
+    for (const auto& bank : table_.banks) {
+        std::vector<std::string> chain;
+        for (std::string at = bank.name; !at.empty() && chain.size() <= table_.banks.size();) {
+            chain.push_back(at);
+            auto b = bank_index_.find(at);
+            if (b == bank_index_.end())
+                break;
+            at = table_.banks[b->second].parent;
+        }
+        chains_.emplace(bank.name, std::make_shared<const std::vector<std::string>>(std::move(chain)));
+    }
     for (size_t i = 0; i < table_.users.size(); i++) {
         const auto& a = table_.users[i];
         user_index_.emplace(std::pair{a.userid, a.bank}, i);
@@ -77,21 +91,14 @@ BankBook::Use BankBook::ask_of(const Job& job) {
 }
 
 BankBook::Counted BankBook::counted_of(const Job& job) const {
-    Counted c{job.userid, {}, ask_of(job)};
-    // Up from the job's bank; bounded, so a table with a cycle (refused
-    // where tables are made) cannot loop here.
-    std::string at = job.bank;
-    while (!at.empty() && c.banks.size() <= table_.banks.size()) {
-        c.banks.push_back(at);
-        auto b = bank_index_.find(at);
-        if (b == bank_index_.end())
-            break;
-        at = table_.banks[b->second].parent;
-    }
-    return c;
+    auto chain = chains_.find(job.bank);
+    return {job.userid,
+            chain != chains_.end() ? chain->second : std::make_shared<const std::vector<std::string>>(1, job.bank),
+            ask_of(job)};
 }
 
-std::string BankBook::over(const BankLimits& limits, const Use& held, const Use& ask, const std::string& who) const {
+std::string BankBook::over(const BankLimits& limits, const Use& held, const Use& ask, std::optional<uint32_t> userid,
+                           std::string_view bank) {
     const std::array<std::tuple<int64_t, int64_t, int64_t, std::string_view>, 5> checks = {{
         {limits.max_running_jobs, held.jobs, ask.jobs, "max-running-jobs"},
         {limits.max_nodes, held.nodes, ask.nodes, "max-nodes"},
@@ -101,38 +108,43 @@ std::string BankBook::over(const BankLimits& limits, const Use& held, const Use&
     }};
     for (const auto& [limit, used, wanted, name] : checks)
         if (limit > 0 && wanted > 0 && used + wanted > limit)
-            return fmt::format("limit: {} {} {}", who, name, limit);
+            return fmt::format("limit: {} {} {}", who_of(userid, bank), name, limit);
     return "";
+}
+
+std::string BankBook::who_of(std::optional<uint32_t> userid, std::string_view bank) {
+    return userid ? fmt::format("uid {} in bank '{}'", *userid, bank) : fmt::format("bank '{}'", bank);
 }
 
 std::string BankBook::refused(const Job& job) const {
     if (job.bank.empty())
         return "";
     Counted c = counted_of(job);
-    auto check = [&](const BankLimits& limits, int64_t active, const std::string& who) -> std::string {
+    auto check = [&](const BankLimits& limits, int64_t active, std::optional<uint32_t> userid,
+                     std::string_view bank) -> std::string {
         if (limits.max_submit_jobs > 0 && active + 1 > limits.max_submit_jobs)
-            return fmt::format("{}: max-submit-jobs {} reached (jobs submitted and not yet ended)", who,
-                               limits.max_submit_jobs);
+            return fmt::format("{}: max-submit-jobs {} reached (jobs submitted and not yet ended)",
+                               who_of(userid, bank), limits.max_submit_jobs);
         if (limits.max_run_core_minutes > 0 && job.duration <= 0)
-            return fmt::format("{} has a max-run-core-minutes: a job needs a time limit (-t)", who);
-        if (auto never = over(limits, Use{}, c.use, who); !never.empty())
+            return fmt::format("{} has a max-run-core-minutes: a job needs a time limit (-t)", who_of(userid, bank));
+        if (auto never = over(limits, Use{}, c.use, userid, bank); !never.empty())
             return fmt::format("{} (the job alone is over it)", never.substr(7));
         return "";
     };
     if (auto a = user_index_.find({job.userid, job.bank}); a != user_index_.end()) {
         auto active = user_active_.find({job.userid, job.bank});
         if (auto why = check(table_.users[a->second].limits, active == user_active_.end() ? 0 : active->second,
-                             fmt::format("uid {} in bank '{}'", job.userid, job.bank));
+                             job.userid, job.bank);
             !why.empty())
             return why;
     }
-    for (const auto& bank : c.banks) {
+    for (const auto& bank : *c.banks) {
         auto b = bank_index_.find(bank);
         if (b == bank_index_.end())
             continue;
         auto active = bank_active_.find(bank);
         if (auto why = check(table_.banks[b->second].limits, active == bank_active_.end() ? 0 : active->second,
-                             fmt::format("bank '{}'", bank));
+                             std::nullopt, bank);
             !why.empty())
             return why;
     }
@@ -144,7 +156,7 @@ void BankBook::submitted(const Job& job) {
         return;
     Counted c = counted_of(job);
     user_active_[{c.userid, job.bank}]++;
-    for (const auto& b : c.banks)
+    for (const auto& b : *c.banks)
         bank_active_[b]++;
     active_.emplace(job.id, std::move(c));
 }
@@ -154,9 +166,9 @@ void BankBook::ended(const Job& job) {
     if (it == active_.end())
         return;
     const Counted& c = it->second;
-    if (auto u = user_active_.find({c.userid, c.banks.front()}); u != user_active_.end() && --u->second == 0)
+    if (auto u = user_active_.find({c.userid, c.banks->front()}); u != user_active_.end() && --u->second == 0)
         user_active_.erase(u);
-    for (const auto& b : c.banks)
+    for (const auto& b : *c.banks)
         if (auto n = bank_active_.find(b); n != bank_active_.end() && --n->second == 0)
             bank_active_.erase(n);
     active_.erase(it);
@@ -169,17 +181,17 @@ std::string BankBook::over_running(const Job& job) const {
     if (auto a = user_index_.find({job.userid, job.bank}); a != user_index_.end()) {
         auto held = user_use_.find({job.userid, job.bank});
         if (auto why = over(table_.users[a->second].limits, held == user_use_.end() ? Use{} : held->second, c.use,
-                            fmt::format("uid {} in bank '{}'", job.userid, job.bank));
+                            job.userid, job.bank);
             !why.empty())
             return why;
     }
-    for (const auto& bank : c.banks) {
+    for (const auto& bank : *c.banks) {
         auto b = bank_index_.find(bank);
         if (b == bank_index_.end())
             continue;
         auto held = bank_use_.find(bank);
         if (auto why = over(table_.banks[b->second].limits, held == bank_use_.end() ? Use{} : held->second, c.use,
-                            fmt::format("bank '{}'", bank));
+                            std::nullopt, bank);
             !why.empty())
             return why;
     }
@@ -191,7 +203,7 @@ void BankBook::charge(const Job& job) {
         return;
     Counted c = counted_of(job);
     user_use_[{c.userid, job.bank}].add(c.use, 1);
-    for (const auto& b : c.banks)
+    for (const auto& b : *c.banks)
         bank_use_[b].add(c.use, 1);
     charges_.emplace(job.id, std::move(c));
 }
@@ -201,18 +213,18 @@ std::optional<std::string> BankBook::uncharge(JobId id) {
     if (it == charges_.end())
         return std::nullopt;
     const Counted& c = it->second;
-    if (auto u = user_use_.find({c.userid, c.banks.front()}); u != user_use_.end()) {
+    if (auto u = user_use_.find({c.userid, c.banks->front()}); u != user_use_.end()) {
         u->second.add(c.use, -1);
         if (u->second.jobs == 0)
             user_use_.erase(u);
     }
-    for (const auto& b : c.banks)
+    for (const auto& b : *c.banks)
         if (auto n = bank_use_.find(b); n != bank_use_.end()) {
             n->second.add(c.use, -1);
             if (n->second.jobs == 0)
                 bank_use_.erase(n);
         }
-    std::string top = c.banks.back();
+    std::string top = c.banks->back();
     charges_.erase(it);
     return top;
 }
@@ -221,7 +233,7 @@ void BankBook::wait(const Job& job) {
     unwait(job.id);
     Key key{-job.priority, job.t_submit, job.id};
     Counted c = counted_of(job);
-    std::string top = c.banks.empty() ? "" : c.banks.back();
+    std::string top = c.banks->back();
     waiting_[top].insert(key);
     waiting_keys_.emplace(job.id, std::pair{std::move(top), key});
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -73,14 +74,19 @@ class BankBook {
     };
     // Where a job is counted: its association, and its bank and the banks
     // above it as they were then (taken back from the same ones).
+    using Chain = std::shared_ptr<const std::vector<std::string>>;  // a bank and those above it
     struct Counted {
         uint32_t userid = 0;
-        std::vector<std::string> banks;
+        Chain banks;
         Use use;
     };
     static Use ask_of(const Job& job);
     Counted counted_of(const Job& job) const;
-    std::string over(const BankLimits& limits, const Use& held, const Use& ask, const std::string& who) const;
+    // "limit: WHO NAME N" for the first limit `ask` on top of `held` is
+    // over, or "" (WHO: the association of `userid`, or the bank).
+    static std::string over(const BankLimits& limits, const Use& held, const Use& ask, std::optional<uint32_t> userid,
+                            std::string_view bank);
+    static std::string who_of(std::optional<uint32_t> userid, std::string_view bank);
 
     struct UserKeyHash {
         size_t operator()(const std::pair<uint32_t, std::string>& k) const {
@@ -91,6 +97,7 @@ class BankBook {
     std::map<std::string, size_t, std::less<>> bank_index_;
     std::unordered_map<std::pair<uint32_t, std::string>, size_t, UserKeyHash> user_index_;
     std::unordered_map<uint32_t, std::vector<size_t>> users_banks_;  // userid -> associations
+    std::unordered_map<std::string, Chain> chains_;
 
     std::unordered_map<JobId, Counted> charges_;
     std::map<std::pair<uint32_t, std::string>, Use> user_use_;
