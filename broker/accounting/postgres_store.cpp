@@ -34,6 +34,14 @@ std::string numbered(std::string_view sql) {
     return out;
 }
 
+// A server that does not answer is given up on after 5 s unless the URI
+// says otherwise (libpq's default is to wait as long as TCP does).
+std::string with_timeout(std::string uri) {
+    if (uri.find("connect_timeout=") == std::string::npos)
+        uri += (uri.find('?') == std::string::npos ? "?" : "&") + std::string("connect_timeout=5");
+    return uri;
+}
+
 std::string message_of(const pg_conn* conn) {
     return one_line(PQerrorMessage(conn));
 }
@@ -53,7 +61,7 @@ std::string redact_uri(const std::string& uri) {
 }
 
 PostgresStore::PostgresStore(std::string uri, Setup setup)
-    : uri_(std::move(uri)), name_(redact_uri(uri_)), setup_(std::move(setup)) {}
+    : uri_(with_timeout(std::move(uri))), name_(redact_uri(uri_)), setup_(std::move(setup)) {}
 
 PostgresStore::~PostgresStore() {
     if (conn_)
