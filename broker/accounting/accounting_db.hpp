@@ -102,6 +102,9 @@ class AccountingDb {
     // Opens (creating) STATEDIR/accounting.db, or connects to the
     // PostgreSQL store `config` names (an unreachable one is said so and
     // used once it can be). Error names the file or server and why.
+    // Every descriptor either opens is close-on-exec: sqlite's files
+    // (Database::open) and the PostgreSQL connections' sockets
+    // (PostgresStore); 2005 and 2007 check all of rank 0's.
     static Result<std::unique_ptr<AccountingDb>> open(Reactor& reactor, const std::string& statedir,
                                                       const StoreConfig& config = {});
     // Other clusters write to it too (PostgreSQL): banks and usage are

@@ -44,6 +44,7 @@ host=$(banyan history --no-header -o '{nodelist}' --name work)
 banyan history --node "$host" --no-header -o '{name}' | sort -u | tr '\n' ' ' >on-node.out
 banyan history --node no-such-host-7 --no-header >on-no-node.out
 banyan jobs -a --no-header -o '{id}' >kept.ids
+open_without_cloexec "$(broker_pid "$(instance_dir)" 0)" >fds.out
 banyan bank add kept --shares 3 --max-cores 4
 banyan bank add below --parent kept
 banyan bank user add "$(id -un)" below --max-running-jobs 2
@@ -84,6 +85,7 @@ check_output "-P: the fields joined by |" "^$(cat "$T_DIR/failed.id")\|F\|3\|1$"
 check_output "-s F,canceled selects by result" '^falls never$' sh -c "tr '\n' ' ' <'$T_DIR/failed-or-canceled.out' | sed 's/ $//'"
 check_output "--node: the jobs that ran on its host (never is canceled unrun: not there)" '^falls small work $' cat "$T_DIR/on-node.out"
 check "--node of a host no job ran on: none" test ! -s "$T_DIR/on-no-node.out"
+check "every descriptor of rank 0, the accounting store's among them, is close-on-exec" test ! -s "$T_DIR/fds.out"
 check_output "inactive-limit=2 purged all but 2 jobs" '^2$' sh -c "wc -l <'$T_DIR/kept.ids'"
 
 # Restarted after kill -9: every record is there once, the purged jobs' too.

@@ -39,6 +39,10 @@ for i in 1 2; do banyan submit -S exec.test.run_duration=1 true; done >/dev/null
 banyan job wait --all
 wait_for "beta's 2 records are stored" 20 sh -c "[ \$(banyan history --no-header | wc -l) -eq 2 ]" >/dev/null
 banyan history --no-header -o '{id}' >"$T_DIR/beta-history.out"
+# Both connections to the server are open now (the writer's, the reader's).
+open_without_cloexec "$(broker_pid "$(instance_dir)" 0)" >"$T_DIR/beta-fds.out"
+psql_q "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = 'banyan' AND pid <> pg_backend_pid()" \
+    >"$T_DIR/beta-connections.out"
 banyan bank list --json >"$T_DIR/beta-banks.json"
 SH
 export -f wait_for ok not_ok
@@ -49,6 +53,8 @@ check "cluster beta runs 2 jobs on the same store" \
 check_output "the store holds both clusters' records" '^alpha 3;beta 2;$' \
     bash -c "psql_q 'SELECT cluster, COUNT(*) FROM usage GROUP BY cluster ORDER BY cluster' | tr '|\n' ' ;'"
 check_output "beta lists its own 2 jobs, not alpha's" '^2$' sh -c "wc -l <'$T_DIR/beta-history.out'"
+check_output "beta held its two connections to the store (writer, reader) then" '^2$' cat "$T_DIR/beta-connections.out"
+check "every descriptor of rank 0, those connections among them, is close-on-exec" test ! -s "$T_DIR/beta-fds.out"
 check_output "beta sees the banks alpha made" '^  physics +1 ' cat "$T_DIR/beta-banks.out"
 check_output "fair-share is the site's: beta's usage of physics counts alpha's 3 s (beta's own are 2 s)" '^ok$' python3 -c "
 import json

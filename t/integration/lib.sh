@@ -126,6 +126,20 @@ instance_dir() {
 # The pid of rank R's broker of the instance in directory DIR.
 broker_pid() { pgrep -f -- "--rank $2 --rundir $1/rank-$2( |$)" | head -1; }
 
+# Lists process PID's descriptors above 2 that are not close-on-exec
+# (O_CLOEXEC in /proc/PID/fdinfo's flags), one line each; nothing when
+# every one is. Every descriptor a broker opens must be (DESIGN.md).
+open_without_cloexec() {
+    local f n flags
+    for f in /proc/"$1"/fd/*; do
+        n=${f##*/}
+        [ "$n" -le 2 ] && continue
+        flags=$(awk '/^flags:/ {print $2}' "/proc/$1/fdinfo/$n" 2>/dev/null) || continue
+        [ -n "$flags" ] && (((8#$flags & 8#2000000) == 0)) && echo "fd $n ($(readlink "$f")) flags $flags"
+    done
+    return 0
+}
+
 # True in a sanitizer build (AddressSanitizer linked in). grep reads all of
 # ldd's output: with -q, ldd could die of SIGPIPE and pipefail say false.
 sanitized() { ldd "$(command -v banyan-broker)" | grep libasan >/dev/null; }
@@ -170,7 +184,8 @@ finish() {
 }
 trap finish EXIT
 
-export -f ok not_ok check check_output check_fails wait_for lacks instance_dir broker_pid state_dir sanitized no_brokers_left
+export -f ok not_ok check check_output check_fails wait_for lacks instance_dir broker_pid state_dir sanitized no_brokers_left \
+    open_without_cloexec
 
 # need_root WHY: skip (77), saying why, unless this test runs as root.
 need_root() {
