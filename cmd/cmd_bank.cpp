@@ -109,7 +109,6 @@ void add_bank(CLI::App& app, int& exit_code) {
     bank->require_subcommand(1);
     static std::string name, user;
     static bool json = false;
-    static Settings settings;
 
     auto* list = bank->add_subcommand("list", "Every bank as a tree, with its shares, usage and limits");
     list->add_flag("--json", json, "print the tables as JSON (usage in core-seconds)");
@@ -142,62 +141,52 @@ void add_bank(CLI::App& app, int& exit_code) {
         exit_code = 0;
     });
 
-    auto* add = bank->add_subcommand("add", "Add a bank (instance owner)");
-    add->add_option("BANK", name, "its name: letters, digits, '.', '_', '-'")->required();
-    settings.add_options(add, true);
-    add->callback([&exit_code] {
-        Client client = connect_to_instance();
-        nlohmann::json req = settings.fields();
-        req["name"] = name;
-        must(client.rpc("accounting.bank-add", req, 0));
-        exit_code = 0;
-    });
-    auto* set = bank->add_subcommand("set", "Change a bank's parent, shares or limits (instance owner)");
-    set->add_option("BANK", name, "the bank")->required();
-    static Settings set_settings;
-    set_settings.add_options(set, true);
-    set->callback([&exit_code] {
-        Client client = connect_to_instance();
-        nlohmann::json req = set_settings.fields();
-        req["name"] = name;
-        must(client.rpc("accounting.bank-set", req, 0));
-        exit_code = 0;
-    });
-    auto* remove = bank->add_subcommand("remove", "Remove a bank with no sub-banks or users (instance owner)");
-    remove->add_option("BANK", name, "the bank")->required();
-    remove->callback([&exit_code] {
-        Client client = connect_to_instance();
-        must(client.rpc("accounting.bank-remove", {{"name", name}}, 0));
-        exit_code = 0;
-    });
-
-    auto* users = bank->add_subcommand("user", "Users of banks: add, set, remove (instance owner)");
-    users->require_subcommand(1);
-    static Settings user_settings, user_set_settings;
-    struct UserAction {
+    // The changes (instance owner): of banks, and of users in banks. Each
+    // sends the options given; one Settings each, as CLI11 binds them.
+    static Settings settings[4];
+    struct Change {
         const char* name;
         const char* help;
         const char* topic;
-        Settings* settings;
+        Settings* settings;  // null: takes none
+        bool of_user;
     };
-    static const UserAction actions[] = {
+    static const Change changes[] = {
+        {"add", "Add a bank (instance owner)", "accounting.bank-add", &settings[0], false},
+        {"set", "Change a bank's parent, shares or limits (instance owner)", "accounting.bank-set", &settings[1],
+         false},
+        {"remove", "Remove a bank with no sub-banks or users (instance owner)", "accounting.bank-remove", nullptr,
+         false},
         {"add", "Let USER charge jobs to BANK (their first bank is their default)", "accounting.user-add",
-         &user_settings},
-        {"set", "Change USER's shares, limits or default in BANK", "accounting.user-set", &user_set_settings},
-        {"remove", "Take BANK from USER (their running jobs go on)", "accounting.user-remove", nullptr},
+         &settings[2], true},
+        {"set", "Change USER's shares, limits or default in BANK", "accounting.user-set", &settings[3], true},
+        {"remove", "Take BANK from USER (their running jobs go on)", "accounting.user-remove", nullptr, true},
     };
-    for (const UserAction& a : actions) {
-        auto* sub = users->add_subcommand(a.name, a.help);
-        sub->add_option("USER", user, "a user name or uid")->required();
-        sub->add_option("BANK", name, "the bank")->required();
-        if (a.settings)
-            a.settings->add_options(sub, false);
-        sub->callback([&exit_code, &a] {
+    CLI::App* users = nullptr;  // after the bank's own, as help lists them
+    for (const Change& c : changes) {
+        if (c.of_user && !users) {
+            users = bank->add_subcommand("user", "Users of banks: add, set, remove (instance owner)");
+            users->require_subcommand(1);
+        }
+        auto* sub = (c.of_user ? users : bank)->add_subcommand(c.name, c.help);
+        if (c.of_user)
+            sub->add_option("USER", user, "a user name or uid")->required();
+        sub->add_option("BANK", name, c.of_user || std::string_view(c.name) != "add"
+                                          ? "the bank"
+                                          : "its name: letters, digits, '.', '_', '-'")
+            ->required();
+        if (c.settings)
+            c.settings->add_options(sub, !c.of_user);
+        sub->callback([&exit_code, &c] {
             Client client = connect_to_instance();
-            nlohmann::json req = a.settings ? a.settings->fields() : nlohmann::json::object();
-            req["userid"] = uid_of_user(user, "USER");
-            req["bank"] = name;
-            must(client.rpc(a.topic, req, 0));
+            nlohmann::json req = c.settings ? c.settings->fields() : nlohmann::json::object();
+            if (c.of_user) {
+                req["userid"] = uid_of_user(user, "USER");
+                req["bank"] = name;
+            } else {
+                req["name"] = name;
+            }
+            must(client.rpc(c.topic, req, 0));
             exit_code = 0;
         });
     }
