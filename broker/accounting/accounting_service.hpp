@@ -35,12 +35,13 @@ class AccountingService {
     void on_banks(const Message& req);
     void on_usage(const Message& req);
     void on_stats(const Message& req);
-    void on_bank_add(const Message& req);
-    void on_bank_set(const Message& req);
-    void on_bank_remove(const Message& req);
-    void on_user_add(const Message& req);
-    void on_user_set(const Message& req);
-    void on_user_remove(const Message& req);
+    // accounting_bank_changes.cpp: the owner's changes, with the body.
+    void on_bank_add(const Message& req, const nlohmann::json& body);
+    void on_bank_set(const Message& req, const nlohmann::json& body);
+    void on_bank_remove(const Message& req, const nlohmann::json& body);
+    void on_user_add(const Message& req, const nlohmann::json& body);
+    void on_user_set(const Message& req, const nlohmann::json& body);
+    void on_user_remove(const Message& req, const nlohmann::json& body);
     // Stores `change`, made in banks_ already, and answers `req` once it is
     // committed and the job manager has the factors that follow. A write
     // that fails is answered EIO, and the tables are read back as stored.
