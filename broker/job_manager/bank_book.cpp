@@ -97,8 +97,16 @@ BankBook::Counted BankBook::counted_of(const Job& job) const {
             ask_of(job)};
 }
 
-std::string BankBook::over(const BankLimits& limits, const Use& held, const Use& ask, std::optional<uint32_t> userid,
-                           std::string_view bank) {
+const BankLimits* BankBook::limits_of(const Scope& scope) const {
+    if (scope.first) {
+        auto a = user_index_.find({*scope.first, scope.second});
+        return a == user_index_.end() ? nullptr : &table_.users[a->second].limits;
+    }
+    auto b = bank_index_.find(scope.second);
+    return b == bank_index_.end() ? nullptr : &table_.banks[b->second].limits;
+}
+
+std::string BankBook::over(const BankLimits& limits, const Use& held, const Use& ask, const Scope& scope) {
     const std::array<std::tuple<int64_t, int64_t, int64_t, std::string_view>, 5> checks = {{
         {limits.max_running_jobs, held.jobs, ask.jobs, "max-running-jobs"},
         {limits.max_nodes, held.nodes, ask.nodes, "max-nodes"},
@@ -108,56 +116,46 @@ std::string BankBook::over(const BankLimits& limits, const Use& held, const Use&
     }};
     for (const auto& [limit, used, wanted, name] : checks)
         if (limit > 0 && wanted > 0 && used + wanted > limit)
-            return fmt::format("limit: {} {} {}", who_of(userid, bank), name, limit);
+            return fmt::format("limit: {} {} {}", who_of(scope), name, limit);
     return "";
 }
 
-std::string BankBook::who_of(std::optional<uint32_t> userid, std::string_view bank) {
-    return userid ? fmt::format("uid {} in bank '{}'", *userid, bank) : fmt::format("bank '{}'", bank);
+std::string BankBook::who_of(const Scope& scope) {
+    return scope.first ? fmt::format("uid {} in bank '{}'", *scope.first, scope.second)
+                       : fmt::format("bank '{}'", scope.second);
 }
 
 std::string BankBook::refused(const Job& job) const {
     if (job.bank.empty())
         return "";
     Counted c = counted_of(job);
-    auto check = [&](const BankLimits& limits, int64_t active, std::optional<uint32_t> userid,
-                     std::string_view bank) -> std::string {
-        if (limits.max_submit_jobs > 0 && active + 1 > limits.max_submit_jobs)
-            return fmt::format("{}: max-submit-jobs {} reached (jobs submitted and not yet ended)",
-                               who_of(userid, bank), limits.max_submit_jobs);
-        if (limits.max_run_core_minutes > 0 && job.duration <= 0)
-            return fmt::format("{} has a max-run-core-minutes: a job needs a time limit (-t)", who_of(userid, bank));
-        if (auto never = over(limits, Use{}, c.use, userid, bank); !never.empty())
-            return fmt::format("{} (the job alone is over it)", never.substr(7));
-        return "";
-    };
-    if (auto a = user_index_.find({job.userid, job.bank}); a != user_index_.end()) {
-        auto active = user_active_.find({job.userid, job.bank});
-        if (auto why = check(table_.users[a->second].limits, active == user_active_.end() ? 0 : active->second,
-                             job.userid, job.bank);
-            !why.empty())
-            return why;
-    }
-    for (const auto& bank : *c.banks) {
-        auto b = bank_index_.find(bank);
-        if (b == bank_index_.end())
-            continue;
-        auto active = bank_active_.find(bank);
-        if (auto why = check(table_.banks[b->second].limits, active == bank_active_.end() ? 0 : active->second,
-                             std::nullopt, bank);
-            !why.empty())
-            return why;
-    }
-    return "";
+    std::string why;
+    each_scope(c, [&](const Scope& scope) {
+        const BankLimits* limits = limits_of(scope);
+        if (!limits)
+            return false;
+        auto active = active_count_.find(scope);
+        if (limits->max_submit_jobs > 0 &&
+            (active == active_count_.end() ? 0 : active->second) + 1 > limits->max_submit_jobs)
+            why = fmt::format("{}: max-submit-jobs {} reached (jobs submitted and not yet ended)", who_of(scope),
+                              limits->max_submit_jobs);
+        else if (limits->max_run_core_minutes > 0 && job.duration <= 0)
+            why = fmt::format("{} has a max-run-core-minutes: a job needs a time limit (-t)", who_of(scope));
+        else if (auto never = over(*limits, Use{}, c.use, scope); !never.empty())
+            why = fmt::format("{} (the job alone is over it)", never.substr(7));
+        return !why.empty();
+    });
+    return why;
 }
 
 void BankBook::submitted(const Job& job) {
     if (job.bank.empty() || active_.count(job.id))
         return;
     Counted c = counted_of(job);
-    user_active_[{c.userid, job.bank}]++;
-    for (const auto& b : *c.banks)
-        bank_active_[b]++;
+    each_scope(c, [&](const Scope& scope) {
+        active_count_[scope]++;
+        return false;
+    });
     active_.emplace(job.id, std::move(c));
 }
 
@@ -165,12 +163,11 @@ void BankBook::ended(const Job& job) {
     auto it = active_.find(job.id);
     if (it == active_.end())
         return;
-    const Counted& c = it->second;
-    if (auto u = user_active_.find({c.userid, c.banks->front()}); u != user_active_.end() && --u->second == 0)
-        user_active_.erase(u);
-    for (const auto& b : *c.banks)
-        if (auto n = bank_active_.find(b); n != bank_active_.end() && --n->second == 0)
-            bank_active_.erase(n);
+    each_scope(it->second, [&](const Scope& scope) {
+        if (auto n = active_count_.find(scope); n != active_count_.end() && --n->second == 0)
+            active_count_.erase(n);
+        return false;
+    });
     active_.erase(it);
 }
 
@@ -178,33 +175,25 @@ std::string BankBook::over_running(const Job& job) const {
     if (job.bank.empty() || charges_.count(job.id))
         return "";
     Counted c = counted_of(job);
-    if (auto a = user_index_.find({job.userid, job.bank}); a != user_index_.end()) {
-        auto held = user_use_.find({job.userid, job.bank});
-        if (auto why = over(table_.users[a->second].limits, held == user_use_.end() ? Use{} : held->second, c.use,
-                            job.userid, job.bank);
-            !why.empty())
-            return why;
-    }
-    for (const auto& bank : *c.banks) {
-        auto b = bank_index_.find(bank);
-        if (b == bank_index_.end())
-            continue;
-        auto held = bank_use_.find(bank);
-        if (auto why = over(table_.banks[b->second].limits, held == bank_use_.end() ? Use{} : held->second, c.use,
-                            std::nullopt, bank);
-            !why.empty())
-            return why;
-    }
-    return "";
+    std::string why;
+    each_scope(c, [&](const Scope& scope) {
+        if (const BankLimits* limits = limits_of(scope)) {
+            auto held = use_.find(scope);
+            why = over(*limits, held == use_.end() ? Use{} : held->second, c.use, scope);
+        }
+        return !why.empty();
+    });
+    return why;
 }
 
 void BankBook::charge(const Job& job) {
     if (job.bank.empty() || charges_.count(job.id))
         return;
     Counted c = counted_of(job);
-    user_use_[{c.userid, job.bank}].add(c.use, 1);
-    for (const auto& b : *c.banks)
-        bank_use_[b].add(c.use, 1);
+    each_scope(c, [&](const Scope& scope) {
+        use_[scope].add(c.use, 1);
+        return false;
+    });
     charges_.emplace(job.id, std::move(c));
 }
 
@@ -213,17 +202,14 @@ std::optional<std::string> BankBook::uncharge(JobId id) {
     if (it == charges_.end())
         return std::nullopt;
     const Counted& c = it->second;
-    if (auto u = user_use_.find({c.userid, c.banks->front()}); u != user_use_.end()) {
-        u->second.add(c.use, -1);
-        if (u->second.jobs == 0)
-            user_use_.erase(u);
-    }
-    for (const auto& b : *c.banks)
-        if (auto n = bank_use_.find(b); n != bank_use_.end()) {
-            n->second.add(c.use, -1);
-            if (n->second.jobs == 0)
-                bank_use_.erase(n);
+    each_scope(c, [&](const Scope& scope) {
+        if (auto u = use_.find(scope); u != use_.end()) {
+            u->second.add(c.use, -1);
+            if (u->second.jobs == 0)
+                use_.erase(u);
         }
+        return false;
+    });
     std::string top = c.banks->back();
     charges_.erase(it);
     return top;

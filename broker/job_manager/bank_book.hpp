@@ -82,11 +82,26 @@ class BankBook {
     };
     static Use ask_of(const Job& job);
     Counted counted_of(const Job& job) const;
+    // Where limits apply and jobs are counted: an association (a userid
+    // and its bank), or a bank (no userid) for its whole subtree.
+    using Scope = std::pair<std::optional<uint32_t>, std::string>;
+    // Calls fn(scope) for a counted job's scopes, its association first,
+    // then its bank and each above it, until fn returns true.
+    template <class Fn>
+    static void each_scope(const Counted& c, Fn fn) {
+        if (fn(Scope{c.userid, c.banks->front()}))
+            return;
+        for (const auto& bank : *c.banks)
+            if (fn(Scope{std::nullopt, bank}))
+                return;
+    }
+    // The scope's limits in the table; null for one it no longer has.
+    const BankLimits* limits_of(const Scope& scope) const;
     // "limit: WHO NAME N" for the first limit `ask` on top of `held` is
-    // over, or "" (WHO: the association of `userid`, or the bank).
-    static std::string over(const BankLimits& limits, const Use& held, const Use& ask, std::optional<uint32_t> userid,
-                            std::string_view bank);
-    static std::string who_of(std::optional<uint32_t> userid, std::string_view bank);
+    // over, or "".
+    static std::string over(const BankLimits& limits, const Use& held, const Use& ask, const Scope& scope);
+    // "uid U in bank 'B'", or "bank 'B'".
+    static std::string who_of(const Scope& scope);
 
     struct UserKeyHash {
         size_t operator()(const std::pair<uint32_t, std::string>& k) const {
@@ -99,12 +114,10 @@ class BankBook {
     std::unordered_map<uint32_t, std::vector<size_t>> users_banks_;  // userid -> associations
     std::unordered_map<std::string, Chain> chains_;
 
-    std::unordered_map<JobId, Counted> charges_;
-    std::map<std::pair<uint32_t, std::string>, Use> user_use_;
-    std::map<std::string, Use, std::less<>> bank_use_;  // of its subtree
-    std::unordered_map<JobId, Counted> active_;
-    std::map<std::pair<uint32_t, std::string>, int64_t> user_active_;
-    std::map<std::string, int64_t, std::less<>> bank_active_;
+    std::unordered_map<JobId, Counted> charges_;  // asked of the scheduler or running
+    std::map<Scope, Use> use_;                     // what those hold, by scope
+    std::unordered_map<JobId, Counted> active_;    // submitted, not yet ended
+    std::map<Scope, int64_t> active_count_;        // how many of those, by scope
 
     using Key = std::tuple<int64_t, double, JobId>;  // (-priority, t_submit, id)
     std::map<std::string, std::set<Key>, std::less<>> waiting_;  // by top bank
