@@ -48,6 +48,50 @@ show_logs() {
         podman logs --tail 12 "$c" 2>&1 | grep -v "failed to connect to syslog" | sed 's/^/    | /'
     done
 }
+# Whether container bnyt-I's own resolver answers for its parent's name
+# now (rank 3's parent is rank 1; ranks 1 and 2 have rank 0).
+parent_resolves() {
+    local i=$1
+    timeout 3 podman exec "bnyt-$i" getent ahostsv4 "bnyt-$(((i - 1) / 2)).dns.podman" >/dev/null 2>&1
+}
+export -f parent_resolves
+dns_answers_all() { parent_resolves 1 && parent_resolves 2 && parent_resolves 3; }
+export -f dns_answers_all
+# tree_forms DESC SECONDS: the tree forms within SECONDS. podman's DNS
+# server (aardvark-dns 1.4) has been seen to leave one container's queries
+# unanswered for a minute after a reload (not understood; CI, 1 run in
+# many), and no broker can join a parent whose name does not resolve. So
+# when the tree has not formed, ask each container's own resolver: if one
+# does not answer, say so, wait for it (2 minutes), and then the tree must
+# form within the usual few seconds. Where every resolver answers, the
+# failure is the broker's.
+tree_forms() {
+    local desc=$1 seconds=$2 i
+    local start=$SECONDS
+    until full; do
+        ((SECONDS - start >= seconds)) && break
+        sleep 0.05
+    done
+    if full; then ok "$desc"; return 0; fi
+    local deaf=""
+    for i in 1 2 3; do parent_resolves "$i" || deaf+=" bnyt-$i"; done
+    if [ -z "$deaf" ]; then
+        not_ok "$desc (not within ${seconds}s; every container resolves its parent's name)"
+        show_logs bnyt-0 bnyt-1 bnyt-2 bnyt-3
+        return 1
+    fi
+    echo "# not formed in ${seconds}s: podman's DNS does not answer$deaf for its parent's name; waiting for it"
+    local asked=$SECONDS
+    until dns_answers_all; do
+        if ((SECONDS - asked >= 120)); then
+            ok "$desc # SKIP podman's DNS did not answer$deaf in 2 minutes"
+            return 0
+        fi
+        sleep 0.5
+    done
+    echo "# podman's DNS answers every container after $((SECONDS - asked)) s more"
+    wait_for "$desc (once DNS answered)" 15 full || show_logs bnyt-0 bnyt-1 bnyt-2 bnyt-3
+}
 
 node 0 && node 1 && node 2 && node 3
 wait_for "4 containers form the tree" 20 full
@@ -91,7 +135,7 @@ check "within heartbeat_period + tcp_timeout (5 s) and a second: $noticed ms" te
 # Then it looks up bnyt-1 again. podman's DNS server (aardvark-dns) has
 # been seen to answer for a replaced container only after its upstream
 # resolvers' timeouts (5 to 52 s here, where they are unreachable).
-wait_for "rank 1 and its child rank 3 rejoin" 90 full || show_logs bnyt-3 bnyt-1 bnyt-0
+tree_forms "rank 1 and its child rank 3 rejoin" 90
 echo "# rejoined $(ms_since "$cut") ms after rank 1 vanished"
 check_output "rank 3 rejoined through the new rank 1" "joined parent rank 1" \
     sh -c "podman logs bnyt-3 2>&1 | grep 'joined parent' | tail -1"
@@ -102,7 +146,7 @@ held=$(at0 banyan submit --urgency=0 true)
 gone bnyt-0 && node 0
 # The children re-resolve rank 0's name: podman's DNS can be late for a
 # replaced container (as for rank 1 above), so as long as there.
-wait_for "a new rank 0 on the same volume: the tree forms again" 90 full || show_logs bnyt-0 bnyt-1
+tree_forms "a new rank 0 on the same volume: the tree forms again" 90
 check_output "the finished job is still listed" "$done_job +CD" at0 banyan jobs -a -o '{id} {st}'
 check_output "so is the held one" "$held +S" at0 banyan jobs -a -o '{id} {st}'
 at0 banyan job urgency "$held" 16
@@ -124,7 +168,7 @@ for try in $(seq 10); do
     for i in 0 1 2 3; do node "$i" & done
     wait
     t1=$(date +%s%N)
-    wait_for "try $try: full" 60 full || show_logs bnyt-0 bnyt-1 bnyt-2 bnyt-3
+    tree_forms "try $try: full" 60
     ms=$(ms_since "$t1")
     total=$(ms_since "$t0")
     [ "$ms" -gt "$slowest" ] && slowest=$ms
@@ -140,8 +184,7 @@ for i in 1 2 3; do node "$i"; done
 sleep 2
 t0=$(date +%s%N)
 node 0
-wait_for "workers first, rank 0 last: the tree forms (DNS permitting, as above)" 45 full ||
-    show_logs bnyt-0 bnyt-1 bnyt-2
+tree_forms "workers first, rank 0 last: the tree forms" 45
 echo "# full $(ms_since "$t0") ms after rank 0 started"
 
 # Batch mode: COMMAND at rank 0, then every broker exits 0 but rank 0,
