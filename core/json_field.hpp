@@ -1,4 +1,5 @@
-// json_field: the one way to read an optional field of untrusted JSON.
+// json_field: the one way to read an optional field of untrusted JSON
+// (json_as: of a value found otherwise, as an element of an array).
 // nlohmann's value(key, default) throws when the field has another type;
 // this returns the fallback when the field is absent and an Error naming
 // PATH.KEY and the type expected when it is present with another type.
@@ -46,16 +47,13 @@ inline const nlohmann::json& json_array_at(const nlohmann::json& object, std::st
     return it == object.end() || !it->is_array() ? empty : *it;
 }
 
-template <class T>
-Result<T> json_field(const nlohmann::json& object, std::string_view key, T fallback, std::string_view path = "") {
-    if (!object.is_object())
-        return fallback;
-    auto found = object.find(key);  // (one lookup, no key copied)
-    if (found == object.end())
-        return fallback;
-    const nlohmann::json& v = *found;
+namespace detail {
+// V as a T, or an Error naming it (NAMED(): the name, made only then) and
+// the type expected. FALLBACK gives the JSON type wanted, for T json.
+template <class T, class Named>
+Result<T> json_as(const nlohmann::json& v, const T& fallback, Named named) {
     auto wrong = [&](std::string_view expected) {
-        return make_error(EPROTO, fmt::format("{}{}{}: expected {}", path, path.empty() ? "" : ".", key, expected));
+        return make_error(EPROTO, fmt::format("{}: expected {}", named(), expected));
     };
     if constexpr (std::is_same_v<T, bool>) {
         if (!v.is_boolean())
@@ -78,6 +76,25 @@ Result<T> json_field(const nlohmann::json& object, std::string_view key, T fallb
             return wrong(fallback.is_object() ? "an object" : fallback.is_array() ? "an array" : "another type");
     }
     return v.get<T>();
+}
+}  // namespace detail
+
+template <class T>
+Result<T> json_field(const nlohmann::json& object, std::string_view key, T fallback, std::string_view path = "") {
+    if (!object.is_object())
+        return fallback;
+    auto found = object.find(key);  // (one lookup, no key copied)
+    if (found == object.end())
+        return fallback;
+    return detail::json_as<T>(*found, fallback,
+                              [&] { return fmt::format("{}{}{}", path, path.empty() ? "" : ".", key); });
+}
+
+// VALUE, found some other way (an element of a row), as a T; an Error
+// names it NAME. A json T takes any type.
+template <class T>
+Result<T> json_as(const nlohmann::json& value, std::string_view name) {
+    return detail::json_as<T>(value, T{}, [name] { return name; });
 }
 
 }  // namespace banyan

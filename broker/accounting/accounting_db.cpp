@@ -320,61 +320,60 @@ nlohmann::json UsageRecord::to_json() const {
             {"gpu_seconds", gpu_seconds()}};
 }
 
-Result<UsageRecord> UsageRecord::from_json(const nlohmann::json& j) {
-    if (!j.is_object())
-        return make_error(EPROTO, "a record: expected an object");
+nlohmann::json UsageRecord::to_row() const {
+    return {id,
+            userid,
+            bank,
+            name,
+            queue,
+            result,
+            status ? nlohmann::json(*status) : nlohmann::json(),
+            exception,
+            t_submit,
+            t_eligible,
+            t_start,
+            t_end,
+            time_limit,
+            nnodes,
+            nodelist,
+            ncores,
+            ngpus,
+            cpu,
+            maxrss,
+            totalrss};
+}
+
+Result<UsageRecord> UsageRecord::from_row(const nlohmann::json& row) {
+    if (!row.is_array() || row.size() != kRowColumns.size())
+        return make_error(EPROTO, fmt::format("a record: expected an array of {} values", kRowColumns.size()));
+    // Each column in kRowColumns' order, named by it when of another type.
+    size_t next = 0;
+    auto cell = [&]<class T>(T& into) -> Result<void> {
+        size_t i = next++;
+        auto v = json_as<T>(row[i], kRowColumns[i]);
+        if (!v)
+            return make_error(EPROTO, "record." + v.error().message);
+        into = std::move(*v);
+        return {};
+    };
     UsageRecord r;
-    auto id = json_field<uint64_t>(j, "id", 0, "record");
-    auto userid = json_field<uint32_t>(j, "userid", 0, "record");
-    auto name = json_field<std::string>(j, "name", "", "record");
-    auto queue = json_field<std::string>(j, "queue", "", "record");
-    auto bank = json_field<std::string>(j, "bank", "", "record");
-    auto result = json_field<std::string>(j, "result", "", "record");
-    auto exception = json_field<std::string>(j, "exception", "", "record");
-    auto t_submit = json_field<double>(j, "t_submit", 0, "record");
-    auto t_eligible = json_field<double>(j, "t_eligible", 0, "record");
-    auto t_start = json_field<double>(j, "t_start", 0, "record");
-    auto t_end = json_field<double>(j, "t_end", 0, "record");
-    auto time_limit = json_field<double>(j, "time_limit", 0, "record");
-    auto nnodes = json_field<uint32_t>(j, "nnodes", 0, "record");
-    auto nodelist = json_field<std::string>(j, "nodelist", "", "record");
-    auto ncores = json_field<uint32_t>(j, "ncores", 0, "record");
-    auto ngpus = json_field<uint32_t>(j, "ngpus", 0, "record");
-    auto cpu = json_field<double>(j, "cpu", 0, "record");
-    auto maxrss = json_field<uint64_t>(j, "maxrss", 0, "record");
-    auto totalrss = json_field<uint64_t>(j, "totalrss", 0, "record");
-    if (auto e = first_error(id, userid, name, queue, bank, result, exception, t_submit, t_eligible, t_start, t_end,
-                             time_limit, nnodes, nodelist, ncores, ngpus, cpu, maxrss, totalrss))
-        return *e;
-    if (*id == 0)
+    nlohmann::json status;
+    for (auto step : {cell(r.id),      cell(r.userid), cell(r.bank),       cell(r.name),     cell(r.queue),
+                      cell(r.result),  cell(status),   cell(r.exception),  cell(r.t_submit), cell(r.t_eligible),
+                      cell(r.t_start), cell(r.t_end),  cell(r.time_limit), cell(r.nnodes),   cell(r.nodelist),
+                      cell(r.ncores),  cell(r.ngpus),  cell(r.cpu),        cell(r.maxrss),   cell(r.totalrss)})
+        if (!step)
+            return step.error();
+    if (r.id == 0)
         return make_error(EPROTO, "record.id: expected a job id");
-    if (!known_result(*result))
+    if (!known_result(r.result))
         return make_error(EPROTO, "record.result: expected completed, failed, canceled or timeout");
-    if (auto s = j.find("status"); s != j.end() && !s->is_null()) {
-        auto status = json_field<int64_t>(j, "status", 0, "record");
-        if (!status)
-            return status.error();
-        r.status = *status;
+    if (!status.is_null()) {
+        auto code = json_as<int64_t>(status, "record.status");
+        if (!code)
+            return code.error();
+        r.status = *code;
     }
-    r.id = *id;
-    r.userid = *userid;
-    r.name = std::move(*name);
-    r.queue = std::move(*queue);
-    r.bank = std::move(*bank);
-    r.result = std::move(*result);
-    r.exception = std::move(*exception);
-    r.t_submit = *t_submit;
-    r.t_eligible = *t_eligible;
-    r.t_start = *t_start;
-    r.t_end = *t_end;
-    r.time_limit = *time_limit;
-    r.nnodes = *nnodes;
-    r.nodelist = std::move(*nodelist);
-    r.ncores = *ncores;
-    r.ngpus = *ngpus;
-    r.cpu = *cpu;
-    r.maxrss = *maxrss;
-    r.totalrss = *totalrss;
     return r;
 }
 

@@ -5,6 +5,7 @@
 // reader thread; results come back as callbacks on the loop.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -46,8 +47,15 @@ struct UsageRecord {
     nlohmann::json to_json() const;
     // completed, failed, canceled or timeout.
     static bool known_result(std::string_view result);
-    // Error EPROTO naming the first field that is missing or of another type.
-    static Result<UsageRecord> from_json(const nlohmann::json& j);
+    // As accounting.record sends it (accounting.md §4): the fields of
+    // kRowColumns, in that order, in an array. from_row: an Error EPROTO
+    // naming the first column of another type.
+    static constexpr std::array<std::string_view, 20> kRowColumns = {
+        "id",        "userid",   "bank",       "name",    "queue",  "result",     "status",
+        "exception", "t_submit", "t_eligible", "t_start", "t_end",  "time_limit", "nnodes",
+        "nodelist",  "ncores",   "ngpus",      "cpu",     "maxrss", "totalrss"};
+    nlohmann::json to_row() const;
+    static Result<UsageRecord> from_row(const nlohmann::json& row);
 };
 
 // Which records accounting.history answers with.

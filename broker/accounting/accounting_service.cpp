@@ -182,7 +182,7 @@ void AccountingService::on_record(const Message& req) {
     std::vector<UsageRecord> records;
     records.reserve(list->size());
     for (const auto& j : *list) {
-        auto r = UsageRecord::from_json(j);
+        auto r = UsageRecord::from_row(j);
         if (!r)
             return broker_.respond_error(req, EPROTO, r.error().message);  // nothing stored
         records.push_back(std::move(*r));

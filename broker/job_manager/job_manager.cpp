@@ -263,29 +263,30 @@ void JobManager::became_inactive(Job& job) {
     });
 }
 
-// accounting.md §2: made from what the eventlog built.
+// accounting.md §2 and §4: made from what the eventlog built; a row of
+// the columns in §4's order.
 nlohmann::json JobManager::usage_record(const Job& job) {
     double end = job.t_finish > 0 ? job.t_finish : job.t_cleanup > 0 ? job.t_cleanup : job.t_inactive;
-    return {{"id", job.id},
-            {"userid", job.userid},
-            {"name", job.name},
-            {"queue", job.queue},
-            {"bank", job.bank},
-            {"result", job.result()},
-            {"status", job.status ? nlohmann::json(*job.status) : nlohmann::json()},
-            {"exception", job.exception_type},
-            {"t_submit", job.t_submit},
-            {"t_eligible", job.t_eligible},
-            {"t_start", job.t_run},
-            {"t_end", end},
-            {"time_limit", job.duration},
-            {"nnodes", job.ranks.size()},
-            {"nodelist", job.ranks.empty() ? "" : job.nodelist},
-            {"ncores", job.alloc_cores},
-            {"ngpus", job.alloc_gpus},
-            {"cpu", job.cpu},
-            {"maxrss", job.maxrss},
-            {"totalrss", job.totalrss}};
+    return {job.id,
+            job.userid,
+            job.bank,
+            job.name,
+            job.queue,
+            job.result(),
+            job.status ? nlohmann::json(*job.status) : nlohmann::json(),
+            job.exception_type,
+            job.t_submit,
+            job.t_eligible,
+            job.t_run,
+            end,
+            job.duration,
+            job.ranks.size(),
+            job.ranks.empty() ? "" : job.nodelist,
+            job.alloc_cores,
+            job.alloc_gpus,
+            job.cpu,
+            job.maxrss,
+            job.totalrss};
 }
 
 void JobManager::account(const std::vector<JobId>& ids, bool replayed) {

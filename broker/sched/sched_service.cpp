@@ -12,6 +12,9 @@ namespace banyan {
 
 namespace {
 
+// Distinct jobspecs remembered as feasible (a few hundred bytes each).
+constexpr size_t kMaxFeasibleKept = 4096;
+
 int64_t wall_now() {
     return static_cast<int64_t>(std::time(nullptr));
 }
@@ -152,6 +155,7 @@ void SchedService::on_resources(const Message& resp) {
                                                                   : "conservative",
                       matcher_->policy().name());
         } else {
+            feasible_.clear();
             for (auto& lane : lanes_)
                 lane.queue->drop_reservations();
             for (uint64_t id : lanes_.front().queue->reload(*graph))
@@ -259,16 +263,25 @@ void SchedService::on_alloc(const Message& req) {
 // as sched.alloc would refuse it; nothing is recorded. The job manager
 // asks before it acknowledges a submission (doc/spec/sched.md §7).
 void SchedService::on_feasibility(const Message& req) {
+    if (lanes_.empty())  // no graph yet
+        return broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    // Node states do not count here (every node up), so the same jobspec
+    // fits until the graph changes.
+    static const std::string none;
+    const std::string& key = req.payload ? *req.payload : none;
+    if (feasible_.count(key))
+        return broker_.respond(Message::response_to(req, nlohmann::json::object()));
     auto body = req.json();
     if (!body)
         return broker_.respond_error(req, EPROTO, body.error().message);
-    if (lanes_.empty())  // no graph yet
-        return broker_.respond(Message::response_to(req, nlohmann::json::object()));
     auto found = lane_and_jobspec(*body, req.topic);
     if (!found)
         return broker_.respond_error(req, found.error().code, found.error().message);
     if (auto fits = matcher_->could_ever_fit(found->second); !fits)
         return broker_.respond_error(req, fits.error().code, fits.error().message);
+    if (feasible_.size() >= kMaxFeasibleKept)
+        feasible_.clear();
+    feasible_.insert(key);
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
 }
 

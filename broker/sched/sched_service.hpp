@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -81,6 +82,10 @@ class SchedService {
     NamedQueues named_;
     std::unique_ptr<Matcher> matcher_;
     std::vector<Lane> lanes_;                                 // empty until the graph is there
+    // sched.feasibility payloads answered "fits" since the graph last
+    // changed: a burst of like jobs (--cc, arrays, workflows) is checked
+    // once. Bounded: emptied when it reaches kMaxFeasibleKept.
+    std::unordered_set<std::string> feasible_;
     std::map<uint64_t, size_t> lane_index_;                   // job -> lanes_ index, pending and running
     std::map<uint64_t, Message> waiting_;                     // alloc requests, answered when the job starts
     std::vector<std::pair<Broker::Handler, Message>> early_;  // requests before the graph

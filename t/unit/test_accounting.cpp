@@ -3,6 +3,7 @@
 // checks of what the job manager sends.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fcntl.h>
@@ -113,25 +114,37 @@ TEST_CASE("accounting: records are stored once, and read back by user, time and 
     std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("accounting: a record from the job manager is checked field by field", "[accounting]") {
-    auto good = record(5, 7, 100).to_json();
-    auto r = UsageRecord::from_json(good);
+TEST_CASE("accounting: a record from the job manager is checked column by column", "[accounting]") {
+    auto good = record(5, 7, 100).to_row();
+    REQUIRE(good.size() == UsageRecord::kRowColumns.size());
+    auto r = UsageRecord::from_row(good);
     REQUIRE(r.ok());
-    CHECK(r->to_json() == good);
+    CHECK(r->to_json() == record(5, 7, 100).to_json());
+    auto column = [](std::string_view name) {
+        auto& names = UsageRecord::kRowColumns;
+        return static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+    };
     auto no_status = good;
-    no_status["status"] = nullptr;
-    CHECK_FALSE(UsageRecord::from_json(no_status)->status);
+    no_status[column("status")] = nullptr;
+    CHECK_FALSE(UsageRecord::from_row(no_status)->status);
     auto wrong = good;
-    wrong["cpu"] = "lots";
-    CHECK(UsageRecord::from_json(wrong).error().message == "record.cpu: expected a number");
+    wrong[column("cpu")] = "lots";
+    CHECK(UsageRecord::from_row(wrong).error().message == "record.cpu: expected a number");
     wrong = good;
-    wrong["result"] = "fine";
-    CHECK(UsageRecord::from_json(wrong).error().message ==
+    wrong[column("status")] = "zero";
+    CHECK(UsageRecord::from_row(wrong).error().message == "record.status: expected an integer");
+    wrong = good;
+    wrong[column("result")] = "fine";
+    CHECK(UsageRecord::from_row(wrong).error().message ==
           "record.result: expected completed, failed, canceled or timeout");
     wrong = good;
-    wrong.erase("id");
-    CHECK(UsageRecord::from_json(wrong).error().message == "record.id: expected a job id");
-    CHECK(UsageRecord::from_json(nlohmann::json::array()).error().message == "a record: expected an object");
+    wrong[column("id")] = 0;
+    CHECK(UsageRecord::from_row(wrong).error().message == "record.id: expected a job id");
+    wrong = good;
+    wrong.erase(wrong.size() - 1);
+    CHECK(UsageRecord::from_row(wrong).error().message == "a record: expected an array of 20 values");
+    CHECK(UsageRecord::from_row(nlohmann::json::object()).error().message ==
+          "a record: expected an array of 20 values");
 }
 
 TEST_CASE("accounting: a store of another program is refused before anything is written", "[accounting]") {
