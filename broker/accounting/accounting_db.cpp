@@ -83,7 +83,7 @@ constexpr const char* kColumns =
     "id, userid, name, queue, result, status, exception, t_submit, t_eligible, t_start, t_end, time_limit, "
     "nnodes, nodelist, ncores, ngpus, cpu, maxrss, totalrss, bank";
 
-UsageRecord record_from_row(const SqlRow& row) {
+UsageRecord record_from_sql_row(const SqlRow& row) {
     UsageRecord r;
     r.id = static_cast<uint64_t>(sql_int(row[0]));
     r.userid = static_cast<uint32_t>(sql_int(row[1]));
@@ -188,7 +188,7 @@ Result<std::vector<UsageRecord>> select(SqlStore& db, const std::string& cluster
     for (const auto& row : *rows) {
         if (out.size() >= f.count)
             break;
-        UsageRecord r = record_from_row(row);
+        UsageRecord r = record_from_sql_row(row);
         if (!f.node.empty()) {
             auto hosts = HostList::parse(r.nodelist);
             if (!hosts || !hosts->find(f.node))
