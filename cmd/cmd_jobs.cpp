@@ -20,6 +20,8 @@ namespace {
 
 constexpr const char* kDefaultFormat =
     "{id:>14} {user:<8.8} {name:<10.10} {st:>2} {ntasks:>6} {nnodes:>6} {time:>8} {info}";
+// --start: pending jobs and when they are expected to start.
+constexpr const char* kStartFormat = "{id:>14} {user:<8.8} {name:<10.10} {st:>2} {nnodes:>6} {start:>19} {info}";
 
 double now_seconds() {
     return static_cast<double>(std::time(nullptr));
@@ -63,7 +65,15 @@ std::string run_time(const JobView& j) {
     return format_duration(end - start);
 }
 
-std::string info(const JobView& j, const std::map<JobId, std::string>& reasons) {
+// What the scheduler says of a pending job (sched.queue): why it waits,
+// and when it is reserved to start, if it is.
+struct Waiting {
+    std::string reason;
+    std::optional<int64_t> t_estimate;
+};
+using WaitingJobs = std::map<JobId, Waiting>;
+
+std::string info(const JobView& j, const WaitingJobs& waiting) {
     std::string state = j.text("state", "");
     if (state == "depend") {
         std::string deps;
@@ -77,8 +87,8 @@ std::string info(const JobView& j, const std::map<JobId, std::string>& reasons) 
             return "held (urgency 0)";
         if (std::string limit = j.text("limit", ""); !limit.empty())
             return limit;  // waits under a bank's limit: not asked of the scheduler
-        auto it = reasons.find(j["id"].get<JobId>());
-        return it != reasons.end() ? it->second : "";
+        auto it = waiting.find(j["id"].get<JobId>());
+        return it != waiting.end() ? it->second.reason : "";
     }
     if (state == "inactive" && j.contains("exception"))
         return json_field<std::string>(j["exception"], "type", "", "exception").value_or("") + ": " +
@@ -89,8 +99,26 @@ std::string info(const JobView& j, const std::map<JobId, std::string>& reasons) 
     return (state == "run" && j.contains("instance") ? "instance on " : "") + j.text("nodelist", "");
 }
 
+// The scheduler's reserved start of a pending job, if it has one.
+std::optional<int64_t> estimate(const JobView& j, const WaitingJobs& waiting) {
+    std::string state = j.text("state", "");
+    if (state != "sched" && state != "priority")
+        return std::nullopt;
+    auto it = waiting.find(j["id"].get<JobId>());
+    return it != waiting.end() ? it->second.t_estimate : std::nullopt;
+}
+
+// When it started, or for a pending job when it is reserved to (as
+// squeue --start): local time, "-" when neither is known.
+std::string start(const JobView& j, const WaitingJobs& waiting) {
+    if (double t = j.number("t_run", 0.0); t > 0)
+        return format_moment(t);
+    auto t = estimate(j, waiting);
+    return t ? format_moment(static_cast<double>(*t)) : "-";
+}
+
 // The value of `field` for one job, as text.
-std::string field(const JobView& j, const std::string& name, const std::map<JobId, std::string>& reasons) {
+std::string field(const JobView& j, const std::string& name, const WaitingJobs& waiting) {
     if (name == "id")
         return format_jobid(j["id"].get<JobId>());
     if (name == "id.dec")
@@ -102,7 +130,13 @@ std::string field(const JobView& j, const std::string& name, const std::map<JobI
     if (name == "time")
         return run_time(j);
     if (name == "info")
-        return info(j, reasons);
+        return info(j, waiting);
+    if (name == "start")
+        return start(j, waiting);
+    if (name == "t_estimate") {
+        auto t = estimate(j, waiting);
+        return t ? std::to_string(*t) : "";
+    }
     if (name == "nnodes" && j.number("nnodes", 0) == 0)
         return "-";  // not asked for, not yet allocated
     if (!j.contains(name))
@@ -112,10 +146,10 @@ std::string field(const JobView& j, const std::string& name, const std::map<JobI
 }
 
 const std::set<std::string>& known_fields() {
-    static const std::set<std::string> known = {"id",       "id.dec",   "user",    "name",     "st",    "state",
-                                                "result",   "ntasks",   "nnodes",  "time",     "info",  "urgency",
-                                                "priority", "nodelist", "status",  "t_submit", "t_run", "t_inactive",
-                                                "userid",   "queue",    "instance", "bank"};
+    static const std::set<std::string> known = {"id",       "id.dec",   "user",     "name",     "st",    "state",
+                                                "result",   "ntasks",   "nnodes",   "time",     "info",  "urgency",
+                                                "priority", "nodelist", "status",   "t_submit", "t_run", "t_inactive",
+                                                "userid",   "queue",    "instance", "bank",     "start", "t_estimate"};
     return known;
 }
 
@@ -123,30 +157,42 @@ std::string title_of(const std::string& field) {
     return field == "id" || field == "id.dec" ? "jobid" : field;
 }
 
-// The listing as text: why pending jobs wait comes from the scheduler.
-std::string table(Client& client, const JobList& jobs, const OutputFormat& format, bool with_header) {
-    std::map<JobId, std::string> reasons;
+// Why pending jobs wait and when they are reserved to start: the
+// scheduler's (sched.queue), asked only when a pending job is listed and
+// something of it is shown.
+WaitingJobs waiting_jobs(Client& client, const JobList& jobs, bool wanted) {
+    WaitingJobs waiting;
     bool any_pending = false;
     for (size_t i = 0; i < jobs.size(); i++)
         any_pending = any_pending || JobView{jobs, i}.text("state", "") == "sched";
-    if (any_pending && format.has("info")) {
-        if (auto q = client.rpc("sched.queue", nlohmann::json::object(), 0))
-            for (const auto& p : (*q)["jobs"])
-                reasons[json_field<JobId>(p, "id", 0, "id").value_or(0)] =
-                    json_field<std::string>(p, "reason", "", "reason").value_or("");
-    }
+    if (!any_pending || !wanted)
+        return waiting;
+    if (auto q = client.rpc("sched.queue", nlohmann::json::object(), 0))
+        for (const auto& p : json_array_at(*q, "jobs")) {
+            Waiting w{json_field<std::string>(p, "reason", "", "reason").value_or(""), std::nullopt};
+            if (auto t = json_field<int64_t>(p, "t_estimate", -1, "t_estimate"); t && *t >= 0)
+                w.t_estimate = *t;
+            waiting[json_field<JobId>(p, "id", 0, "id").value_or(0)] = std::move(w);
+        }
+    return waiting;
+}
+
+// The listing as text.
+std::string table(Client& client, const JobList& jobs, const OutputFormat& format, bool with_header) {
+    WaitingJobs waiting =
+        waiting_jobs(client, jobs, format.has("info") || format.has("start") || format.has("t_estimate"));
     std::string out;
     if (with_header)
         out = format.header(title_of) + "\n";
     for (size_t i = 0; i < jobs.size(); i++)
-        out += format.render([&](const std::string& name) { return field(JobView{jobs, i}, name, reasons); }) + "\n";
+        out += format.render([&](const std::string& name) { return field(JobView{jobs, i}, name, waiting); }) + "\n";
     return out;
 }
 
 }  // namespace
 
 void add_jobs(CLI::App& app, int& exit_code) {
-    static bool all_states = false, all_users = false, json = false, no_header = false;
+    static bool all_states = false, all_users = false, json = false, no_header = false, starts = false;
     static std::string filter, format = kDefaultFormat, user;
     static int64_t count = 0;
     auto* cmd = app.add_subcommand("jobs", "List jobs (default: your active jobs)");
@@ -156,11 +202,20 @@ void add_jobs(CLI::App& app, int& exit_code) {
     cmd->add_option("-o,--format", format, "fields like {id} {user} {name:<10} {st} {info}");
     cmd->add_option("-n,--count", count, "show at most N jobs");
     cmd->add_option("-u,--user", user, "USER: that user's jobs (a name or uid; another's: instance owner)");
+    cmd->add_flag("--start", starts,
+                  "pending jobs and when the scheduler expects them to start (the format's {start})");
     cmd->add_flag("--json", json, "print the jobs as a JSON array");
     cmd->add_flag("--no-header", no_header, "leave out the header line");
     cmd->callback([&exit_code] {
         nlohmann::json body{{"all_users", all_users}};
         std::set<std::string> results;
+        if (starts) {
+            if (!filter.empty() || all_states)
+                fail("--start lists pending jobs: give it without -f or -a");
+            filter = "pending";
+            if (format == kDefaultFormat)
+                format = kStartFormat;
+        }
         if (!filter.empty()) {
             auto parsed = parse_job_filter(filter);
             if (!parsed)
@@ -194,6 +249,8 @@ void add_jobs(CLI::App& app, int& exit_code) {
             jobs.keep_only(kept);
         }
         if (json) {
+            // A pending job's reserved start, when the scheduler has one.
+            WaitingJobs waiting = waiting_jobs(client, jobs, true);
             nlohmann::json array = nlohmann::json::array();
             // "jobid": the id as text beside the number, which
             // JavaScript and other doubles-only readers would round.
@@ -201,6 +258,8 @@ void add_jobs(CLI::App& app, int& exit_code) {
                 nlohmann::json job = jobs.object(i);
                 if (job.contains("id") && job["id"].is_number_unsigned())
                     job["jobid"] = format_jobid(job["id"].get<JobId>());
+                if (auto t = estimate(JobView{jobs, i}, waiting))
+                    job["t_estimate"] = *t;
                 array.push_back(std::move(job));
             }
             fmt::print("{}\n", array.dump());

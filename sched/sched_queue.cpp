@@ -152,6 +152,24 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
     return started;
 }
 
+void SchedQueue::reserve_first_blocked(int64_t now) {
+    if (config_.policy != QueuePolicy::easy || !reserved_.empty() || matcher_.any_free(now))
+        return;  // (with something free the pass made it, or will: nothing may start here)
+    for (const auto& [order, id] : order_) {
+        PendingJob& job = pending_.at(id);
+        if (job.reason == kWaitingForNodes)
+            continue;  // blocks no one
+        if (job.reason != "insufficient resources")
+            return;  // not through a pass yet, or its queue stopped
+        auto r = matcher_.match(job.jobspec, MatchOp::allocate_orelse_reserve, now, job.id);
+        if (r && r->matched && r->reserved) {
+            reserved_.push_back(job.id);
+            job.t_estimate = r->start;
+        }
+        return;
+    }
+}
+
 std::vector<const PendingJob*> SchedQueue::pending() const {
     std::vector<const PendingJob*> out;
     out.reserve(order_.size());

@@ -79,6 +79,11 @@ class SchedQueue {
     // One scheduling pass at `now`: the jobs that start, in order.
     std::vector<Started> schedule(int64_t now);
 
+    // EASY makes no reservation in a pass with nothing free (a search of
+    // the planners each time a job ends would cost most of the pass). Asked
+    // when jobs will start, the first blocked job gets its reservation now,
+    // kept until the next pass, as that pass would have made it.
+    void reserve_first_blocked(int64_t now);
     // Pending jobs in queue order, with their annotations.
     std::vector<const PendingJob*> pending() const;
     bool is_pending(uint64_t id) const { return pending_.count(id) > 0; }

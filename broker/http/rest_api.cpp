@@ -58,8 +58,11 @@ void present_job(nlohmann::json& job) {
 // job-manager.list's answer ({"columns": [...], "jobs": [[row]...]}, rows
 // in column order) as the API's {"jobs": [job objects]}, written straight
 // from its text: ids as f58 text, each user's name beside the uid, rows of
-// inactive jobs without one of `results` left out, at most `max` (0: all).
-Result<std::string> jobs_listing(std::string_view payload, const std::set<std::string>& results, uint64_t max) {
+// inactive jobs without one of `results` left out, at most `max` (0: all),
+// and to a pending job's object its text in `waiting` (members, each
+// after a comma: the scheduler's reason and reserved start).
+Result<std::string> jobs_listing(std::string_view payload, const std::set<std::string>& results, uint64_t max,
+                                 const std::map<uint64_t, std::string>& waiting) {
     // Found by the one JSON scanner (core/json_parse), without parsing the
     // rows: the listing of 10,000 jobs is rewritten in a few milliseconds
     // (http.md §4).
@@ -95,6 +98,7 @@ Result<std::string> jobs_listing(std::string_view payload, const std::set<std::s
         }
         out += kept ? ",{" : "{";
         bool first = true;
+        const std::string* extra = nullptr;
         for (size_t i = 0; i < columns.size(); i++) {
             if (v[i] == "null")
                 continue;
@@ -109,6 +113,8 @@ Result<std::string> jobs_listing(std::string_view payload, const std::set<std::s
                 out += '"';
                 out += format_jobid(*id);
                 out += '"';
+                if (auto w = waiting.find(*id); w != waiting.end())
+                    extra = &w->second;
             } else {
                 out += v[i];
                 if (columns[i] == "userid")
@@ -116,6 +122,8 @@ Result<std::string> jobs_listing(std::string_view payload, const std::set<std::s
                         (out += ",\"user\":") += user_of(static_cast<uint32_t>(*uid)).json;
             }
         }
+        if (extra)
+            out += *extra;
         out += '}';
         if (++kept == max)
             break;
@@ -149,8 +157,8 @@ Result<uint64_t> query_number(const HttpCall& call, const std::string& name, uin
 // banyan submit makes it from its options. Error names the field.
 Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t uid) {
     static const std::set<std::string, std::less<>> known = {
-        "command", "ntasks", "nodes", "cores_per_task", "gpus_per_task", "time_limit", "name",
-        "queue",   "cwd",    "env",   "urgency",        "exclusive",     "umask",      "J", "bank"};
+        "command", "ntasks", "nodes",   "cores_per_task", "gpus_per_task", "time_limit", "name", "queue",
+        "cwd",     "env",    "urgency", "exclusive",      "umask",         "J",          "bank"};
     for (const auto& [key, value] : body.items())
         if (!known.count(key))
             return make_error(EINVAL, fmt::format("{}: unknown field (expected jobspec, or {})", one_line(key),
@@ -332,9 +340,9 @@ void HttpService::api(HttpCall call) {
 void HttpService::api_accounting(const HttpCall& call, bool history) {
     enum class Kind { number, flag, text, list };
     static const std::vector<std::pair<std::string, Kind>> history_params = {
-        {"userid", Kind::number}, {"all", Kind::flag},  {"since", Kind::number}, {"until", Kind::number},
-        {"results", Kind::list},  {"name", Kind::text}, {"bank", Kind::text},    {"count", Kind::number},
-        {"node", Kind::text}};
+        {"userid", Kind::number}, {"all", Kind::flag},     {"since", Kind::number},
+        {"until", Kind::number},  {"results", Kind::list}, {"name", Kind::text},
+        {"bank", Kind::text},     {"count", Kind::number}, {"node", Kind::text}};
     static const std::vector<std::pair<std::string, Kind>> usage_params = {{"userid", Kind::number},
                                                                            {"all", Kind::flag},
                                                                            {"since", Kind::number},
@@ -409,20 +417,50 @@ void HttpService::api_jobs(const HttpCall& call) {
     if (*count > 0 && results.empty())
         body["max"] = *count;
     auto exchange = call.exchange;
-    // Rewritten from the answer's text, not parsed: 10,000 jobs in
-    // milliseconds (bench/http).
-    broker_.rpc_as(call.uid, call.rolemask, Message::request("job-manager.list", body, 0),
-                   [exchange, results, max = *count](const Message& answer) {
-                       http_barrier("list", [&] {
-                           if (exchange->closed())
-                               return;
-                           if (answer.errnum != 0)
-                               return respond_error(*exchange, http_status_of(static_cast<int>(answer.errnum)),
-                                                    answer.error_text());
-                           auto text = jobs_listing(answer.payload.value_or(""), results, max);
-                           if (!text)
-                               return respond_error(*exchange, 503, text.error().message);
-                           exchange->respond(200, "application/json", std::move(*text), {});
+    auto list = [this, exchange, uid = call.uid, rolemask = call.rolemask, body, results,
+                 max = *count](std::map<uint64_t, std::string> waiting) {
+        // Rewritten from the answer's text, not parsed: 10,000 jobs in
+        // milliseconds (bench/http).
+        broker_.rpc_as(uid, rolemask, Message::request("job-manager.list", body, 0),
+                       [exchange, results, max, waiting = std::move(waiting)](const Message& answer) {
+                           http_barrier("list", [&] {
+                               if (exchange->closed())
+                                   return;
+                               if (answer.errnum != 0)
+                                   return respond_error(*exchange, http_status_of(static_cast<int>(answer.errnum)),
+                                                        answer.error_text());
+                               auto text = jobs_listing(answer.payload.value_or(""), results, max, waiting);
+                               if (!text)
+                                   return respond_error(*exchange, 503, text.error().message);
+                               exchange->respond(200, "application/json", std::move(*text), {});
+                           });
+                       });
+    };
+    // Pending jobs are listed (by default, or asked for): first what the
+    // scheduler says of them, why each waits and when it is reserved to
+    // start. A scheduler that does not answer leaves those out.
+    const auto& states = json_array_at(body, "states");
+    if (body.contains("states") && std::find(states.begin(), states.end(), "sched") == states.end())
+        return list({});
+    broker_.rpc_as(call.uid, call.rolemask, Message::request("sched.queue", nlohmann::json::object(), 0),
+                   [list](const Message& answer) {
+                       http_barrier("queue", [&] {
+                           std::map<uint64_t, std::string> waiting;
+                           nlohmann::json queue;
+                           if (auto parsed = answer.json(); !answer.errnum && parsed)
+                               queue = std::move(*parsed);
+                           for (const auto& p : json_array_at(queue, "jobs")) {
+                               auto id = json_field<uint64_t>(p, "id", 0, "jobs[]");
+                               auto reason = json_field<std::string>(p, "reason", "", "jobs[]");
+                               auto t = json_field<int64_t>(p, "t_estimate", -1, "jobs[]");
+                               if (first_error(id, reason, t))
+                                   continue;
+                               std::string& extra = waiting[*id];
+                               extra = ",\"reason\":" + nlohmann::json(*reason).dump();
+                               if (*t >= 0)
+                                   extra += ",\"t_estimate\":" + std::to_string(*t);
+                           }
+                           list(std::move(waiting));
                        });
                    });
 }

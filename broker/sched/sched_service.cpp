@@ -372,6 +372,10 @@ void SchedService::on_hello(const Message& req) {
 void SchedService::on_queue(const Message& req) {
     nlohmann::json jobs = nlohmann::json::array();
     size_t running = 0;
+    int64_t now = wall_now();
+    for (const auto& lane : lanes_)
+        if (lane.started)
+            lane.queue->reserve_first_blocked(now);
     for (const auto& lane : lanes_) {
         for (const PendingJob* j : lane.queue->pending()) {
             nlohmann::json entry{{"id", j->id}, {"priority", j->priority}, {"reason", j->reason}};

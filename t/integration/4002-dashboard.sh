@@ -38,9 +38,22 @@ check_output "the page loads its own files only (no CDN)" '^ok$' \
     sh -c "curl -s '$URL/?access_token=$TOKEN' | grep -Eq 'src=\"https?:|href=\"https?:' && echo cdn || echo ok"
 
 # The job runs until the test lets it end: the page is looked at while it runs.
-id=$(banyan submit --job-name=web-probe sh -c "echo from-the-job; while [ ! -e '$T_DIR/go' ]; do sleep 0.1; done")
+id=$(banyan submit --job-name=web-probe -t 10m sh -c "echo from-the-job; while [ ! -e '$T_DIR/go' ]; do sleep 0.1; done")
 wait_for "the job runs" 10 sh -c "banyan jobs -o '{id} {state}' | grep -q '$id run'"
 check_output "the queue page shows the CLI job running" "<tr data-job=\"$id\" data-state=\"run\"" dom queue
+# A job that needs both nodes waits for it: the scheduler's reserved
+# start (the probe's start and its 10 minutes) is on the page.
+wide=$(banyan submit -N2 --exclusive -t 1m true)
+expected=$(banyan jobs -o '{id} {t_estimate}' | awk -v id="$wide" '$1 == id {print $2}')
+check "the CLI has its expected start (10 min from now)" \
+    test "${expected:-0}" -ge $(($(date +%s) + 500)) -a "${expected:-0}" -le $(($(date +%s) + 601))
+# (The page writes the browser's local time: its minutes and seconds are
+# the same in any locale.)
+at=$(date -d "@${expected:-0}" +%M:%S)
+check_output "the queue page shows it, and why the job waits" \
+    "<tr data-job=\"$wide\" data-state=\"sched\"[^>]*><td>.*title=\"insufficient resources\".*<td class=\"estimate\">~[^<]*$at[^<]*</td>" \
+    dom queue
+banyan cancel "$wide"
 shot queue 1280,800 queue
 shot queue 390,844 queue-phone
 touch "$T_DIR/go"

@@ -82,7 +82,7 @@ function showQueue() {
     view.append(search, holder);
     const columns = [
         ['id', 'Job'], ['user', 'User'], ['name', 'Name'], ['state', 'State'], ['ntasks', 'Tasks'], ['nnodes', 'Nodes'],
-        ['nodelist', 'Node list'], ['t_submit', 'Submitted']
+        ['nodelist', 'Node list'], ['t_submit', 'Submitted'], ['t_estimate', 'Expected start']
     ];
     let jobs = [];
     function draw() {
@@ -112,9 +112,12 @@ function showQueue() {
             (j) =>
                 el('tr', {'data-job': j.id, 'data-state': j.state, 'data-result': j.result ?? ''},
                    el('td', {}, el('a', {href: '#job/' + j.id}, j.id)), el('td', {}, j.user), el('td', {}, j.name),
-                   el('td', {class: 'state-' + j.state}, j.result ? j.state + ' (' + j.result + ')' : j.state),
+                   el('td', {class: 'state-' + j.state, title: j.reason ?? ''},
+                      j.result ? j.state + ' (' + j.result + ')' : j.state),
                    el('td', {}, j.ntasks), el('td', {}, j.nnodes), el('td', {}, j.nodelist ?? ''),
-                   el('td', {}, when(j.t_submit))));
+                   el('td', {}, when(j.t_submit)),
+                   // The scheduler's reserved start of a pending job (http.md §4).
+                   el('td', {class: 'estimate'}, j.t_estimate ? '~' + when(j.t_estimate) : '')));
         holder.replaceChildren(el('table', {id: 'jobs'}, el('thead', {}, head), el('tbody', {}, ...rows)));
         statusLine.textContent = `${shown.length} of ${jobs.length} jobs · ${new Date().toLocaleTimeString()}`;
     }
