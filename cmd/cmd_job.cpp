@@ -1,4 +1,4 @@
-// banyan job info|eventlog|attach|wait|wait-event|urgency|hold|release: one job's details, history
+// banyan job info|eventlog|attach|wait|wait-event|urgency|update|hold|release: one job's details, history
 // and output (doc/spec/jobs.md §7).
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -307,6 +307,20 @@ int wait_event(Client& client, JobId id, const std::string& name, double timeout
     }
 }
 
+// An urgency as the user writes it: 0 to 31, hold, default or expedite.
+int64_t urgency_value(const std::string& text) {
+    if (text == "hold")
+        return 0;
+    if (text == "default")
+        return 16;
+    if (text == "expedite")
+        return 31;
+    auto v = parse_decimal(text, 31, "URGENCY");
+    if (!v)
+        fail(fmt::format("{}: expected 0 to 31, hold, default or expedite", text));
+    return static_cast<int64_t>(*v);
+}
+
 }  // namespace
 
 void add_job(CLI::App& app, int& exit_code) {
@@ -394,21 +408,44 @@ void add_job(CLI::App& app, int& exit_code) {
     urgency->add_option("ID", id_text, "job id")->required();
     urgency->add_option("URGENCY", urgency_text, "0 to 31, or hold (0), default (16), expedite (31)")->required();
     urgency->callback([&exit_code] {
-        int64_t value;
-        if (urgency_text == "hold")
-            value = 0;
-        else if (urgency_text == "default")
-            value = 16;
-        else if (urgency_text == "expedite")
-            value = 31;
-        else {
-            auto v = parse_decimal(urgency_text, 31, "URGENCY");
-            if (!v)
-                fail(fmt::format("{}: expected 0 to 31, hold, default or expedite", urgency_text));
-            value = static_cast<int64_t>(*v);
-        }
+        int64_t value = urgency_value(urgency_text);
         Client client = connect_to_instance();
         ask(client, "job-manager.urgency", {{"id", job_id_argument(id_text)}, {"urgency", value}});
+        exit_code = 0;
+    });
+
+    // As Slurm's scontrol update and Flux's flux update: a pending job's
+    // time limit, name, queue or urgency.
+    static std::vector<std::string> changes;
+    auto* update = job->add_subcommand("update", "Change a pending job: time-limit=, name=, queue=, urgency=");
+    update->add_option("ID", id_text, "job id")->required();
+    update->add_option("FIELD=VALUE", changes, "time-limit=30m, name=NAME, queue=QUEUE, urgency=0-31")->required();
+    update->callback([&exit_code] {
+        nlohmann::json body{{"id", job_id_argument(id_text)}};
+        std::optional<int64_t> new_urgency;
+        for (const auto& change : changes) {
+            size_t eq = change.find('=');
+            std::string field = change.substr(0, eq), value = eq == std::string::npos ? "" : change.substr(eq + 1);
+            if (eq == std::string::npos || value.empty())
+                fail(fmt::format("{}: expected FIELD=VALUE (time-limit, name, queue, urgency)", change));
+            if (field == "time-limit") {
+                auto seconds = value == "none" ? Result<double>(0.0) : parse_duration(value);
+                if (!seconds || (*seconds <= 0 && value != "none"))
+                    fail(fmt::format("time-limit={}: expected a duration like 30m, 2h or 1d, or none", value));
+                body["duration"] = *seconds;
+            } else if (field == "name" || field == "queue") {
+                body[field] = value;
+            } else if (field == "urgency") {
+                new_urgency = urgency_value(value);
+            } else {
+                fail(fmt::format("{}: cannot be updated (time-limit, name, queue, urgency)", field));
+            }
+        }
+        Client client = connect_to_instance();
+        if (body.size() > 1)
+            ask(client, "job-manager.update", body);
+        if (new_urgency)
+            ask(client, "job-manager.urgency", {{"id", body["id"]}, {"urgency", *new_urgency}});
         exit_code = 0;
     });
 

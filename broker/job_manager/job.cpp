@@ -11,6 +11,7 @@
 
 #include "core/duration.hpp"
 #include "core/json_field.hpp"
+#include "core/json_parse.hpp"
 #include "resource/rv1.hpp"
 #include "sched/shell_options.hpp"
 
@@ -277,6 +278,29 @@ T event_field(const nlohmann::json& context, std::string_view key, T fallback) {
 
 }  // namespace
 
+// A pending job's time limit, name or queue changed (an `update` event,
+// jobs.md §3): what the scheduler is sent follows.
+void Job::apply_update(const nlohmann::json& c) {
+    name = event_field<std::string>(c, "name", name);
+    if (!c.contains("duration") && !c.contains("queue"))
+        return;
+    duration = event_field<double>(c, "duration", duration);
+    queue = event_field<std::string>(c, "queue", queue);
+    auto spec = parse_json(sched_jobspec);
+    if (!spec)
+        return;  // not pending any more: nothing is sent
+    auto& system = (*spec)["attributes"]["system"];
+    if (duration > 0)
+        system["duration"] = duration;
+    else
+        system.erase("duration");
+    if (queue.empty())
+        system.erase("queue");
+    else
+        system["queue"] = queue;
+    sched_jobspec = spec->dump();
+}
+
 void apply_event(Job& job, const JobEvent& ev) {
     job.next_event_seq++;
     job.summary_cache.clear();
@@ -297,6 +321,8 @@ void apply_event(Job& job, const JobEvent& ev) {
         }
     } else if (name == "urgency") {
         job.urgency = static_cast<int>(event_field<int64_t>(c, "urgency", job.urgency));
+    } else if (name == "update") {
+        job.apply_update(c);
     } else if (name == "alloc" && job.state == JobState::sched) {
         job.state = JobState::run;
         std::string().swap(job.sched_jobspec);  // freed (assigning "" would keep its buffer)

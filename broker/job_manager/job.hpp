@@ -103,6 +103,8 @@ struct Job {
     uint64_t output_bytes = 0;
     bool output_truncated = false;
 
+    // An `update` event's context: name, duration, queue (what is there).
+    void apply_update(const nlohmann::json& context);
     // Reads name, task and node counts, duration and dependencies from the
     // jobspec (already valid). Error names a bad dependency.
     // `queues`: the job goes to the queue it asks for or the default, and

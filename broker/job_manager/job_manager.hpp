@@ -96,6 +96,8 @@ class JobManager final : private JobTable {
     void on_cancel(const Message& req);
     void on_kill(const Message& req);
     void on_urgency(const Message& req);
+    void on_update(const Message& req);
+    void commit_update(const Message& req, JobId id, const nlohmann::json& update);
     void on_output(const Message& req);
     void on_raise(const Message& req);
     void on_started(const Message& req);

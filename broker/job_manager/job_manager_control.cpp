@@ -1,8 +1,9 @@
 // What users and the owner do to jobs and queues (doc/spec/jobs.md §7):
-// job-manager.cancel, kill, urgency (hold and release) for pending and
-// running jobs, and queue enable/disable/start/stop.
+// job-manager.cancel, kill, urgency (hold and release) and update for
+// pending and running jobs, and queue enable/disable/start/stop.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <csignal>
 #include <ctime>
 
@@ -104,6 +105,98 @@ void JobManager::on_urgency(const Message& req) {
     int old = job->urgency;
     set_urgency(*job, static_cast<int>(*urgency), req.userid);
     respond_once_stored(Message::response_to(req, {{"old", old}}));  // a hold is never lost to a crash
+}
+
+// job-manager.update {id, duration?, name?, queue?}: a pending job's time
+// limit, name or queue (jobs.md §7), checked as at submit; a user may
+// lower a time limit, only the owner raise one (Slurm's rule). A new
+// queue is asked of the scheduler first: could the job ever run there?
+void JobManager::on_update(const Message& req) {
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
+    if (!job)
+        return;
+    for (const auto& [key, value] : body.items())
+        if (key != "id" && key != "duration" && key != "name" && key != "queue")
+            return broker_.respond_error(
+                req, EINVAL, fmt::format("{}: cannot be updated (expected duration, name or queue)", one_line(key)));
+    if (body.size() < 2)
+        return broker_.respond_error(req, EINVAL, "nothing to update: give duration, name or queue");
+    if (job->state != JobState::depend && job->state != JobState::priority && job->state != JobState::sched)
+        return broker_.respond_error(req, EINVAL,
+                                     fmt::format("{}: job is {}; it can be updated only while it is pending",
+                                                 format_jobid(job->id), state_name(job->state)));
+    nlohmann::json update = {{"userid", req.userid}};
+    auto name = json_field<std::string>(body, "name", job->name, "update");
+    auto duration = json_field<double>(body, "duration", job->duration, "update");
+    auto queue_name = json_field<std::string>(body, "queue", job->queue, "update");
+    if (auto e = first_error(name, duration, queue_name))
+        return broker_.respond_error(req, EINVAL, e->message);
+    if (body.contains("name")) {
+        if (name->empty() || name->size() > 256 ||
+            std::any_of(name->begin(), name->end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+            return broker_.respond_error(req, EINVAL, "name: expected 1 to 256 printable characters");
+        update["name"] = *name;
+    }
+    if (body.contains("duration")) {
+        if (!std::isfinite(*duration) || *duration < 0 || *duration > 1e9)
+            return broker_.respond_error(req, EINVAL, "duration: expected seconds, 0 (none) to 1e9");
+        bool raised = *duration == 0 ? job->duration > 0 : job->duration > 0 && *duration > job->duration;
+        if (raised && !is_owner(req))
+            return broker_.respond_error(req, EPERM,
+                                         fmt::format("time limit: only the instance owner may raise it (now {})",
+                                                     format_duration(job->duration)));
+        update["duration"] = *duration;
+    }
+    // The queue it goes to (a new one, or its own), and its limits.
+    bool new_queue = body.contains("queue") && *queue_name != job->queue;
+    auto queue = queues_.resolve(*queue_name);
+    if (!queue)
+        return broker_.respond_error(req, EINVAL, queue.error().message);
+    if (*queue) {
+        Job changed = *job;
+        changed.duration = *duration;
+        if (new_queue && changed.duration <= 0 && (*queue)->max_duration > 0)
+            update["duration"] = changed.duration = (*queue)->max_duration;  // as at submit
+        std::string refused =
+            new_queue ? over_queue_limits(**queue, changed, job->userid)
+            : (*queue)->max_duration > 0 && changed.duration > (*queue)->max_duration
+                ? fmt::format("queue '{}': a time limit of {} is over its max-duration of {}", (*queue)->name,
+                              format_duration(changed.duration), format_duration((*queue)->max_duration))
+                : "";
+        if (!refused.empty())
+            return broker_.respond_error(req, EINVAL, refused);
+    }
+    if (!new_queue)
+        return commit_update(req, job->id, update);
+    update["queue"] = *queue ? (*queue)->name : "";
+    Job moved = *job;
+    moved.apply_update(update);
+    auto spec = parse_json(moved.sched_jobspec);
+    if (!spec)
+        return broker_.respond_error(req, EIO, "the job's jobspec: " + spec.error().message);
+    broker_.rpc(Message::request("sched.feasibility", {{"jobspec", std::move(*spec)}}, 0),
+                [this, req, id = job->id, update](const Message& resp) {
+                    // (ENOSYS: no scheduler loaded here; sched.alloc decides.)
+                    if (resp.errnum && resp.errnum != ENOSYS)
+                        return broker_.respond_error(req, resp.errnum, resp.error_text());
+                    answered_barrier(req, [&] { commit_update(req, id, update); });
+                });
+}
+
+// The update, as an event; a job the scheduler has is asked for again, as
+// it now is (its bank charge made again too: a time limit counts there).
+void JobManager::commit_update(const Message& req, JobId id, const nlohmann::json& update) {
+    Job* job = find(id);
+    if (!job || (job->state != JobState::depend && job->state != JobState::priority && job->state != JobState::sched))
+        return broker_.respond_error(req, EINVAL, fmt::format("{}: no longer pending", format_jobid(id)));
+    post(*job, "update", update);
+    if (job->state == JobState::sched) {
+        sched_.withdraw(job->id);
+        left_scheduler(*job);
+        to_scheduler(*job);
+    }
+    respond_once_stored(Message::response_to(req, nlohmann::json::object()));
 }
 
 }  // namespace banyan

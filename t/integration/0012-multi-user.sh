@@ -39,6 +39,14 @@ check_fails "bob may not drain" "only the instance owner" as "$BOB" banyan resou
 check_fails "bob may not shut down" "only the instance owner" as "$BOB" banyan shutdown
 check_output "the service user (the owner) sees alice's job" "$job" as "$SVC" banyan jobs -A
 check "alice cancels her own" as "$ALICE" banyan cancel "$job"
+pending=$(as "$ALICE" banyan submit --urgency=0 -t 10m true)
+check_fails "bob may not update alice's pending job" "not your job" as "$BOB" banyan job update "$pending" name=mine
+check "alice lowers its time limit" as "$ALICE" banyan job update "$pending" time-limit=5m
+check_fails "... but may not raise it again" \
+    "^banyan job update: time limit: only the instance owner may raise it \(now 5m00s\)$" \
+    as "$ALICE" banyan job update "$pending" time-limit=10m
+check "the owner may" as "$SVC" banyan job update "$pending" time-limit=10m
+check "alice cancels it" as "$ALICE" banyan cancel "$pending"
 
 # Per-user limits: three pending at most, the fourth refused with why.
 for i in 1 2 3; do as "$BOB" banyan submit --urgency=0 true >/dev/null; done

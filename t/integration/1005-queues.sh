@@ -97,6 +97,21 @@ check "enable batch" banyan queue enable batch
 check "cancel the sleeper" banyan cancel "$f1"
 check "the waiting job runs once batch has room" timeout 20 banyan job wait "$waiting"
 
+# banyan job update: a pending job (held, so it stays so) changes queue,
+# checked as at submit and by the scheduler.
+held=$(banyan submit --urgency=0 -q batch -t 1h true)
+check_fails "update: over the new queue's max-duration, refused naming it" \
+    "^banyan job update: queue 'debug': a time limit of 1h00m is over its max-duration of 10m00s$" \
+    banyan job update "$held" queue=debug
+check "update: with a time limit under it, it moves" banyan job update "$held" queue=debug time-limit=5m
+check_output "... {queue} says so" "^ *$held S debug " state_of "$held"
+pinned=$(banyan submit --urgency=0 --requires=batch true)
+check_fails "update: a queue whose nodes can never hold it is refused" "^banyan job update: unsatisfiable: " \
+    banyan job update "$pinned" queue=debug
+check_output "... and it stays where it was" "^ *$pinned S batch " state_of "$pinned"
+check_output "... nothing stored for the refusals" "^1 0$" sh -c "echo \$(banyan job eventlog $held | grep -c ' update ') \$(banyan job eventlog $pinned | grep -c ' update ')"
+check "cancel them" banyan cancel "$held" "$pinned"
+
 # Bad input: one line each.
 check_fails "queue stop of an unknown queue" "unknown queue 'nope'" banyan queue stop nope
 check_fails "queue status of an unknown queue" "unknown queue 'nope'" banyan queue status nope
