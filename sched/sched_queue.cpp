@@ -66,6 +66,13 @@ std::vector<uint64_t> SchedQueue::reload(const ResourceGraph& graph) {
     return matcher_.reload(graph);
 }
 
+Result<void> SchedQueue::extend(uint64_t id, int64_t end) {
+    if (!running_.count(id))
+        return make_error(ENOENT, fmt::format("job {} is not running", id));
+    drop_reservations();  // planned with its old end
+    return matcher_.extend(id, end);
+}
+
 Result<void> SchedQueue::prioritize(uint64_t id, int64_t priority) {
     auto it = pending_.find(id);
     if (it == pending_.end())

@@ -53,6 +53,9 @@ class SchedQueue {
     Result<void> cancel(uint64_t id);
     // Gives back a running job's resources. Error ENOENT.
     Result<void> free(uint64_t id);
+    // A running job now ends at `end` (its time limit changed). Error
+    // ENOENT: not running here.
+    Result<void> extend(uint64_t id, int64_t end);
     // Changes a pending job's priority. Error ENOENT.
     Result<void> prioritize(uint64_t id, int64_t priority);
     // Records a job that already runs on `r` (after a restart). Errors as

@@ -27,8 +27,16 @@ ExecClient::ExecClient(JobTable& table) : table_(table) {
 ExecClient::Execution& ExecClient::begin(Job& job, size_t nranks, double end) {
     Execution& ex = executing_[job.id];
     ex.ranks_left = ex.ranks_starting = nranks;
-    if (instance_end_ > 0)  // the enclosing job's limit bounds every job
+    arm_time_limit(job, ex, end);
+    return ex;
+}
+
+// END: seconds since the epoch, 0 for none; the enclosing job's limit
+// bounds every job.
+void ExecClient::arm_time_limit(const Job& job, Execution& ex, double end) {
+    if (instance_end_ > 0)
         end = end > 0 ? std::min(end, instance_end_) : instance_end_;
+    ex.time_limit.reset();
     if (end > 0) {
         ex.time_limit = std::make_unique<Timer>(table_.broker().reactor());
         ex.time_limit->start(delay_until(end), [this, id = job.id] {
@@ -37,7 +45,16 @@ ExecClient::Execution& ExecClient::begin(Job& job, size_t nranks, double end) {
         });
     }
     ex.end = end;
-    return ex;
+}
+
+void ExecClient::time_limit_changed(Job& job) {
+    auto ex = executing_.find(job.id);
+    if (ex == executing_.end())
+        return;
+    arm_time_limit(job, ex->second, job.duration > 0 ? job.t_run + job.duration : 0);
+    ex->second.warning.reset();
+    if (job.started)
+        arm_warning(job, ex->second);
 }
 
 void ExecClient::launch(Job& job, const nlohmann::json& R) {

@@ -41,6 +41,9 @@ class ExecClient {
     // every rank of R; ranks not online fail it (node-failure).
     void reattach(Job& job, const IdSet& online);
     bool executing(JobId id) const { return executing_.count(id) > 0; }
+    // RUN: the job's time limit changed (an update): it ends at t_run plus
+    // the new limit (now, when that is past), its --signal warning moved.
+    void time_limit_changed(Job& job);
     // banyan job kill: now, or once exec.run has gone out.
     void signal(const Job& job, int signo);
     // RUN -> CLEANUP: SIGTERM, then SIGKILL after exec.kill-timeout.
@@ -75,6 +78,7 @@ class ExecClient {
         std::unique_ptr<Timer> warning;  // --signal: before the time limit, armed once the tasks run
     };
     Execution& begin(Job& job, size_t nranks, double end);
+    void arm_time_limit(const Job& job, Execution& ex, double end);
     void send_exec_run(JobId id, const std::vector<uint32_t>& ranks, const std::string& r_text,
                        const Result<std::string>& spec);
     void send_pending_signals(Job& job);

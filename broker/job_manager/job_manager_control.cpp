@@ -108,9 +108,10 @@ void JobManager::on_urgency(const Message& req) {
 }
 
 // job-manager.update {id, duration?, name?, queue?}: a pending job's time
-// limit, name or queue (jobs.md §7), checked as at submit; a user may
-// lower a time limit, only the owner raise one (Slurm's rule). A new
-// queue is asked of the scheduler first: could the job ever run there?
+// limit, name or queue, a running job's time limit or name (jobs.md §7),
+// checked as at submit; a user may lower a time limit, only the owner
+// raise one (Slurm's rule). A new queue is asked of the scheduler first:
+// could the job ever run there?
 void JobManager::on_update(const Message& req) {
     nlohmann::json body;
     Job* job = visible_job(req, body);
@@ -122,10 +123,15 @@ void JobManager::on_update(const Message& req) {
                 req, EINVAL, fmt::format("{}: cannot be updated (expected duration, name or queue)", one_line(key)));
     if (body.size() < 2)
         return broker_.respond_error(req, EINVAL, "nothing to update: give duration, name or queue");
-    if (job->state != JobState::depend && job->state != JobState::priority && job->state != JobState::sched)
+    bool pending = job->state == JobState::depend || job->state == JobState::priority || job->state == JobState::sched;
+    if (!pending && job->state != JobState::run)
         return broker_.respond_error(req, EINVAL,
-                                     fmt::format("{}: job is {}; it can be updated only while it is pending",
+                                     fmt::format("{}: job is {}; it can be updated only while it is pending or running",
                                                  format_jobid(job->id), state_name(job->state)));
+    if (!pending && body.contains("queue"))
+        return broker_.respond_error(
+            req, EINVAL,
+            fmt::format("{}: job is run; only its time limit and name can change now", format_jobid(job->id)));
     nlohmann::json update = {{"userid", req.userid}};
     auto name = json_field<std::string>(body, "name", job->name, "update");
     auto duration = json_field<double>(body, "duration", job->duration, "update");
@@ -188,10 +194,24 @@ void JobManager::on_update(const Message& req) {
 // it now is (its bank charge made again too: a time limit counts there).
 void JobManager::commit_update(const Message& req, JobId id, const nlohmann::json& update) {
     Job* job = find(id);
-    if (!job || (job->state != JobState::depend && job->state != JobState::priority && job->state != JobState::sched))
+    bool pending =
+        job && (job->state == JobState::depend || job->state == JobState::priority || job->state == JobState::sched);
+    bool running = job && job->state == JobState::run && !update.contains("queue");
+    if (!pending && !running)
         return broker_.respond_error(req, EINVAL, fmt::format("{}: no longer pending", format_jobid(id)));
     post(*job, "update", update);
-    if (job->state == JobState::sched) {
+    if (running && update.contains("duration")) {
+        // Its tasks run on to the new limit; the scheduler plans with it.
+        exec_.time_limit_changed(*job);
+        nlohmann::json extend = {{"id", id}};
+        if (job->duration > 0)
+            extend["end"] = static_cast<int64_t>(std::ceil(job->t_run + job->duration));
+        broker_.rpc(Message::request("sched.extend", extend, 0), [id](const Message& resp) {
+            if (resp.errnum && resp.errnum != ENOSYS)
+                log::warning("job-manager", "{}: the scheduler kept its old end: {}", format_jobid(id),
+                             resp.error_text());
+        });
+    } else if (job->state == JobState::sched) {
         sched_.withdraw(job->id);
         left_scheduler(*job);
         to_scheduler(*job);

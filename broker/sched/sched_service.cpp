@@ -1,5 +1,6 @@
 #include "broker/sched/sched_service.hpp"
 
+#include <algorithm>
 #include <ctime>
 
 #include <fmt/format.h>
@@ -78,6 +79,7 @@ void SchedService::register_methods() {
     method("sched.free", &SchedService::on_free);
     method("sched.cancel", &SchedService::on_cancel);
     method("sched.prioritize", &SchedService::on_prioritize);
+    method("sched.extend", &SchedService::on_extend);
     method("sched.hello", &SchedService::on_hello);
     broker_.register_method("sched.queue", false,
                             broker_.at_rank0(with_graph([this](const Message& r) { on_queue(r); })));
@@ -315,6 +317,27 @@ void SchedService::on_cancel(const Message& req) {
         broker_.respond_error(it->second, ECANCELED, fmt::format("job {} was canceled while pending", *id));
         waiting_.erase(it);
     }
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    schedule_soon();
+}
+
+// sched.extend {id, end}: a running job's time limit changed (job-manager
+// update); it holds its resources until `end` (seconds since the epoch;
+// absent: no end), and passes plan with that.
+void SchedService::on_extend(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    auto id = job_id(*body, req.topic);
+    auto end = json_field<int64_t>(*body, "end", kForever, req.topic);
+    if (auto e = first_error(id, end))
+        return broker_.respond_error(req, EPROTO, e->message);
+    auto lane = lane_of(*id);
+    if (!lane)
+        return broker_.respond_error(req, lane.error().code, lane.error().message);
+    // (One already past ends at once: the job manager times it out.)
+    if (auto r = (*lane)->queue->extend(*id, std::clamp<int64_t>(*end, wall_now() + 1, kForever)); !r)
+        return broker_.respond_error(req, r.error().code, r.error().message);
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     schedule_soon();
 }

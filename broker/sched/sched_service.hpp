@@ -47,6 +47,7 @@ class SchedService {
     void on_free(const Message& req);
     void on_cancel(const Message& req);
     void on_prioritize(const Message& req);
+    void on_extend(const Message& req);
     void on_hello(const Message& req);
     void on_queue(const Message& req);
     void on_queue_list(const Message& req);
