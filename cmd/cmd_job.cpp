@@ -417,12 +417,11 @@ void add_job(CLI::App& app, int& exit_code) {
     // As Slurm's scontrol update and Flux's flux update: a pending job's
     // time limit, name, queue or urgency.
     static std::vector<std::string> changes;
-    auto* update = job->add_subcommand("update", "Change a pending job: time-limit=, name=, queue=, urgency=");
+    auto* update = job->add_subcommand("update", "Change a pending job (time-limit=, name=, queue=, urgency=) or a running one (time-limit=, name=)");
     update->add_option("ID", id_text, "job id")->required();
     update->add_option("FIELD=VALUE", changes, "time-limit=30m, name=NAME, queue=QUEUE, urgency=0-31")->required();
     update->callback([&exit_code] {
         nlohmann::json body{{"id", job_id_argument(id_text)}};
-        std::optional<int64_t> new_urgency;
         for (const auto& change : changes) {
             size_t eq = change.find('=');
             std::string field = change.substr(0, eq), value = eq == std::string::npos ? "" : change.substr(eq + 1);
@@ -436,16 +435,13 @@ void add_job(CLI::App& app, int& exit_code) {
             } else if (field == "name" || field == "queue") {
                 body[field] = value;
             } else if (field == "urgency") {
-                new_urgency = urgency_value(value);
+                body["urgency"] = urgency_value(value);
             } else {
                 fail(fmt::format("{}: cannot be updated (time-limit, name, queue, urgency)", field));
             }
         }
         Client client = connect_to_instance();
-        if (body.size() > 1)
-            ask(client, "job-manager.update", body);
-        if (new_urgency)
-            ask(client, "job-manager.urgency", {{"id", body["id"]}, {"urgency", *new_urgency}});
+        ask(client, "job-manager.update", body);  // all of it, or none
         exit_code = 0;
     });
 

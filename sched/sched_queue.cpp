@@ -93,8 +93,11 @@ Result<void> SchedQueue::restore(uint64_t id, const Rv1& r, int64_t start, int64
 }
 
 void SchedQueue::drop_reservations() {
-    for (uint64_t id : reserved_)
+    for (uint64_t id : reserved_) {
         (void)matcher_.cancel(id);
+        if (auto it = pending_.find(id); it != pending_.end())
+            it->second.t_estimate.reset();  // no longer planned (a pass may not reach it again)
+    }
     reserved_.clear();
 }
 
@@ -172,6 +175,8 @@ void SchedQueue::reserve_first_blocked(int64_t now) {
         if (r && r->matched && r->reserved) {
             reserved_.push_back(job.id);
             job.t_estimate = r->start;
+        } else if (r && r->matched) {
+            (void)matcher_.cancel(job.id);  // it fits now after all: the next pass starts it, not this
         }
         return;
     }

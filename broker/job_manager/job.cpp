@@ -290,10 +290,7 @@ void Job::apply_update(const nlohmann::json& c) {
     if (!spec)
         return;  // not pending any more: nothing is sent
     auto& system = (*spec)["attributes"]["system"];
-    if (duration > 0)
-        system["duration"] = duration;
-    else
-        system.erase("duration");
+    system["duration"] = duration;  // (RFC 25 requires it; 0: none)
     if (queue.empty())
         system.erase("queue");
     else

@@ -107,28 +107,29 @@ void JobManager::on_urgency(const Message& req) {
     respond_once_stored(Message::response_to(req, {{"old", old}}));  // a hold is never lost to a crash
 }
 
-// job-manager.update {id, duration?, name?, queue?}: a pending job's time
-// limit, name or queue, a running job's time limit or name (jobs.md §7),
-// checked as at submit; a user may lower a time limit, only the owner
-// raise one (Slurm's rule). A new queue is asked of the scheduler first:
-// could the job ever run there?
+// job-manager.update {id, duration?, name?, queue?, urgency?}: a pending
+// job's time limit, name, queue or urgency, a running job's time limit or
+// name (jobs.md §7), checked as at submit; a user may lower a time limit,
+// only the owner raise one (Slurm's rule). A new queue is asked of the
+// scheduler first: could the job ever run there?
 void JobManager::on_update(const Message& req) {
     nlohmann::json body;
     Job* job = visible_job(req, body);
     if (!job)
         return;
     for (const auto& [key, value] : body.items())
-        if (key != "id" && key != "duration" && key != "name" && key != "queue")
+        if (key != "id" && key != "duration" && key != "name" && key != "queue" && key != "urgency")
             return broker_.respond_error(
-                req, EINVAL, fmt::format("{}: cannot be updated (expected duration, name or queue)", one_line(key)));
+                req, EINVAL,
+                fmt::format("{}: cannot be updated (expected duration, name, queue or urgency)", one_line(key)));
     if (body.size() < 2)
-        return broker_.respond_error(req, EINVAL, "nothing to update: give duration, name or queue");
+        return broker_.respond_error(req, EINVAL, "nothing to update: give duration, name, queue or urgency");
     bool pending = job->state == JobState::depend || job->state == JobState::priority || job->state == JobState::sched;
     if (!pending && job->state != JobState::run)
         return broker_.respond_error(req, EINVAL,
                                      fmt::format("{}: job is {}; it can be updated only while it is pending or running",
                                                  format_jobid(job->id), state_name(job->state)));
-    if (!pending && body.contains("queue"))
+    if (!pending && (body.contains("queue") || body.contains("urgency")))
         return broker_.respond_error(
             req, EINVAL,
             fmt::format("{}: job is run; only its time limit and name can change now", format_jobid(job->id)));
@@ -136,13 +137,22 @@ void JobManager::on_update(const Message& req) {
     auto name = json_field<std::string>(body, "name", job->name, "update");
     auto duration = json_field<double>(body, "duration", job->duration, "update");
     auto queue_name = json_field<std::string>(body, "queue", job->queue, "update");
-    if (auto e = first_error(name, duration, queue_name))
+    auto urgency = json_field<int64_t>(body, "urgency", job->urgency, "update");
+    if (auto e = first_error(name, duration, queue_name, urgency))
         return broker_.respond_error(req, EINVAL, e->message);
     if (body.contains("name")) {
         if (name->empty() || name->size() > 256 ||
             std::any_of(name->begin(), name->end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
             return broker_.respond_error(req, EINVAL, "name: expected 1 to 256 printable characters");
         update["name"] = *name;
+    }
+    if (body.contains("urgency")) {  // as job-manager.urgency
+        if (*urgency < 0 || *urgency > kMaxUrgency)
+            return broker_.respond_error(req, EINVAL, fmt::format("urgency: expected 0 to {}", kMaxUrgency));
+        if (*urgency > kMaxGuestUrgency && !is_owner(req))
+            return broker_.respond_error(
+                req, EPERM,
+                fmt::format("urgency {}: only the instance owner may go above {}", *urgency, kMaxGuestUrgency));
     }
     if (body.contains("duration")) {
         if (!std::isfinite(*duration) || *duration < 0 || *duration > 1e9)
@@ -154,7 +164,9 @@ void JobManager::on_update(const Message& req) {
                                                      format_duration(job->duration)));
         update["duration"] = *duration;
     }
-    // The queue it goes to (a new one, or its own), and its limits.
+    // The queue it goes to (a new one, or its own), and its limits. A job
+    // left with no time limit in a queue with a max-duration takes it, as
+    // at submit.
     bool new_queue = body.contains("queue") && *queue_name != job->queue;
     auto queue = queues_.resolve(*queue_name);
     if (!queue)
@@ -162,8 +174,8 @@ void JobManager::on_update(const Message& req) {
     if (*queue) {
         Job changed = *job;
         changed.duration = *duration;
-        if (new_queue && changed.duration <= 0 && (*queue)->max_duration > 0)
-            update["duration"] = changed.duration = (*queue)->max_duration;  // as at submit
+        if ((new_queue || body.contains("duration")) && changed.duration <= 0 && (*queue)->max_duration > 0)
+            update["duration"] = changed.duration = (*queue)->max_duration;
         std::string refused =
             new_queue ? over_queue_limits(**queue, changed, job->userid)
             : (*queue)->max_duration > 0 && changed.duration > (*queue)->max_duration
@@ -173,8 +185,11 @@ void JobManager::on_update(const Message& req) {
         if (!refused.empty())
             return broker_.respond_error(req, EINVAL, refused);
     }
+    std::optional<int> new_urgency;
+    if (body.contains("urgency"))
+        new_urgency = static_cast<int>(*urgency);
     if (!new_queue)
-        return commit_update(req, job->id, update);
+        return commit_update(req, job->id, update, new_urgency);
     update["queue"] = *queue ? (*queue)->name : "";
     Job moved = *job;
     moved.apply_update(update);
@@ -182,24 +197,28 @@ void JobManager::on_update(const Message& req) {
     if (!spec)
         return broker_.respond_error(req, EIO, "the job's jobspec: " + spec.error().message);
     broker_.rpc(Message::request("sched.feasibility", {{"jobspec", std::move(*spec)}}, 0),
-                [this, req, id = job->id, update](const Message& resp) {
+                [this, req, id = job->id, update, new_urgency](const Message& resp) {
                     // (ENOSYS: no scheduler loaded here; sched.alloc decides.)
                     if (resp.errnum && resp.errnum != ENOSYS)
                         return broker_.respond_error(req, resp.errnum, resp.error_text());
-                    answered_barrier(req, [&] { commit_update(req, id, update); });
+                    answered_barrier(req, [&] { commit_update(req, id, update, new_urgency); });
                 });
 }
 
-// The update, as an event; a job the scheduler has is asked for again, as
-// it now is (its bank charge made again too: a time limit counts there).
-void JobManager::commit_update(const Message& req, JobId id, const nlohmann::json& update) {
+// The update, as events (`update`, then `urgency`). A pending job whose
+// time limit or queue changed is asked for again, as it now is (its
+// priority again for a new queue, its bank charge made again: a time
+// limit counts there); a running one ends at its new limit.
+void JobManager::commit_update(const Message& req, JobId id, const nlohmann::json& update, std::optional<int> urgency) {
     Job* job = find(id);
     bool pending =
         job && (job->state == JobState::depend || job->state == JobState::priority || job->state == JobState::sched);
-    bool running = job && job->state == JobState::run && !update.contains("queue");
+    bool running = job && job->state == JobState::run && !update.contains("queue") && !urgency;
     if (!pending && !running)
         return broker_.respond_error(req, EINVAL, fmt::format("{}: no longer pending", format_jobid(id)));
-    post(*job, "update", update);
+    bool replan = update.contains("duration") || update.contains("queue");
+    if (update.size() > 1)  // more than the userid
+        post(*job, "update", update);
     if (running && update.contains("duration")) {
         // Its tasks run on to the new limit; the scheduler plans with it.
         exec_.time_limit_changed(*job);
@@ -211,11 +230,15 @@ void JobManager::commit_update(const Message& req, JobId id, const nlohmann::jso
                 log::warning("job-manager", "{}: the scheduler kept its old end: {}", format_jobid(id),
                              resp.error_text());
         });
-    } else if (job->state == JobState::sched) {
+    } else if (job->state == JobState::sched && replan) {
+        if (update.contains("queue"))
+            post(*job, "priority", {{"priority", priority_of(*job)}});
         sched_.withdraw(job->id);
         left_scheduler(*job);
         to_scheduler(*job);
     }
+    if (urgency)
+        set_urgency(*job, *urgency, req.userid);
     respond_once_stored(Message::response_to(req, nlohmann::json::object()));
 }
 

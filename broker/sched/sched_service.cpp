@@ -13,8 +13,9 @@ namespace banyan {
 
 namespace {
 
-// Distinct jobspecs remembered as feasible (a few hundred bytes each).
-constexpr size_t kMaxFeasibleKept = 4096;
+// Jobspecs remembered as feasible: at most this many bytes of them (a
+// command line can be long).
+constexpr size_t kMaxFeasibleBytes = 1 << 20;
 
 int64_t wall_now() {
     return static_cast<int64_t>(std::time(nullptr));
@@ -158,6 +159,7 @@ void SchedService::on_resources(const Message& resp) {
                       matcher_->policy().name());
         } else {
             feasible_.clear();
+            feasible_bytes_ = 0;
             for (auto& lane : lanes_)
                 lane.queue->drop_reservations();
             for (uint64_t id : lanes_.front().queue->reload(*graph))
@@ -281,9 +283,12 @@ void SchedService::on_feasibility(const Message& req) {
         return broker_.respond_error(req, found.error().code, found.error().message);
     if (auto fits = matcher_->could_ever_fit(found->second); !fits)
         return broker_.respond_error(req, fits.error().code, fits.error().message);
-    if (feasible_.size() >= kMaxFeasibleKept)
+    if (feasible_bytes_ + key.size() > kMaxFeasibleBytes) {
         feasible_.clear();
-    feasible_.insert(key);
+        feasible_bytes_ = 0;
+    }
+    if (feasible_.insert(key).second)
+        feasible_bytes_ += key.size();
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
 }
 

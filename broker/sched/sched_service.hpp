@@ -85,8 +85,9 @@ class SchedService {
     std::vector<Lane> lanes_;                                 // empty until the graph is there
     // sched.feasibility payloads answered "fits" since the graph last
     // changed: a burst of like jobs (--cc, arrays, workflows) is checked
-    // once. Bounded: emptied when it reaches kMaxFeasibleKept.
+    // once. Bounded: emptied when it would hold kMaxFeasibleBytes.
     std::unordered_set<std::string> feasible_;
+    size_t feasible_bytes_ = 0;
     std::map<uint64_t, size_t> lane_index_;                   // job -> lanes_ index, pending and running
     std::map<uint64_t, Message> waiting_;                     // alloc requests, answered when the job starts
     std::vector<std::pair<Broker::Handler, Message>> early_;  // requests before the graph

@@ -64,7 +64,7 @@ export -f dns_answers_all
 # when the tree has not formed, ask each container's own resolver: if one
 # does not answer, say so, wait for it (2 minutes), and then the tree must
 # form within the usual few seconds. Where every resolver answers, the
-# failure is the broker's.
+# brokers get those few seconds too, and then the failure is theirs.
 tree_forms() {
     local desc=$1 seconds=$2 i
     local start=$SECONDS
@@ -76,9 +76,11 @@ tree_forms() {
     local deaf=""
     for i in 1 2 3; do parent_resolves "$i" || deaf+=" bnyt-$i"; done
     if [ -z "$deaf" ]; then
-        not_ok "$desc (not within ${seconds}s; every container resolves its parent's name)"
-        show_logs bnyt-0 bnyt-1 bnyt-2 bnyt-3
-        return 1
+        # (DNS may have come back just now: the brokers get the usual
+        # few seconds from here.)
+        echo "# not formed in ${seconds}s, though every container resolves its parent's name now"
+        wait_for "$desc (within 15 s more)" 15 full || show_logs bnyt-0 bnyt-1 bnyt-2 bnyt-3
+        return
     fi
     echo "# not formed in ${seconds}s: podman's DNS does not answer$deaf for its parent's name; waiting for it"
     local asked=$SECONDS

@@ -2,13 +2,15 @@
 # When a pending job will start (sched.md §6, banyan-jobs(1) --start): the
 # scheduler's reserved start, as banyan jobs shows it, is when the job
 # really starts, in a deterministic scenario: simulated jobs that each need
-# the whole node and run just under their 3 s limit. EASY reserves the
+# the whole node and run just under their 6 s limit. EASY reserves the
 # first blocked job, on a full node too; conservative every blocked job.
+# Within 2 s: plans are in whole seconds from a start rounded down, and
+# each job's end takes its own time to reach the scheduler.
 . "$(dirname "$0")/lib.sh"
 
 cat >"$T_DIR/chain.sh" <<'SCRIPT'
 set -eu
-for _ in 1 2 3; do banyan submit -N1 --exclusive -t 3s -S exec.test.run_duration=2.9 true; done >ids
+for _ in 1 2 3; do banyan submit -N1 --exclusive -t 6s -S exec.test.run_duration=5.9 true; done >ids
 banyan job wait-event "$(sed -n 1p ids)" start >/dev/null
 banyan jobs --start --no-header -o '{id} {t_estimate}' >estimates
 banyan jobs --start >start-table
@@ -27,13 +29,13 @@ estimate_error() {
     [ -n "$est" ] || { echo none; return; }
     awk -v e="$est" -v r="$run" 'BEGIN {d = r - e; printf "%.2f\n", d < 0 ? -d : d}'
 }
-within_a_second() { awk -v d="$1" 'BEGIN {exit !(d != "none" && d < 1.0)}'; }
+within_2s() { awk -v d="$1" 'BEGIN {exit !(d != "none" && d < 2.0)}'; }
 
 cd "$T_DIR"
 check "easy: three whole-node jobs run one after the other" \
     banyan start --test-size=1 -S 'sched.queue-policy="easy"' bash chain.sh
 error=$(estimate_error 2)
-check "easy: the first blocked job's reserved start is when it started ($error s off)" within_a_second "$error"
+check "easy: the first blocked job's reserved start is when it started ($error s off)" within_2s "$error"
 check_output "easy: the next one has none (EASY reserves one job)" "^$(sed -n 3p ids) ?$" \
     grep "^$(sed -n 3p ids)" estimates
 check_output "--start shows the expected start as local time" \
@@ -49,7 +51,7 @@ check "conservative: the same three" \
     banyan start --test-size=1 -S 'sched.queue-policy="conservative"' bash chain.sh
 for n in 2 3; do
     error=$(estimate_error $n)
-    check "conservative: job $n's reserved start is when it started ($error s off)" within_a_second "$error"
+    check "conservative: job $n's reserved start is when it started ($error s off)" within_2s "$error"
 done
 
 check_fails "--start with -a is refused in one line" "^banyan jobs: --start lists pending jobs: give it without -f or -a$" \

@@ -11,11 +11,11 @@
 state=$T_DIR/state
 mkdir -p "$state"
 cd "$T_DIR"
-# R's length: its expiration less its start.
+# R's length: its expiration less its start ("none" without one).
 cat >r-length.py <<'PY'
 import json, sys
 R = json.load(sys.stdin)["R"]["execution"]
-print(round(R["expiration"] - R["starttime"]))
+print(round(R["expiration"] - R["starttime"]) if R.get("expiration") else "none")
 PY
 
 cat >first.sh <<'SCRIPT'
@@ -29,6 +29,9 @@ banyan job wait-event "$blocker" start >/dev/null
 banyan jobs --start --no-header -o '{id} {t_estimate}' >estimate.before
 banyan job update "$waiting" time-limit=5 name=after urgency=20 >update.out 2>&1; echo $? >update.rc
 banyan job update "$held" name=renamed time-limit=30m >/dev/null
+unlimited=$(banyan submit --urgency=0 -t 1h true)
+banyan job update "$unlimited" time-limit=none urgency=16
+echo "$unlimited" >unlimited.id
 banyan jobs --no-header -o '{id} {name} {urgency} {st}' >listing
 banyan job update "$blocker" queue=batch >running.out 2>&1
 banyan job update "$blocker" time-limit=10m
@@ -51,6 +54,7 @@ banyan job wait-event "$shorter" start >/dev/null
 banyan job update "$shorter" time-limit=1s
 banyan job wait --all
 banyan jobs -a --no-header -o '{id} {result}' >results
+banyan job info "$(cat unlimited.id)" | python3 r-length.py >unlimited.R
 echo "$longer $shorter" >running.ids
 SCRIPT
 check "an instance where a pending job is updated" banyan start --test-size=1 --statedir "$state" bash first.sh
@@ -73,6 +77,10 @@ check "... and 10 minutes after, once the blocker's limit was lowered" near "$(e
 read -r longer shorter <running.ids
 check_output "a running job given more time completes" "^ *$longer completed$" grep "^ *$longer" results
 check_output "one given less times out" "^ *$shorter timeout$" grep "^ *$shorter" results
+unlimited=$(cat unlimited.id)
+check_output "a job whose limit the owner removed (and released, in one update) runs" "^ *$unlimited completed$" \
+    grep "^ *$unlimited" results
+check_output "... with no end in its R" "^none$" cat unlimited.R
 check_output "an unknown field" "^banyan job update: colour: cannot be updated \(time-limit, name, queue, urgency\)$" \
     cat field.out
 check_output "a bad time limit" "^banyan job update: time-limit=soon: expected a duration like 30m, 2h or 1d, or none$" \

@@ -23,7 +23,7 @@ browse() {
     local view=$1
     shift
     chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking \
-        --disable-component-update --disable-sync --user-data-dir="$T_DIR/chromium" --virtual-time-budget=4000 \
+        --disable-component-update --disable-sync --user-data-dir="$T_DIR/chromium" --virtual-time-budget=4000 --lang=en-US \
         "$@" "$URL/?access_token=$TOKEN#$view" 2>>"$T_DIR/chromium.log"
 }
 dom() { browse "$1" --dump-dom | tr '\n' ' '; }
@@ -47,8 +47,8 @@ wide=$(banyan submit -N2 --exclusive -t 1m true)
 expected=$(banyan jobs -o '{id} {t_estimate}' | awk -v id="$wide" '$1 == id {print $2}')
 check "the CLI has its expected start (10 min from now)" \
     test "${expected:-0}" -ge $(($(date +%s) + 500)) -a "${expected:-0}" -le $(($(date +%s) + 601))
-# (The page writes the browser's local time: its minutes and seconds are
-# the same in any locale.)
+# (The page writes the browser's local time, in the time zone `date` has,
+# in en-US: its minutes and seconds are these.)
 at=$(date -d "@${expected:-0}" +%M:%S)
 check_output "the queue page shows it, and why the job waits" \
     "<tr data-job=\"$wide\" data-state=\"sched\"[^>]*><td>.*title=\"insufficient resources\".*<td class=\"estimate\">~[^<]*$at[^<]*</td>" \

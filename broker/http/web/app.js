@@ -60,6 +60,11 @@ function el(tag, attrs = {}, ...children) {
 }
 
 function when(t) { return t ? new Date(t * 1000).toLocaleTimeString() : ''; }
+// A time that may not be today (an expected start): with its date then.
+function whenever(t) {
+    const d = new Date(t * 1000);
+    return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+}
 
 function refresh(fn, ms) {
     fn();
@@ -117,7 +122,7 @@ function showQueue() {
                    el('td', {}, j.ntasks), el('td', {}, j.nnodes), el('td', {}, j.nodelist ?? ''),
                    el('td', {}, when(j.t_submit)),
                    // The scheduler's reserved start of a pending job (http.md §4).
-                   el('td', {class: 'estimate'}, j.t_estimate ? '~' + when(j.t_estimate) : '')));
+                   el('td', {class: 'estimate'}, j.t_estimate ? '~' + whenever(j.t_estimate) : '')));
         holder.replaceChildren(el('table', {id: 'jobs'}, el('thead', {}, head), el('tbody', {}, ...rows)));
         statusLine.textContent = `${shown.length} of ${jobs.length} jobs · ${new Date().toLocaleTimeString()}`;
     }
