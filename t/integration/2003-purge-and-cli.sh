@@ -94,7 +94,10 @@ banyan job wait "$old"
 sleep 1.5
 new=$(banyan submit true)
 banyan job wait "$new"
-check_output "inactive-age=1: a job inactive for longer is purged" "^$new\$" banyan jobs -a --no-header -o '{id}'
+# Purged once its usage record is stored (within 200 ms of its end,
+# accounting.md §3) and it is older than inactive-age: waited for.
+wait_for "inactive-age=1: a job inactive for longer is purged" 5 \
+    sh -c "[ \"\$(banyan jobs -a --no-header -o '{id}')\" = '$new' ]"
 check_fails "a purged job is gone" 'no such job' banyan job eventlog "$old"
 SCRIPT
 banyan start --test-size=1 -S job-manager.inactive-age=1 bash "$T_DIR/age.sh"
