@@ -80,15 +80,28 @@ class MostFree final : public MatchPolicy {
 
     void visit_in_order(const Siblings& s, VisitChild visit) const override {
         // Children no job has touched weigh most, so they come first
-        // without a sort.
+        // without a sort. Only those that may be tried are looked at: under
+        // the job's constraint, and with something free now where the
+        // parent keeps that bitmap (a word at a time, as ById): the walk
+        // would turn the others away, in the same order.
         std::vector<std::pair<uint64_t, uint32_t>> touched;
-        for (size_t i = s.kids.size(); i-- > 0;) {
-            uint32_t u = s.kids[i];
-            uint64_t weight = s.ignore_use ? 0 : weight_[u];
-            if (weight != kUntouched)
-                touched.emplace_back(weight, u);
-            else if (!visit(u))
-                return;
+        size_t words = (s.kids.size() + 63) / 64;
+        for (size_t w = words; w-- > 0;) {
+            uint64_t m = s.free_now.empty() ? ~uint64_t{0} : s.free_now[w];
+            if (s.eligible)
+                m &= (*s.eligible)[w];
+            if (size_t tail = s.kids.size() % 64; tail && w == words - 1)
+                m &= (uint64_t{1} << tail) - 1;
+            while (m) {
+                int b = 63 - std::countl_zero(m);
+                m &= ~(uint64_t{1} << b);
+                uint32_t u = s.kids[w * 64 + static_cast<size_t>(b)];
+                uint64_t weight = s.ignore_use ? 0 : weight_[u];
+                if (weight != kUntouched)
+                    touched.emplace_back(weight, u);
+                else if (!visit(u))
+                    return;
+            }
         }
         std::sort(touched.begin(), touched.end(), std::greater<>());
         for (auto [weight, u] : touched)

@@ -145,6 +145,32 @@ TEST_CASE("match policy: first offers untouched children, later first, before th
     CHECK(order(*first, pool, 1, false) == std::vector<int32_t>{2, 1, 0, 3});
 }
 
+TEST_CASE("match policy: first, now, under a wide parent offers only children free and eligible, in its order",
+          "[match_policy]") {
+    // 70 nodes of 2 cores (two bitmap words): node 3 full, node 66 half
+    // used (touched: it comes after every untouched node).
+    ResourcePool pool = cluster(70, 2);
+    auto first = make("first");
+    first->graph_changed(pool);
+    AllocationTable table(pool);
+    uint64_t id = 1;
+    for (int64_t c = 0; c < 2; ++c) {
+        auto claims = one_core(pool, 3, c);
+        REQUIRE(table.add(id++, {claims, 0, 100, false}).ok());
+        first->matched(pool, claims);
+    }
+    auto claims = one_core(pool, 66);
+    REQUIRE(table.add(id++, {claims, 0, 100, false}).ok());
+    first->matched(pool, claims);
+    auto all = order(*first, pool, 1, true);
+    CHECK(all.size() == 69);  // not node 3
+    CHECK(all.front() == 69);
+    CHECK(all.back() == 66);
+    // A constraint's bitmap: nodes 2, 3, 40 and 66 (3 has nothing free).
+    std::vector<uint64_t> eligible{uint64_t{1} << 2 | uint64_t{1} << 3 | uint64_t{1} << 40, uint64_t{1} << 2};
+    CHECK(order(*first, pool, 1, true, &eligible) == std::vector<int32_t>{40, 2, 66});
+}
+
 TEST_CASE("allocation table: what it holds is what the pool has in use, and back", "[allocation_table]") {
     ResourcePool pool = cluster(2, 2);
     AllocationTable table(pool);
