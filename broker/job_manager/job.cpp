@@ -285,6 +285,7 @@ void Job::apply_update(const nlohmann::json& c) {
     if (!c.contains("duration") && !c.contains("queue"))
         return;
     duration = event_field<double>(c, "duration", duration);
+    duration_updated = duration_updated || c.contains("duration");
     queue = event_field<std::string>(c, "queue", queue);
     auto spec = parse_json(sched_jobspec);
     if (!spec)

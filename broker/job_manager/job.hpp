@@ -61,6 +61,7 @@ struct Job {
     uint64_t ncores = 0;  // cores and GPUs the jobspec asks for in all (a whole node counts as none)
     uint64_t ngpus = 0;
     double duration = 0;  // time limit in seconds; 0: none
+    bool duration_updated = false;  // by an `update` event: R's expiration is the old limit's
     std::vector<Dependency> dependencies;
     double begin_time = 0;  // --begin-time: not before (seconds since the epoch); 0: none
     // --signal=SIG@TIME: signum, sent timeleft seconds before the time

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <csignal>
 #include <ctime>
+#include <utility>
 
 #include <unistd.h>
 
@@ -157,11 +158,6 @@ void JobManager::on_update(const Message& req) {
     if (body.contains("duration")) {
         if (!std::isfinite(*duration) || *duration < 0 || *duration > 1e9)
             return broker_.respond_error(req, EINVAL, "duration: expected seconds, 0 (none) to 1e9");
-        bool raised = *duration == 0 ? job->duration > 0 : job->duration > 0 && *duration > job->duration;
-        if (raised && !is_owner(req))
-            return broker_.respond_error(req, EPERM,
-                                         fmt::format("time limit: only the instance owner may raise it (now {})",
-                                                     format_duration(job->duration)));
         update["duration"] = *duration;
     }
     // The queue it goes to (a new one, or its own), and its limits. A job
@@ -184,6 +180,15 @@ void JobManager::on_update(const Message& req) {
                 : "";
         if (!refused.empty())
             return broker_.respond_error(req, EINVAL, refused);
+    }
+    // Raised, as it ends up (none in a queue with a max-duration is that max).
+    if (update.contains("duration")) {
+        double after = update["duration"].get<double>();
+        bool raised = after == 0 ? job->duration > 0 : job->duration > 0 && after > job->duration;
+        if (raised && !is_owner(req))
+            return broker_.respond_error(req, EPERM,
+                                         fmt::format("time limit: only the instance owner may raise it (now {})",
+                                                     format_duration(job->duration)));
     }
     std::optional<int> new_urgency;
     if (body.contains("urgency"))
@@ -231,7 +236,12 @@ void JobManager::commit_update(const Message& req, JobId id, const nlohmann::jso
                              resp.error_text());
         });
     } else if (job->state == JobState::sched && replan) {
-        if (update.contains("queue"))
+        // Its urgency first, then its priority once, then asked for once.
+        if (urgency) {
+            post(*job, "urgency", {{"userid", req.userid}, {"urgency", *urgency}});
+            urgency.reset();  // (done: not again below)
+        }
+        if (update.contains("queue") || job->priority != priority_of(*job))
             post(*job, "priority", {{"priority", priority_of(*job)}});
         sched_.withdraw(job->id);
         left_scheduler(*job);

@@ -1,8 +1,8 @@
 #include "broker/job_manager/recovery.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
-
 
 #include "broker/job_manager/job_manager.hpp"
 #include "core/json_parse.hpp"
@@ -70,6 +70,10 @@ void Recovery::resume() {
     for (auto& [id, r_text] : held_R_)
         if (const Job* job = jm_.find(id); job && !job->freed)
             if (auto R = parse_json(r_text)) {
+                // A running job's limit changed (jobs.md §7): it holds its
+                // resources to the new end, as its time limit runs to.
+                if (job->duration_updated && R->contains("execution") && (*R)["execution"].is_object())
+                    (*R)["execution"]["expiration"] = job->duration > 0 ? std::ceil(job->t_run + job->duration) : 0.0;
                 holding.push_back({{"id", id}, {"R", std::move(*R)}});
                 if (!job->queue.empty())
                     holding.back()["queue"] = job->queue;
