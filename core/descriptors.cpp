@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <string_view>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -56,6 +57,30 @@ void mark_close_on_exec_from(int first) {
             fcntl(static_cast<int>(fd), F_SETFD, fcntl(static_cast<int>(fd), F_GETFD) | FD_CLOEXEC);
     }
     closedir(dir);
+}
+
+int mark_close_on_exec_of(const std::string& path) {
+    DIR* dir = opendir("/proc/self/fd");
+    if (!dir)
+        return 0;
+    int own = dirfd(dir), marked = 0;
+    char target[4096];
+    while (dirent* entry = readdir(dir)) {
+        char* end = nullptr;
+        long fd = std::strtol(entry->d_name, &end, 10);
+        if (end == entry->d_name || *end != '\0' || fd == own)
+            continue;
+        ssize_t n = readlinkat(own, entry->d_name, target, sizeof target - 1);
+        if (n <= 0)
+            continue;
+        std::string_view t(target, static_cast<size_t>(n));
+        if (t == path || (t.size() > path.size() + 1 && t.starts_with(path) && t[path.size()] == '-')) {
+            fcntl(static_cast<int>(fd), F_SETFD, fcntl(static_cast<int>(fd), F_GETFD) | FD_CLOEXEC);
+            ++marked;
+        }
+    }
+    closedir(dir);
+    return marked;
 }
 
 }  // namespace banyan

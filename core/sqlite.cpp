@@ -1,8 +1,12 @@
 #include "core/sqlite.hpp"
 
+#include <filesystem>
+#include <system_error>
+
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include "core/descriptors.hpp"
 #include "core/private_dir.hpp"
 
 namespace banyan {
@@ -37,6 +41,11 @@ Result<Database> Database::open(const std::string& path, std::string_view own_ta
                                               path, names));
     if (auto r = d.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"); !r)
         return r.error();
+    // The file, its -wal and -shm, all open now: close-on-exec (sqlite's
+    // unix VFS opens them with O_CLOEXEC; made sure of here, where it shows).
+    std::error_code ec;
+    auto real = std::filesystem::weakly_canonical(path, ec);  // as /proc names it
+    mark_close_on_exec_of(ec ? path : real.string());
     return d;
 }
 

@@ -25,7 +25,8 @@ class Database final : public SqlStore {
     // but not `own_table` is another program's: refused before anything is
     // written to it. Error names the file. Every descriptor sqlite opens
     // for it (the file, its -wal and -shm, journals) is close-on-exec: its
-    // unix VFS opens them all with O_CLOEXEC (test_accounting checks it).
+    // unix VFS opens them all with O_CLOEXEC, and open() marks those open
+    // once it returns (mark_close_on_exec_of; test_accounting checks it).
     static Result<Database> open(const std::string& path, std::string_view own_table);
     Database(Database&&) noexcept;
     Database& operator=(Database&&) noexcept;

@@ -67,7 +67,7 @@ constexpr std::string_view kSchemaVersion = "2";
 Result<void> upgrade_from_v1(const std::string& path) {
     if (!std::filesystem::exists(path))
         return {};
-    auto db = Database::open(path, "usage");  // close-on-exec, as every sqlite file (Database::open)
+    auto db = Database::open(path, "usage");  // its descriptors close-on-exec: Database::open marks them
     if (!db)
         return db.error();
     auto version = db->query("SELECT value FROM meta WHERE key = 'schema_version'");

@@ -1,12 +1,15 @@
-// make_private_dir / make_private_file: what the broker refuses to trust.
+// make_private_dir / make_private_file: what the broker refuses to trust;
+// mark_close_on_exec_of: a library's files never reach a job.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/descriptors.hpp"
 #include "core/private_dir.hpp"
 
 using namespace banyan;
@@ -100,4 +103,20 @@ TEST_CASE("private files are 0600 and never links", "[private_dir]") {
     auto link = make_private_file((t.path / "swapped.db").string());
     REQUIRE_FALSE(link.ok());
     CHECK(link.error().message == (t.path / "swapped.db").string() + ": a symbolic link");
+}
+
+TEST_CASE("descriptors: a file's and its -suffixed companions' descriptors are marked close-on-exec, no other",
+          "[descriptors]") {
+    TempDir dir;
+    std::string db = (dir.path / "x.db").string();
+    int main_fd = open(db.c_str(), O_RDWR | O_CREAT, 0600);  // as a library might: no O_CLOEXEC
+    int wal_fd = open((db + "-wal").c_str(), O_RDWR | O_CREAT, 0600);
+    int other_fd = open((dir.path / "x.dbx").string().c_str(), O_RDWR | O_CREAT, 0600);
+    REQUIRE((main_fd >= 0 && wal_fd >= 0 && other_fd >= 0));
+    CHECK(mark_close_on_exec_of(fs::canonical(db).string()) == 2);
+    CHECK((fcntl(main_fd, F_GETFD) & FD_CLOEXEC) != 0);
+    CHECK((fcntl(wal_fd, F_GETFD) & FD_CLOEXEC) != 0);
+    CHECK((fcntl(other_fd, F_GETFD) & FD_CLOEXEC) == 0);
+    for (int fd : {main_fd, wal_fd, other_fd})
+        close(fd);
 }
