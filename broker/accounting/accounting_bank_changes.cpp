@@ -193,14 +193,26 @@ void AccountingService::on_user_add(const Message& req, const nlohmann::json& bo
     commit(req, user_change(*userid));
 }
 
-void AccountingService::on_user_set(const Message& req, const nlohmann::json& body) {
+// The association the request names (userid, bank); null once the
+// request is answered why not.
+Association* AccountingService::named_association(const Message& req, const nlohmann::json& body) {
     auto userid = read_userid(body, req.topic);
     auto bank = read_bank_name(body, "bank", req.topic);
-    if (auto e = first_error(userid, bank))
-        return broker_.respond_error(req, EINVAL, e->message);
+    if (auto e = first_error(userid, bank)) {
+        broker_.respond_error(req, EINVAL, e->message);
+        return nullptr;
+    }
     Association* a = banks_.find_user(*userid, *bank);
     if (!a)
-        return broker_.respond_error(req, ENOENT, fmt::format("uid {} is not in bank '{}'", *userid, *bank));
+        broker_.respond_error(req, ENOENT, fmt::format("uid {} is not in bank '{}'", *userid, *bank));
+    return a;
+}
+
+void AccountingService::on_user_set(const Message& req, const nlohmann::json& body) {
+    Association* a = named_association(req, body);
+    if (!a)
+        return;
+    uint32_t userid = a->userid;
     auto settings = read_settings(body, a->limits, req.topic);
     if (!settings)
         return broker_.respond_error(req, EINVAL, settings.error().message);
@@ -208,33 +220,29 @@ void AccountingService::on_user_set(const Message& req, const nlohmann::json& bo
         return broker_.respond_error(req, EINVAL, "parent: users have banks, not parents");
     if (settings->is_default)
         for (auto& other : banks_.users)
-            if (other.userid == *userid)
+            if (other.userid == userid)
                 other.is_default = &other == a;
     a->shares = settings->shares.value_or(a->shares);
     a->limits = settings->limits.value_or(a->limits);
-    commit(req, user_change(*userid));
+    commit(req, user_change(userid));
 }
 
 void AccountingService::on_user_remove(const Message& req, const nlohmann::json& body) {
-    auto userid = read_userid(body, req.topic);
-    auto bank = read_bank_name(body, "bank", req.topic);
-    if (auto e = first_error(userid, bank))
-        return broker_.respond_error(req, EINVAL, e->message);
-    auto it = std::find_if(banks_.users.begin(), banks_.users.end(),
-                           [&](const Association& a) { return a.userid == *userid && a.bank == *bank; });
-    if (it == banks_.users.end())
-        return broker_.respond_error(req, ENOENT, fmt::format("uid {} is not in bank '{}'", *userid, *bank));
-    bool was_default = it->is_default;
-    banks_.users.erase(it);
+    Association* a = named_association(req, body);
+    if (!a)
+        return;
+    uint32_t userid = a->userid;
+    bool was_default = a->is_default;
+    banks_.users.erase(banks_.users.begin() + (a - banks_.users.data()));
     if (was_default) {  // to their first other bank, by name
         Association* next = nullptr;
-        for (auto& a : banks_.users)
-            if (a.userid == *userid && (!next || a.bank < next->bank))
-                next = &a;
+        for (auto& other : banks_.users)
+            if (other.userid == userid && (!next || other.bank < next->bank))
+                next = &other;
         if (next)
             next->is_default = true;
     }
-    commit(req, user_change(*userid));
+    commit(req, user_change(userid));
 }
 
 }  // namespace banyan

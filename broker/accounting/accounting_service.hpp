@@ -42,6 +42,7 @@ class AccountingService {
     void on_user_add(const Message& req, const nlohmann::json& body);
     void on_user_set(const Message& req, const nlohmann::json& body);
     void on_user_remove(const Message& req, const nlohmann::json& body);
+    Association* named_association(const Message& req, const nlohmann::json& body);
     // Stores `change`, made in banks_ already, and answers `req` once it is
     // committed and the job manager has the factors that follow. A write
     // that fails is answered EIO, and the tables are read back as stored.
