@@ -166,6 +166,8 @@ class JobManager final : private JobTable {
     std::map<std::string, std::string> disabled_;  // queue -> reason
     // Why a job may not go to `queue`: disabled, or over one of its limits.
     std::string over_queue_limits(const NamedQueue& queue, const Job& job, uint32_t userid) const;
+    // ... of which the time limit alone ("" when `duration` is within it).
+    static std::string over_max_duration(const NamedQueue& queue, double duration);
     void on_queue_list(const Message& req);
     void on_queue_enable(const Message& req);
     JobIdGenerator ids_;

@@ -173,11 +173,7 @@ void JobManager::on_update(const Message& req) {
         if ((new_queue || body.contains("duration")) && changed.duration <= 0 && (*queue)->max_duration > 0)
             update["duration"] = changed.duration = (*queue)->max_duration;
         std::string refused =
-            new_queue ? over_queue_limits(**queue, changed, job->userid)
-            : (*queue)->max_duration > 0 && changed.duration > (*queue)->max_duration
-                ? fmt::format("queue '{}': a time limit of {} is over its max-duration of {}", (*queue)->name,
-                              format_duration(changed.duration), format_duration((*queue)->max_duration))
-                : "";
+            new_queue ? over_queue_limits(**queue, changed, job->userid) : over_max_duration(**queue, changed.duration);
         if (!refused.empty())
             return broker_.respond_error(req, EINVAL, refused);
     }

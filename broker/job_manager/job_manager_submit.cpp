@@ -59,12 +59,18 @@ std::string JobManager::over_user_limits(const Message& req) const {
     return "";
 }
 
+std::string JobManager::over_max_duration(const NamedQueue& q, double duration) {
+    if (q.max_duration > 0 && duration > q.max_duration)
+        return fmt::format("queue '{}': a time limit of {} is over its max-duration of {}", q.name,
+                           format_duration(duration), format_duration(q.max_duration));
+    return "";
+}
+
 std::string JobManager::over_queue_limits(const NamedQueue& q, const Job& job, uint32_t userid) const {
     if (auto d = disabled_.find(q.name); d != disabled_.end())
         return fmt::format("queue '{}' is disabled{}{}", q.name, d->second.empty() ? "" : ": ", d->second);
-    if (q.max_duration > 0 && job.duration > q.max_duration)
-        return fmt::format("queue '{}': a time limit of {} is over its max-duration of {}", q.name,
-                           format_duration(job.duration), format_duration(q.max_duration));
+    if (auto over = over_max_duration(q, job.duration); !over.empty())
+        return over;
     if (q.max_nodes > 0 && job.nnodes > q.max_nodes)
         return fmt::format("queue '{}': {} nodes is over its max-nodes of {}", q.name, job.nnodes, q.max_nodes);
     if (q.max_active_per_user > 0) {
