@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include <fnmatch.h>
 
@@ -18,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "cmd/cli_util.hpp"
+#include "core/byte_size.hpp"
 #include "core/duration.hpp"
 #include "core/jobid.hpp"
 #include "core/json_parse.hpp"
@@ -185,6 +187,8 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
     cmd->add_option("-n,--ntasks", o.ntasks, "number of tasks (default: 1, or one per node with -N)");
     cmd->add_option("-c,--cores-per-task", o.cores_per_task, "cores per task (default 1)");
     cmd->add_option("-g,--gpus-per-task", o.gpus_per_task, "GPUs per task (default 0)");
+    cmd->add_option("--mem", o.memory, "memory on each node: SIZE with K, M, G or T (512M, 4G); without -N, one node");
+    cmd->add_option("--mem-per-cpu", o.memory_per_cpu, "memory for each core: SIZE with K, M, G or T");
     cmd->add_option("-t,--time-limit", o.time_limit, "time limit: minutes, or 10s, 5m, 2h, 1d, HH:MM:SS");
     cmd->add_flag("-x,--exclusive", o.exclusive, "whole nodes (without -N: one whole node)");
     cmd->add_option("--urgency", o.urgency, "0 (hold) to 31 (expedite); default 16");
@@ -242,6 +246,15 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
                  .bank = o.bank,
                  .cwd = o.cwd,
                  .environment = environment(o.env)};
+    for (auto [option, text, into] : {std::tuple{"--mem", &o.memory, &r.memory_per_node},
+                                      std::tuple{"--mem-per-cpu", &o.memory_per_cpu, &r.memory_per_core}}) {
+        if (text->empty())
+            continue;
+        auto bytes = parse_byte_size(*text, BareSize::refused);
+        if (!bytes)
+            fail(fmt::format("{} {}", option, bytes.error().message));
+        *into = *bytes;
+    }
     if (!o.time_limit.empty()) {
         auto d = parse_duration(o.time_limit);
         if (!d)
@@ -295,6 +308,8 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
                 return fmt::format("-c {}", o.cores_per_task);
             case JobField::gpus_per_task:
                 return fmt::format("-g {}", o.gpus_per_task);
+            case JobField::memory:
+                return o.memory.empty() ? "--mem-per-cpu " + o.memory_per_cpu : "--mem " + o.memory;
             case JobField::time_limit:
                 return "-t " + o.time_limit;
             case JobField::environment:

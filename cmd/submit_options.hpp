@@ -16,6 +16,8 @@ struct SubmitOptions {
     std::optional<int64_t> ntasks;
     int64_t cores_per_task = 1;
     int64_t gpus_per_task = 0;
+    std::string memory;          // --mem: on each node
+    std::string memory_per_cpu;  // --mem-per-cpu
     std::string time_limit;
     bool exclusive = false;
     int64_t urgency = 16;

@@ -64,8 +64,10 @@ Result<ResourceGraph::Vertex> ResourceGraph::add_node(const NodeDescription& nod
         Vertex sock = add_vertex(n, "socket", "socket", socket_id++);
         s.cores.for_each([&](uint32_t c) { add_vertex(sock, "core", "core", c); });
         s.gpus.for_each([&](uint32_t gpu) { add_vertex(sock, "gpu", "gpu", gpu); });
-        if (int64_t gib = static_cast<int64_t>(s.memory >> 30); gib > 0)
-            add_vertex(sock, "memory", "memory", socket_id - 1, -1, gib, "GB");
+        // In MiB: fine enough for --mem as users write it, and 64 bits of
+        // them outlast any machine.
+        if (int64_t mib = static_cast<int64_t>(s.memory >> 20); mib > 0)
+            add_vertex(sock, "memory", "memory", socket_id - 1, -1, mib, "MiB");
     }
     return n;
 }

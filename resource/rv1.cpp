@@ -45,7 +45,10 @@ nlohmann::json Rv1::to_json() const {
         nlohmann::json c = {{"core", children.cores.format()}};
         if (!children.gpus.empty())
             c["gpu"] = children.gpus.format();
-        lite.push_back({{"rank", set.format()}, {"children", c}});
+        nlohmann::json entry = {{"rank", set.format()}, {"children", c}};
+        if (children.memory)
+            entry["memory"] = children.memory;
+        lite.push_back(std::move(entry));
     }
     nlohmann::json execution = {{"R_lite", lite}, {"starttime", starttime}, {"expiration", expiration}};
     if (!nodelist.empty())
@@ -93,6 +96,11 @@ Result<Rv1> Rv1::from_json(const nlohmann::json& j) {
                 children.gpus = *set;
             else
                 return bad(fmt::format("{}.children.{}: unknown resource type (expected core or gpu)", path, key));
+        }
+        if (entry.contains("memory")) {
+            if (!entry["memory"].is_number_unsigned() || entry["memory"].get<uint64_t>() == 0)
+                return bad(path + ".memory: expected bytes, a whole number above 0");
+            children.memory = entry["memory"].get<uint64_t>();
         }
         if (ranks->count() > (1u << 20))
             return bad(path + ".rank: more than 1048576 ranks");

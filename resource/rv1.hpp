@@ -1,6 +1,7 @@
 // Rv1: a resource set in Flux's R version 1 format (RFC 20,
 // doc/spec/resources.md section 5): for each broker rank, the cores and
-// gpus it holds, plus hostnames, times and properties.
+// gpus it holds and the memory it may use, plus hostnames, times and
+// properties.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@ namespace banyan {
 struct RankChildren {
     IdSet cores;
     IdSet gpus;
+    uint64_t memory = 0;  // bytes the job may use on the rank; 0: not limited
     bool operator==(const RankChildren&) const = default;
 };
 

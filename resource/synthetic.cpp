@@ -2,36 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "core/byte_size.hpp"
 #include "core/hostlist.hpp"
 
 namespace banyan {
-
-Result<uint64_t> parse_size(std::string_view text) {
-    if (text.empty())
-        return make_error(EINVAL, "empty size");
-    uint64_t shift = 0;
-    switch (text.back()) {
-        case 'K':
-            shift = 10;
-            break;
-        case 'M':
-            shift = 20;
-            break;
-        case 'G':
-            shift = 30;
-            break;
-        case 'T':
-            shift = 40;
-            break;
-        default:
-            break;
-    }
-    std::string_view digits = shift ? text.substr(0, text.size() - 1) : text;
-    auto value = parse_decimal(digits, (uint64_t{1} << (62 - shift)), fmt::format("size '{}'", text));
-    if (!value)
-        return value.error();
-    return *value << shift;
-}
 
 Result<std::vector<NodeDescription>> parse_synthetic_cluster(std::string_view text) {
     auto bad = [&](std::string why) { return make_error(EINVAL, fmt::format("synthetic '{}': {}", text, why)); };
@@ -71,7 +45,7 @@ Result<std::vector<NodeDescription>> parse_synthetic_cluster(std::string_view te
         std::string_view type = item.substr(0, sep);
         std::string_view value = item.substr(sep + 1);
         if (type == "memory") {
-            auto size = parse_size(value);
+            auto size = parse_byte_size(value, BareSize::bytes);
             if (!size)
                 return bad(size.error().message);
             memory = *size;

@@ -14,7 +14,4 @@ namespace banyan {
 // that is wrong: the hostlist, an unknown type, a bad count or size.
 Result<std::vector<NodeDescription>> parse_synthetic_cluster(std::string_view text);
 
-// "256G" -> bytes (K, M, G, T: powers of 1024; no suffix: bytes).
-Result<uint64_t> parse_size(std::string_view text);
-
 }  // namespace banyan

@@ -27,6 +27,11 @@ struct JobRequest {
     std::optional<int64_t> ntasks;  // unset: one per node, or 1
     int64_t cores_per_task = 1;
     int64_t gpus_per_task = 0;
+    // Memory in bytes (Slurm's --mem and --mem-per-cpu): on each node, or
+    // for each core; at most one of them. Per node without a node count:
+    // the job runs on one node.
+    std::optional<uint64_t> memory_per_node;
+    std::optional<uint64_t> memory_per_core;
     bool exclusive = false;            // whole nodes
     std::optional<double> time_limit;  // seconds
     std::string name;                  // shown by banyan jobs; empty: the command
@@ -43,15 +48,16 @@ struct JobRequest {
 };
 
 // The fields of a JobRequest that build_jobspec() checks, for its errors.
-enum class JobField { command, nodes, ntasks, cores_per_task, gpus_per_task, time_limit, environment };
+enum class JobField { command, nodes, ntasks, cores_per_task, gpus_per_task, memory, time_limit, environment };
 
 // How a front end names a field in an error ("-N 4" for the CLI, "nodes"
 // for REST): an error reads "NAME: what is wrong".
 using FieldName = FunctionRef<std::string(JobField)>;
 
 // The jobspec of `r`. Error EINVAL, naming the field by `name_of`: no
-// command, a count below 1 (GPUs below 0), fewer tasks than nodes, a time
-// limit not above 0, an environment name that is empty or has '='.
+// command, a count below 1 (GPUs below 0), fewer tasks than nodes, memory
+// both per node and per core, a time limit not above 0, an environment
+// name that is empty or has '='.
 Result<nlohmann::json> build_jobspec(const JobRequest& r, FieldName name_of);
 
 }  // namespace banyan

@@ -384,27 +384,35 @@ Result<JobspecResource> v1_slot(const json& s, const std::string& path) {
         return bad(path + ".label", "a slot needs a label");
     JobspecResource slot{.type = "slot", .count = {*count}, .label = s["label"].get<std::string>()};
     if (!s.contains("with") || !s["with"].is_array())
-        return bad(path + ".with", "must be a sequence: core, and optionally gpu");
-    if (s["with"].empty() || s["with"].size() > 2)
-        return bad(path + ".with", "must hold core, and optionally gpu");
-    bool seen_core = false, seen_gpu = false;
+        return bad(path + ".with", "must be a sequence: core, and optionally gpu and memory");
+    if (s["with"].empty() || s["with"].size() > 3)
+        return bad(path + ".with", "must hold core, and optionally gpu and memory");
+    bool seen_core = false, seen_gpu = false, seen_memory = false;
     for (size_t i = 0; i < s["with"].size(); i++) {
         const json& c = s["with"][i];
         std::string cpath = fmt::format("{}.with[{}]", path, i);
         std::string type = type_of(c);
-        if (type != "core" && type != "gpu")
-            return bad(cpath + ".type",
-                       fmt::format("'{}' is not allowed here in a version 1 jobspec (expected core or gpu)", type));
-        bool& seen = type == "core" ? seen_core : seen_gpu;
+        // memory: Banyan's addition to RFC 25, for --mem (jobspec.md).
+        if (type != "core" && type != "gpu" && type != "memory")
+            return bad(cpath + ".type", fmt::format(
+                                            "'{}' is not allowed here in a version 1 jobspec (expected core, gpu or memory)",
+                                            type));
+        bool& seen = type == "core" ? seen_core : type == "gpu" ? seen_gpu : seen_memory;
         if (seen)
             return bad(cpath, fmt::format("{} appears twice", type));
         seen = true;
         if (c.contains("with"))
             return bad(cpath + ".with", fmt::format("a {} holds nothing", type));
-        auto n = v1_count(c, cpath, type == "core" ? 1 : 0);
+        auto n = v1_count(c, cpath, type == "gpu" ? 0 : 1);
         if (!n)
             return n.error();
-        slot.with.push_back(JobspecResource{.type = type, .count = {*n}});
+        JobspecResource leaf{.type = type, .count = {*n}};
+        if (c.contains("unit")) {
+            if (!c["unit"].is_string())
+                return bad(cpath + ".unit", "expected a string");
+            leaf.unit = c["unit"].get<std::string>();
+        }
+        slot.with.push_back(std::move(leaf));
     }
     if (!seen_core)
         return bad(path + ".with", "a slot needs core");

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/byte_size.hpp"
+
 namespace banyan {
 
 namespace {
@@ -217,6 +219,11 @@ std::string Matcher::slot_shortfall(const std::vector<Request>& requests) const 
                 most = std::max(most, pool_.total(v, type));
             if (need > most) {
                 std::string name(pool_.type_name(type));
+                // An amount of bytes reads as one: "4 GiB of memory".
+                if (uint64_t unit = pool_.unit_bytes(type))
+                    return fmt::format("unsatisfiable: a task needs {} of {} on one node; the largest node has {}",
+                                       format_byte_size(static_cast<uint64_t>(need) * unit), name,
+                                       format_byte_size(static_cast<uint64_t>(most) * unit));
                 return fmt::format("unsatisfiable: a task needs {} {}{} on one node; the largest node has {}", need,
                                    name, need == 1 ? "" : "s", most);
             }
@@ -256,10 +263,11 @@ Rv1 Matcher::allocated() const {
     for (const auto& [id, job] : table_.all()) {
         if (job.reserved)
             continue;
-        for (const auto& [rank, children] : to_rv1(job.claims, job.start, job.end).ranks) {
+        for (const auto& [rank, children] : to_rv1(job.claims, job.start, job.end, RMemory::written).ranks) {
             auto& c = all.ranks[rank];
             c.cores = c.cores.union_with(children.cores);
             c.gpus = c.gpus.union_with(children.gpus);
+            c.memory += children.memory;
         }
     }
     for (const auto& [rank, children] : all.ranks)
@@ -272,14 +280,36 @@ Result<void> Matcher::allocate_exact(uint64_t jobid, const Rv1& r, int64_t start
     if (table_.find(jobid))
         return make_error(EEXIST, fmt::format("job {} already holds resources", jobid));
     next_epoch();
-    auto core = pool_.find_type("core"), gpu = pool_.find_type("gpu");
+    auto core = pool_.find_type("core"), gpu = pool_.find_type("gpu"), memory = pool_.find_type("memory");
+    uint64_t memory_unit = memory ? pool_.unit_bytes(*memory) : 0;
+    auto claim_with_ancestors = [&](uint32_t v, int64_t amount) {
+        push_claim({v, amount, true, true, true});
+        for (uint32_t a = pool_.parent(v); a != kNoVertex && marked_[a] != epoch_; a = pool_.parent(a))
+            push_claim({a, 1, false, false, true});
+    };
     for (const auto& [rank, children] : r.ranks) {
         auto node = pool_.node_of_rank(static_cast<int32_t>(rank));
         if (!node)
             return make_error(ENOENT, fmt::format("rank {} is not in the resource graph", rank));
         IdSet cores_found, gpus_found;
+        // Memory is an amount: taken from the node's pools in graph order,
+        // as the match took it.
+        int64_t memory_left = 0;
+        if (children.memory) {
+            if (!memory_unit)
+                return make_error(ENOENT, fmt::format("rank {} holds memory, and the graph counts none", rank));
+            memory_left = static_cast<int64_t>((children.memory + memory_unit - 1) / memory_unit);
+        }
         for (uint32_t v = *node; v < pool_.subtree_end(*node); ++v) {
             TypeId t = pool_.type(v);
+            if (memory && t == *memory && memory_left > 0) {
+                int64_t take = std::min(memory_left, pool_.avail(v, t, start, end));
+                if (take > 0) {
+                    claim_with_ancestors(v, take);
+                    memory_left -= take;
+                }
+                continue;
+            }
             uint32_t id = static_cast<uint32_t>(pool_.id(v));
             bool wanted =
                 (core && t == *core && children.cores.contains(id)) || (gpu && t == *gpu && children.gpus.contains(id));
@@ -288,13 +318,14 @@ Result<void> Matcher::allocate_exact(uint64_t jobid, const Rv1& r, int64_t start
             if (pool_.avail(v, t, start, end) < 1)
                 return make_error(EBUSY, fmt::format("rank {} {}{} is already in use", rank, pool_.type_name(t), id));
             (t == *core ? cores_found : gpus_found).insert(id);
-            push_claim({v, 1, true, true, true});
-            for (uint32_t a = pool_.parent(v); a != kNoVertex && marked_[a] != epoch_; a = pool_.parent(a))
-                push_claim({a, 1, false, false, true});
+            claim_with_ancestors(v, 1);
         }
         if (!(cores_found == children.cores) || !(gpus_found == children.gpus))
             return make_error(ENOENT, fmt::format("rank {} lacks some of cores {} gpus {}", rank,
                                                   children.cores.format(), children.gpus.format()));
+        if (memory_left > 0)
+            return make_error(EBUSY, fmt::format("rank {} lacks {} of free memory", rank,
+                                                 format_byte_size(static_cast<uint64_t>(memory_left) * memory_unit)));
     }
     return table_.add(jobid, Allocation{claims_, start, end, false});
 }
@@ -328,9 +359,10 @@ bool Matcher::usable(uint32_t u) const {
     return !is_node(u) || eligibility_.meets(u);
 }
 
-Rv1 Matcher::to_rv1(std::span<const Claim> claims, int64_t start, int64_t end) const {
+Rv1 Matcher::to_rv1(std::span<const Claim> claims, int64_t start, int64_t end, RMemory with_memory) const {
     Rv1 r;
-    auto core = pool_.find_type("core"), gpu = pool_.find_type("gpu");
+    auto core = pool_.find_type("core"), gpu = pool_.find_type("gpu"), memory = pool_.find_type("memory");
+    uint64_t memory_unit = memory && with_memory == RMemory::written ? pool_.unit_bytes(*memory) : 0;
     for (const Claim& c : claims) {
         int32_t rank = pool_.rank(c.vertex);
         if (!c.shown || rank < 0)
@@ -341,6 +373,8 @@ Rv1 Matcher::to_rv1(std::span<const Claim> claims, int64_t start, int64_t end) c
             children.cores.insert(static_cast<uint32_t>(pool_.id(c.vertex)));
         else if (gpu && t == *gpu)
             children.gpus.insert(static_cast<uint32_t>(pool_.id(c.vertex)));
+        else if (memory_unit && t == *memory)
+            children.memory += static_cast<uint64_t>(c.amount) * memory_unit;
     }
     for (const auto& [rank, children] : r.ranks)
         if (auto node = pool_.node_of_rank(static_cast<int32_t>(rank)))

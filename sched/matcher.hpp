@@ -59,6 +59,12 @@ class Matcher {
     Matcher(const Matcher&) = delete;
     Matcher& operator=(const Matcher&) = delete;
 
+    // Whether the slots of one job may take from the same pool (a memory
+    // vertex, with an amount): the live scheduler's, where Banyan's graphs
+    // have one memory pool per socket. Off, as in Fluxion (and
+    // banyan-sched-query), a match takes each vertex once.
+    void share_pools(bool on) { share_pools_ = on; }
+
     const ResourcePool& pool() const { return pool_; }
     ResourcePool& pool() { return pool_; }
     const MatchPolicy& policy() const { return *policy_; }
@@ -104,7 +110,8 @@ class Matcher {
     Result<void> start_reserved(uint64_t jobid, int64_t now) { return table_.start_reserved(jobid, now); }
 
     // Records job `jobid` as holding exactly the cores and gpus of `r` over
-    // [start, end), as when a scheduler restarts beside running jobs.
+    // [start, end), and each rank's memory from its memory pools in order,
+    // as when a scheduler restarts beside running jobs.
     // Error: ENOENT a rank or id the graph lacks; EBUSY something already in
     // use; EEXIST jobid already holds resources.
     Result<void> allocate_exact(uint64_t jobid, const Rv1& r, int64_t start, int64_t end);
@@ -112,8 +119,12 @@ class Matcher {
     // end still holds what it holds). Error ENOENT.
     Result<void> extend(uint64_t jobid, int64_t end) { return table_.extend(jobid, end); }
 
-    // R v1 of the shown claims: cores and gpus by rank, node names.
-    Rv1 to_rv1(std::span<const Claim> claims, int64_t start, int64_t end) const;
+    // R v1 of the shown claims: cores and gpus by rank, node names, and
+    // with `memory` the memory claimed on each rank in bytes (the live
+    // scheduler's R; Fluxion's has none).
+    enum class RMemory { left_out, written };
+    Rv1 to_rv1(std::span<const Claim> claims, int64_t start, int64_t end,
+               RMemory memory = RMemory::left_out) const;
 
   private:
     // The walk (matcher_walk.cpp): a depth-first search below the roots
@@ -178,6 +189,15 @@ class Matcher {
     void for_each_child(uint32_t v, TypeId t, int64_t want, VisitChild visit);
     void next_epoch();
     void push_claim(const Claim& c);
+    // Takes up to `want` of leaf pool u for r; what it took (0: nothing,
+    // or u already claimed in this match and pools are not shared).
+    int64_t take_from_pool(uint32_t u, const Request& r, int64_t want, bool exclusive);
+    // u is claimed as a unit in this match and r may not take from it too.
+    bool taken_for(uint32_t u, const Request& r) const {
+        return taken_[u] == epoch_ && !(share_pools_ && r.leaf && pool_.type(u) == r.type);
+    }
+    // What this match has claimed of u so far.
+    int64_t claimed_here(uint32_t u) const;
     Checkpoint checkpoint() const { return {claims_.size(), exclusives_.size()}; }
     void rollback(Checkpoint cp);
     // Up (unless status is ignored), and a node that meets the constraint.
@@ -201,6 +221,11 @@ class Matcher {
     std::vector<uint32_t> marked_;  // epoch: the vertex has a claim in this match
     std::vector<uint32_t> taken_;   // epoch: claimed as a unit; no other request may use it
     std::vector<uint32_t> claim_of_;
+    // By claim: the vertex's earlier claim in this match (a pool that
+    // slots share, share_pools), or kNoClaim.
+    static constexpr uint32_t kNoClaim = UINT32_MAX;
+    std::vector<uint32_t> prior_claim_;
+    bool share_pools_ = false;
     std::vector<Claim> claims_;
     std::vector<std::pair<uint32_t, bool>> exclusives_;  // vertex, show what it holds
     uint64_t visits_ = 0;

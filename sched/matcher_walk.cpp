@@ -168,16 +168,11 @@ int64_t Matcher::collect_in_order(uint32_t v, const Request& r, int64_t want, bo
     int64_t found = 0;
     for_each_child(v, r.scan_type, want, [&](uint32_t u) {
         ++visits_;
-        if (!usable(u) || taken_[u] == epoch_)
+        if (!usable(u) || taken_for(u, r))
             return true;
         if (pool_.type(u) == r.type) {
             if (r.leaf) {
-                int64_t take = std::min(pool_.avail(u, r.type, start_, end_, ignore_use_), want - found);
-                if (take > 0 && marked_[u] != epoch_) {
-                    push_claim({u, take, exclusive || r.exclusive, true, true});
-                    taken_[u] = epoch_;
-                    found += take;
-                }
+                found += take_from_pool(u, r, want - found, exclusive);
             } else if (claim_unit(u, r, exclusive)) {
                 ++found;
             }
@@ -227,7 +222,7 @@ void Matcher::gather(uint32_t v, const Request& r, Candidates kind, std::vector<
         uint32_t u = todo.back();
         todo.pop_back();
         ++visits_;
-        if (!usable(u) || taken_[u] == epoch_)
+        if (!usable(u) || taken_for(u, r))
             continue;
         // Nodes for a profile must hold a slot's worth; other candidates
         // are checked when they are claimed.
@@ -293,11 +288,9 @@ int64_t Matcher::collect_by_id(uint32_t v, const Request& r, int64_t want, bool 
         if (found >= want)
             break;
         if (r.leaf) {
-            int64_t take = std::min(pool_.avail(u, r.type, start_, end_, ignore_use_), want - found);
-            if (take <= 0 || marked_[u] == epoch_)
+            int64_t take = take_from_pool(u, r, want - found, exclusive);
+            if (take == 0)
                 continue;
-            push_claim({u, take, exclusive || r.exclusive, true, true});
-            taken_[u] = epoch_;
             found += take;
         } else if (claim_unit(u, r, exclusive)) {
             ++found;
@@ -473,9 +466,9 @@ void Matcher::hold_exclusive_subtrees() {
             Claim& c = claims_[claim_of_[d]];
             if (!c.consumes) {
                 c.consumes = c.exclusive = true;
-            } else if (c.amount < amount) {
+            } else if (int64_t held = claimed_here(d); held < amount) {
                 // The rest of a memory pool the job took part of: held, not shown.
-                claims_.push_back({d, amount - c.amount, true, true, false});
+                push_claim({d, amount - held, true, true, false});
             }
         }
     }
@@ -508,10 +501,12 @@ void Matcher::next_epoch() {
         epoch_ = 1;
     }
     claims_.clear();
+    prior_claim_.clear();
     exclusives_.clear();
 }
 
 void Matcher::push_claim(const Claim& c) {
+    prior_claim_.push_back(marked_[c.vertex] == epoch_ ? claim_of_[c.vertex] : kNoClaim);
     marked_[c.vertex] = epoch_;
     claim_of_[c.vertex] = static_cast<uint32_t>(claims_.size());
     claims_.push_back(c);
@@ -519,11 +514,36 @@ void Matcher::push_claim(const Claim& c) {
 
 void Matcher::rollback(Checkpoint cp) {
     for (size_t i = claims_.size(); i-- > cp.claims;) {
-        marked_[claims_[i].vertex] = 0;
-        taken_[claims_[i].vertex] = 0;
+        uint32_t v = claims_[i].vertex;
+        if (prior_claim_[i] != kNoClaim) {
+            claim_of_[v] = prior_claim_[i];  // an earlier claim of the same pool stays
+            continue;
+        }
+        marked_[v] = 0;
+        taken_[v] = 0;
     }
     claims_.resize(cp.claims);
+    prior_claim_.resize(cp.claims);
     exclusives_.resize(cp.exclusives);
+}
+
+int64_t Matcher::claimed_here(uint32_t u) const {
+    int64_t sum = 0;
+    if (marked_[u] == epoch_)
+        for (uint32_t i = claim_of_[u]; i != kNoClaim; i = prior_claim_[i])
+            sum += claims_[i].amount;
+    return sum;
+}
+
+int64_t Matcher::take_from_pool(uint32_t u, const Request& r, int64_t want, bool exclusive) {
+    if (marked_[u] == epoch_ && !share_pools_)
+        return 0;
+    int64_t take = std::min(pool_.avail(u, r.type, start_, end_, ignore_use_) - claimed_here(u), want);
+    if (take <= 0)
+        return 0;
+    push_claim({u, take, exclusive || r.exclusive, true, true});
+    taken_[u] = epoch_;
+    return take;
 }
 
 }  // namespace banyan

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "core/byte_size.hpp"
+
 namespace banyan {
 
 ResourcePool::ResourcePool(const ResourceGraph& graph) {
@@ -27,6 +29,10 @@ ResourcePool::ResourcePool(const ResourceGraph& graph) {
         Vertex v;
         v.parent = f.parent;
         v.type = intern_type(graph.type(f.source));
+        if (unit_bytes_.size() <= v.type) {
+            unit_bytes_.resize(v.type + 1, 0);
+            unit_bytes_[v.type] = bytes_per_unit(graph.unit(f.source));
+        }
         v.basename = intern_string(graph.basename(f.source));
         std::string name = graph.name(f.source);
         if (name != fmt::format("{}{}", graph.basename(f.source), p.id))

@@ -50,6 +50,9 @@ class ResourcePool {
     TypeId type(uint32_t v) const { return vertices_[v].type; }
     std::string_view type_name(TypeId t) const { return type_names_[t]; }
     std::optional<TypeId> find_type(std::string_view name) const;
+    // Bytes in one unit of a type's size, from its vertices' unit (MiB for
+    // memory in Banyan's graphs); 0 when that is not a unit of bytes.
+    uint64_t unit_bytes(TypeId t) const { return t < unit_bytes_.size() ? unit_bytes_[t] : 0; }
     size_t type_count() const { return type_names_.size(); }
     std::string name(uint32_t v) const;
     int64_t id(uint32_t v) const { return vertices_[v].id; }
@@ -135,6 +138,7 @@ class ResourcePool {
     std::vector<Aggregate> aggregates_;
     std::vector<uint32_t> roots_;
     std::vector<std::string> type_names_;
+    std::vector<uint64_t> unit_bytes_;  // by type: of its first vertex's unit
     std::vector<std::string> strings_{""};
     struct StringHash {
         using is_transparent = void;

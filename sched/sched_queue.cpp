@@ -135,7 +135,7 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
                                                                            : MatchOp::allocate_with_satisfiability;
         auto r = matcher_.match(job.jobspec, op, now, job.id);
         if (r && r->matched && !r->reserved) {
-            started.push_back({job.id, matcher_.to_rv1(r->claims, r->start, r->end)});
+            started.push_back({job.id, matcher_.to_rv1(r->claims, r->start, r->end, Matcher::RMemory::written)});
             running_.insert(job.id);
             pending_.erase(job.id);
             it = order_.erase(it);

@@ -145,9 +145,29 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     } else {
         log::write(svc->imp_path_ ? log::Level::warning : log::Level::info, "exec",
                    "no writable cgroup v2 hierarchy for this broker: jobs run without containment (process groups "
-                   "only: their memory is not limited, and what leaves its process group is found through its "
-                   "shell only)");
+                   "only: what leaves its process group is found through its shell only)");
     }
+    // Memory limits (--mem): in the job's own cgroup where the memory
+    // controller is given to this broker's children, else under its v1
+    // memory cgroup (a hybrid or v1 machine), else nowhere: said once.
+    if (svc->cgroup_parent_)
+        if (auto control = read_text_file(*svc->cgroup_parent_ + "/cgroup.subtree_control")) {
+            std::string words = " " + *control + " ";
+            std::replace(words.begin(), words.end(), '\n', ' ');
+            svc->unified_memory_ = words.find(" memory ") != std::string::npos;
+        }
+    if (!svc->unified_memory_ && mounts && own)
+        if (auto dir = own_v1_memory_cgroup(*mounts, *own); dir && access(dir->c_str(), W_OK) == 0)
+            svc->memory_parent_v1_ = *dir;
+    if (svc->unified_memory_)
+        log::info("exec", "jobs' memory (--mem) is limited in their cgroups under {}", *svc->cgroup_parent_);
+    else if (svc->memory_parent_v1_)
+        log::info("exec", "jobs' memory (--mem) is limited in cgroup v1 memory cgroups under {}",
+                  *svc->memory_parent_v1_);
+    else
+        log::write(svc->imp_path_ ? log::Level::warning : log::Level::info, "exec",
+                   "no memory controller this broker may use (cgroup v2 memory for its children, or a writable "
+                   "v1 memory cgroup): jobs' memory (--mem) is scheduled but not limited here");
     // Discovered once here rather than by every shell (doc/spec/shell.md
     // section 1). None where hwloc describes another machine (synthetic,
     // XML): shells then find none either and run tasks unbound.
@@ -280,6 +300,8 @@ void ExecService::on_run(const Message& req) {
     if (!R || R->ranks.empty())
         return broker_.respond_error(req, EPROTO, R ? "exec.run.R: no ranks" : R.error().message);
     job->leader = R->ranks.begin()->first;
+    if (auto mine = R->ranks.find(broker_.bootstrap().rank); mine != R->ranks.end())
+        job->memory_limit = mine->second.memory;
     job->nshells = static_cast<uint32_t>(R->ranks.size());
     if (prolog_ || epilog_)  // (a user name may be a directory lookup: not for every job)
         job->perilog_env = {fmt::format("BANYAN_JOB_ID={}", format_jobid(*id)),
@@ -335,7 +357,7 @@ void ExecService::go(LocalJob& job) {
     if (job.phase != LocalJob::Phase::held)
         return;
     job.phase = LocalJob::Phase::starting;
-    if (job.channel)
+    if (job.channel && job.shell_placed)
         send_held_lines(job);
     if (auto then = std::exchange(job.on_go, nullptr))
         then();
@@ -344,7 +366,7 @@ void ExecService::go(LocalJob& job) {
 // Lines to a shell go out in order: none before its first (the job's,
 // after the prolog) nor between that and `go` (held).
 void ExecService::to_shell(LocalJob& job, nlohmann::json line) {
-    if (job.channel && job.phase != LocalJob::Phase::held)
+    if (job.channel && job.phase != LocalJob::Phase::held && job.shell_placed)
         job.channel->send(line);
     else if (job.phase != LocalJob::Phase::ending && !job.simulated)
         job.held_lines.push_back(LineChannel::line_of(line));
@@ -455,8 +477,9 @@ void ExecService::remove_job(JobId id) {
     auto it = jobs_.find(id);
     if (it == jobs_.end())
         return;
-    std::optional<JobCgroup> cgroup = std::move(it->second->cgroup);
+    std::optional<JobCgroup> cgroups[] = {std::move(it->second->cgroup), std::move(it->second->memory_cgroup)};
     it->second->cgroup.reset();
+    it->second->memory_cgroup.reset();
     // What the shell (as the job's user) left and this user may remove.
     if (!it->second->tmpdir.empty()) {
         std::error_code ec;
@@ -467,10 +490,10 @@ void ExecService::remove_job(JobId id) {
     if (it->second->shell && it->second->shell->running())
         exiting_shells_[it->second->launch] = std::move(it->second->shell);
     jobs_.erase(it);
-    if (!cgroup || cgroup->try_remove())
-        return;
-    emptying_.push_back({std::move(*cgroup), 50});
-    if (!emptying_timer_) {
+    for (auto& cgroup : cgroups)
+        if (cgroup && !cgroup->try_remove())
+            emptying_.push_back({std::move(*cgroup), 50});
+    if (!emptying_.empty() && !emptying_timer_) {
         emptying_timer_ = std::make_unique<Timer>(broker_.reactor());
         emptying_timer_->start_repeating(std::chrono::milliseconds(2), [this] { retry_cgroup_removal(); });
     }

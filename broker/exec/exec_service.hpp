@@ -69,6 +69,12 @@ class ExecService {
         UniqueFd stdin_fd, stdout_fd, imp_request;
     };
     void launch_shell(JobId id, std::shared_ptr<ShellEnds> ends);
+    // Sets the job's memory limit on this rank (job.memory_limit), in its
+    // cgroup or a v1 memory one; where it cannot, the job is told.
+    void limit_memory(JobId id, LocalJob& job);
+    // An OOM kill among the job's processes here becomes its `oom`
+    // exception (doc/spec/jobs.md §5).
+    void report_oom_kills(JobId id, LocalJob& job);
     // `retryable`: nothing was started on the pipes (they may be used again).
     using ShellStarted = std::function<void(Result<std::unique_ptr<Subprocess>> shell, bool retryable)>;
     // The shell as `options` says: forked by the fork server where it can
@@ -135,6 +141,11 @@ class ExecService {
     double perilog_timeout_ =
         60;  // exec.prolog-timeout, seconds       // exec.imp: starts the shells of other users' jobs
     std::optional<std::string> cgroup_parent_;  // where job cgroups go; nullopt: none
+    // Where jobs' memory is limited: in their own cgroup (the parent
+    // gives its children the memory controller), else in a cgroup under
+    // this broker's v1 memory one; neither: memory is not limited here.
+    bool unified_memory_ = false;
+    std::optional<std::string> memory_parent_v1_;
     uint32_t host_brokers_ = 1;                 // brokers of this instance on this host, this one included
     std::optional<std::string> topology_xml_;   // this machine's hwloc XML, for the shells; nullopt: none
     std::map<JobId, std::unique_ptr<LocalJob>> jobs_;

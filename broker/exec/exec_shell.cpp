@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "broker/exec/local_job.hpp"
+#include "core/byte_size.hpp"
 #include "core/duration.hpp"
 #include "core/idset.hpp"
 #include "core/json_field.hpp"
@@ -74,6 +75,8 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
         else
             log::warning("exec", "{}: no cgroup ({}); process groups only", format_jobid(id), cg.error().message);
     }
+    if (job.memory_limit)
+        limit_memory(id, job);
     job.channel = std::make_unique<LineChannel>(
         broker_.reactor(), from_shell[0], to_shell[1],
         [this, id](Result<nlohmann::json> m) { on_shell_message(id, std::move(m)); }, nullptr);
@@ -101,7 +104,7 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     // would prepare as that user: what it makes is not the broker's to
     // remove if the start ends there).
     request.erase("hold");  // (exec.run's own: a prolog runs after exec.go)
-    bool prepares = job.phase == LocalJob::Phase::held && job.userid == getuid();
+    bool prepares = job.phase == LocalJob::Phase::held && job.userid == getuid() && job.shell_placed;
     if (prepares)
         request["hold"] = true;
     // The jobspec as exec.run brought it, unparsed: the shell reads it.
@@ -111,7 +114,7 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     line += R"(,"jobspec":)";
     line += jobspec;
     line += '}';
-    if (job.phase == LocalJob::Phase::held && !prepares) {
+    if ((job.phase == LocalJob::Phase::held && !prepares) || !job.shell_placed) {
         job.held_lines.insert(job.held_lines.begin(), std::move(line));
     } else if (prepares) {
         job.channel->send_line(std::move(line));
@@ -162,7 +165,64 @@ void ExecService::launch_shell(JobId id, std::shared_ptr<ShellEnds> ends) {
             return;
         }
         started_job.shell = std::move(*proc);
+        if (!started_job.shell_placed) {
+            // In its v1 memory cgroup before its first line, so before it
+            // starts any task.
+            if (auto added = started_job.memory_cgroup->add_process(started_job.shell->pid()); !added) {
+                log::warning("exec", "{}: {}: its memory is not limited", format_jobid(id), added.error().message);
+                started_job.memory_limited = false;
+            }
+            started_job.shell_placed = true;
+            if (started_job.phase != LocalJob::Phase::held)
+                send_held_lines(started_job);
+        }
     });
+}
+
+void ExecService::limit_memory(JobId id, LocalJob& job) {
+    std::string why = "no memory controller for this broker";
+    if (unified_memory_ && job.cgroup) {
+        auto limited = job.cgroup->limit_memory(job.memory_limit);
+        if (limited)
+            return (void)(job.memory_limited = true);
+        why = limited.error().message;
+    } else if (memory_parent_v1_) {
+        // Named as the job's own cgroup is (start_shell).
+        auto cg = JobCgroup::create(fmt::format("{}/banyan-{}-{}-{}", *memory_parent_v1_, broker_.bootstrap().rank,
+                                                getpid(), format_jobid(id)));
+        auto limited = cg ? cg->limit_memory(job.memory_limit) : Result<void>(cg.error());
+        if (limited) {
+            job.memory_cgroup.emplace(std::move(*cg));
+            job.memory_limited = true;
+            job.shell_placed = false;
+            return;
+        }
+        why = limited.error().message;
+    }
+    // Scheduled, not enforced: the job and the log say so.
+    log::warning("exec", "{}: memory not limited to {}: {}", format_jobid(id), format_byte_size(job.memory_limit),
+                 why);
+    send_to_job_manager(id, job,
+                        {"job-manager.output",
+                         {{"id", id},
+                          {"task", 0},
+                          {"stream", "stderr"},
+                          {"data", fmt::format("banyan: note: rank {} does not limit this job's memory to {} ({})\n",
+                                               broker_.bootstrap().rank, format_byte_size(job.memory_limit), why)}}});
+}
+
+void ExecService::report_oom_kills(JobId id, LocalJob& job) {
+    if (!job.memory_limited)
+        return;
+    const JobCgroup* limited = job.memory_cgroup ? &*job.memory_cgroup : job.cgroup ? &*job.cgroup : nullptr;
+    uint64_t kills = limited ? limited->oom_kills() : 0;
+    if (kills == 0)
+        return;
+    uint32_t rank = broker_.bootstrap().rank;
+    std::string note = fmt::format("out of memory on rank {}: the kernel killed {} process{} of the job for using "
+                                   "more than its {} here (--mem)",
+                                   rank, kills, kills == 1 ? "" : "es", format_byte_size(job.memory_limit));
+    send_to_job_manager(id, job, {"job-manager.raise", {{"id", id}, {"type", "oom"}, {"severity", 0}, {"note", note}}});
 }
 
 void ExecService::spawn_shell(JobId id, uint64_t launch, const SpawnOptions& options, ShellStarted started) {
@@ -349,8 +409,11 @@ void ExecService::on_shell_done(JobId id, std::optional<int> wait_status) {
     for (auto& [tag, request] : job.proxied)
         broker_.respond_error(request, ECONNRESET, "the job's shell ended");
     job.proxied.clear();
+    report_oom_kills(id, job);
     if (job.cgroup)
         job.cgroup->kill_all();
+    if (job.memory_cgroup)
+        job.memory_cgroup->kill_all();
     if (job.status)
         return after_epilog(id, [this, id, status = *job.status, time = job.end_time] { finish(id, status, time); });
     std::string note = fmt::format("banyan-shell on rank {} {}", broker_.bootstrap().rank,

@@ -52,6 +52,39 @@ std::optional<std::string> own_unified_cgroup(const std::string& mounts, const s
     return mount_point;
 }
 
+std::optional<std::string> own_v1_memory_cgroup(const std::string& mounts, const std::string& proc_self_cgroup) {
+    // The mount: type cgroup, with "memory" among its options.
+    std::string mount_point;
+    std::istringstream m(mounts);
+    for (std::string line; mount_point.empty() && std::getline(m, line);) {
+        std::istringstream fields(line);
+        std::string device, point, type, options;
+        fields >> device >> point >> type >> options;
+        if (type != "cgroup")
+            continue;
+        std::istringstream opts(options);
+        for (std::string opt; std::getline(opts, opt, ',');)
+            if (opt == "memory")
+                mount_point = point;
+    }
+    if (mount_point.empty())
+        return std::nullopt;
+    // The line "N:CONTROLLERS:PATH" whose controllers include memory.
+    std::istringstream c(proc_self_cgroup);
+    for (std::string line; std::getline(c, line);) {
+        size_t first = line.find(':'), second = first == std::string::npos ? first : line.find(':', first + 1);
+        if (second == std::string::npos)
+            continue;
+        std::istringstream controllers(line.substr(first + 1, second - first - 1));
+        for (std::string name; std::getline(controllers, name, ',');)
+            if (name == "memory") {
+                std::string path = line.substr(second + 1);
+                return mount_point + (path == "/" ? "" : path);
+            }
+    }
+    return mount_point;
+}
+
 Result<JobCgroup> JobCgroup::create(std::string dir) {
     // One that exists is someone else's: never share it (its end would
     // kill what runs in it).
@@ -89,6 +122,44 @@ bool JobCgroup::kill_all() {
         for (pid_t pid : procs_of(dir_))
             kill(pid, SIGKILL);
     return procs_of(dir_).empty();
+}
+
+
+Result<void> JobCgroup::limit_memory(uint64_t bytes) {
+    std::string text = std::to_string(bytes);
+    if (access((dir_ + "/memory.max").c_str(), F_OK) == 0) {
+        if (!write_file(dir_ + "/memory.max", text))
+            return make_error(EIO, fmt::format("{}/memory.max: cannot write {}", dir_, text));
+        return {};
+    }
+    if (access((dir_ + "/memory.limit_in_bytes").c_str(), F_OK) != 0)
+        return make_error(ENOENT, fmt::format("{}: no memory controller (no memory.max or memory.limit_in_bytes)", dir_));
+    if (!write_file(dir_ + "/memory.limit_in_bytes", text))
+        return make_error(EIO, fmt::format("{}/memory.limit_in_bytes: cannot write {}", dir_, text));
+    // Memory and swap together: otherwise a job over its limit swaps
+    // instead of ending. (The file exists only where swap is counted.)
+    if (access((dir_ + "/memory.memsw.limit_in_bytes").c_str(), F_OK) == 0 &&
+        !write_file(dir_ + "/memory.memsw.limit_in_bytes", text))
+        return make_error(EIO, fmt::format("{}/memory.memsw.limit_in_bytes: cannot write {}", dir_, text));
+    return {};
+}
+
+uint64_t JobCgroup::oom_kills() const {
+    for (const char* file : {"/memory.events", "/memory.oom_control"}) {
+        std::ifstream in(dir_ + file);
+        std::string key;
+        uint64_t value = 0;
+        while (in >> key >> value)
+            if (key == "oom_kill")
+                return value;
+    }
+    return 0;
+}
+
+Result<void> JobCgroup::add_process(pid_t pid) {
+    if (!write_file(dir_ + "/cgroup.procs", std::to_string(pid)))
+        return make_error(EIO, fmt::format("{}/cgroup.procs: cannot add process {}", dir_, pid));
+    return {};
 }
 
 }  // namespace banyan

@@ -1,10 +1,13 @@
 // JobCgroup: a cgroup of the unified (v2) hierarchy that holds one shell
 // and everything it starts, so that nothing of a job survives it even when
-// the shell itself is gone (doc/spec/shell.md section 1). Only process
-// tracking is used, no controller: it works on a pure v2 machine and on
-// the unified mount of a hybrid v1 one.
+// the shell itself is gone (doc/spec/shell.md section 1). Process tracking
+// needs no controller: it works on a pure v2 machine and on the unified
+// mount of a hybrid v1 one. A job's memory limit (--mem) is set in it
+// where the memory controller is enabled for it, else in a second
+// JobCgroup in the v1 memory hierarchy, which its shell joins by pid.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -18,6 +21,9 @@ namespace banyan {
 // of /proc/self/mounts and /proc/self/cgroup: "/sys/fs/cgroup/unified/x".
 // nullopt when no cgroup2 file system is mounted.
 std::optional<std::string> own_unified_cgroup(const std::string& mounts, const std::string& proc_self_cgroup);
+// The same in the v1 hierarchy of the memory controller:
+// "/sys/fs/cgroup/memory/x"; nullopt when memory is on no v1 mount.
+std::optional<std::string> own_v1_memory_cgroup(const std::string& mounts, const std::string& proc_self_cgroup);
 
 class JobCgroup {
   public:
@@ -43,6 +49,19 @@ class JobCgroup {
     // removed (then destruction does nothing).
     bool try_remove();
     const std::string& dir() const { return dir_; }
+
+    // Limits what its processes use to `bytes`: memory.max (v2), or
+    // memory.limit_in_bytes and, where swap is counted, the same for
+    // memory and swap together (v1). Error when it has no such file (the
+    // controller is not enabled here) or the kernel refuses the value.
+    Result<void> limit_memory(uint64_t bytes);
+    // How many processes in it the kernel killed for want of memory
+    // (oom_kill of memory.events, v2, or of memory.oom_control, v1); 0
+    // where neither file says.
+    uint64_t oom_kills() const;
+    // Moves process `pid` into it (for a v1 cgroup, which no process can
+    // be started in).
+    Result<void> add_process(pid_t pid);
 
   private:
     JobCgroup(std::string dir, int fd) : dir_(std::move(dir)), fd_(fd) {}

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <boost/beast/core/string.hpp>
 
+#include "core/byte_size.hpp"
 #include "core/config.hpp"
 #include "core/json_field.hpp"
 #include "core/jwt.hpp"
@@ -59,7 +60,7 @@ Result<std::string> percent_decode(std::string_view text, bool query) {
     return out;
 }
 
-// A size: bytes, or a number with k, m or g (1024-based).
+// A size: bytes, or a number with a unit as "1m" (core/byte_size.hpp).
 Result<size_t> parse_size(const Config& config, std::string_view key, size_t fallback) {
     if (!config.has(key))
         return fallback;
@@ -68,14 +69,10 @@ Result<size_t> parse_size(const Config& config, std::string_view key, size_t fal
     auto text = config.get_string(key);
     if (!text)
         return make_error(EINVAL, fmt::format("{}: {}: expected bytes, or a size as \"1m\"", config.source(), key));
-    char* end = nullptr;
-    double n = std::strtod(text->c_str(), &end);
-    std::string unit = end ? std::string(end) : "";
-    double scale = unit == "" ? 1 : unit == "k" ? 1024 : unit == "m" ? 1 << 20 : unit == "g" ? 1 << 30 : 0;
-    if (end == text->c_str() || scale == 0 || n * scale < 1 || n * scale > 1e12)
-        return make_error(EINVAL, fmt::format("{}: {}: '{}': expected bytes, or a size as \"1m\"", config.source(), key,
-                                              one_line(*text)));
-    return static_cast<size_t>(n * scale);
+    auto bytes = parse_byte_size(*text, BareSize::bytes, uint64_t{1} << 40);
+    if (!bytes)
+        return make_error(EINVAL, fmt::format("{}: {}: {}", config.source(), key, bytes.error().message));
+    return static_cast<size_t>(*bytes);
 }
 
 }  // namespace

@@ -2,12 +2,14 @@
 // the instance's services as the token's user, whose answers become JSON
 // with job ids as f58 strings.
 #include <filesystem>
+#include <tuple>
 
 #include <pwd.h>
 
 #include <fmt/format.h>
 
 #include "broker/http/http_service.hpp"
+#include "core/byte_size.hpp"
 #include "core/config.hpp"
 #include "core/idset.hpp"
 #include "core/io_data.hpp"
@@ -158,12 +160,14 @@ Result<uint64_t> query_number(const HttpCall& call, const std::string& name, uin
 Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t uid) {
     static const std::set<std::string, std::less<>> known = {
         "command", "ntasks", "nodes",   "cores_per_task", "gpus_per_task", "time_limit", "name", "queue",
-        "cwd",     "env",    "urgency", "exclusive",      "umask",         "J",          "bank"};
+        "cwd",     "env",    "urgency", "exclusive",      "umask",         "J",          "bank",
+        "memory",  "memory_per_cpu"};
     for (const auto& [key, value] : body.items())
         if (!known.count(key))
             return make_error(EINVAL, fmt::format("{}: unknown field (expected jobspec, or {})", one_line(key),
-                                                  "command, ntasks, nodes, cores_per_task, gpus_per_task, time_limit, "
-                                                  "name, queue, bank, cwd, env, urgency, exclusive, umask, J"));
+                                                  "command, ntasks, nodes, cores_per_task, gpus_per_task, memory, "
+                                                  "memory_per_cpu, time_limit, name, queue, bank, cwd, env, urgency, "
+                                                  "exclusive, umask, J"));
     auto command = json_field<nlohmann::json>(body, "command", nlohmann::json::array(), "");
     if (!command || command->empty() ||
         !std::all_of(command->begin(), command->end(), [](const nlohmann::json& w) { return w.is_string(); }))
@@ -180,7 +184,10 @@ Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t 
     auto exclusive = json_field<bool>(body, "exclusive", false, "");
     auto env = json_field<nlohmann::json>(body, "env", nlohmann::json::object(), "");
     auto mask = json_field<std::string>(body, "umask", "0022", "");
-    if (auto e = first_error(nodes, ntasks, cores, gpus, limit, name, queue, bank, cwd, exclusive, env, mask))
+    auto memory = json_field<std::string>(body, "memory", "", "");
+    auto memory_per_cpu = json_field<std::string>(body, "memory_per_cpu", "", "");
+    if (auto e = first_error(nodes, ntasks, cores, gpus, limit, name, queue, bank, cwd, exclusive, env, mask, memory,
+                             memory_per_cpu))
         return make_error(EINVAL, e->message.substr(e->message.rfind('.') == 0 ? 1 : 0));
     std::map<std::string, std::string> environment;
     for (const auto& [k, v] : env->items()) {
@@ -200,6 +207,15 @@ Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t 
                  .bank = *bank,
                  .cwd = *cwd,
                  .environment = std::move(environment)};
+    for (auto [field, text, into] : {std::tuple{"memory", &*memory, &r.memory_per_node},
+                                     std::tuple{"memory_per_cpu", &*memory_per_cpu, &r.memory_per_core}}) {
+        if (text->empty())
+            continue;
+        auto bytes = parse_byte_size(*text, BareSize::refused);
+        if (!bytes)
+            return make_error(EINVAL, fmt::format("{}: {}", field, bytes.error().message));
+        *into = *bytes;
+    }
     if (!limit->empty()) {
         auto d = parse_duration(*limit);
         if (!d)
@@ -229,6 +245,8 @@ Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t 
                 return "cores_per_task";
             case JobField::gpus_per_task:
                 return "gpus_per_task";
+            case JobField::memory:
+                return "memory";
             case JobField::time_limit:
                 return "time_limit";
             case JobField::environment:

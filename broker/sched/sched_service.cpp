@@ -137,6 +137,8 @@ void SchedService::on_resources(const Message& resp) {
         }
         if (!matcher_) {
             matcher_ = std::make_unique<Matcher>(*graph, std::move(match_policy_));
+            // A node's tasks share its memory pools (--mem, sched.md §4).
+            matcher_->share_pools(true);
             // One lane per named queue, or one unnamed lane.
             std::vector<NamedQueue> configs = named_.queues;
             if (configs.empty())

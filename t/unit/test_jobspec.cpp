@@ -66,6 +66,13 @@ TEST_CASE("jobspec errors name the path of the offending key", "[jobspec]") {
               "resources[0].with[1].type: 'fpga' is not allowed here"},
              {"      - {type: core, count: \"2-4\"}\n", JobspecRules::v1,
               "resources[0].with[0].count: must be an integer, at least 1 (no ranges in version 1)"},
+             {"      - {type: core, count: 1}\n      - {type: memory, count: 0, unit: MiB}\n", JobspecRules::v1,
+              "resources[0].with[1].count: must be an integer, at least 1"},
+             {"      - {type: core, count: 1}\n      - {type: memory, count: 4, unit: 4}\n", JobspecRules::v1,
+              "resources[0].with[1].unit: expected a string"},
+             {"      - {type: core, count: 1}\n      - {type: memory, count: 4}\n      - {type: memory, count: 4}\n",
+              JobspecRules::v1, "resources[0].with[2]: memory appears twice"},
+             {"      - {type: memory, count: 4}\n", JobspecRules::v1, "resources[0].with: a slot needs core"},
          }) {
         INFO(c.yaml);
         auto r = Jobspec::parse(head + c.yaml + tail, c.rules);
@@ -93,6 +100,19 @@ TEST_CASE("jobspec reads counts, tasks, duration; JSON works too", "[jobspec]") 
     CHECK(spec->tasks[0].count_kind == "total");
     CHECK(spec->tasks[0].count == 5);
     CHECK(spec->duration == 3600.5);
+}
+
+TEST_CASE("version 1 (Banyan's addition): a slot may hold memory, with its unit", "[jobspec]") {
+    auto js = Jobspec::parse(
+        "version: 1\nresources:\n  - type: slot\n    label: s\n    count: 2\n    with:\n"
+        "      - {type: core, count: 1}\n      - {type: memory, count: 4096, unit: MiB}\n"
+        "tasks:\n  - command: [app]\n    slot: s\n    count: {per_slot: 1}\nattributes: {system: {duration: 60}}\n",
+        JobspecRules::v1);
+    REQUIRE(js.ok());
+    const JobspecResource& memory = js->resources[0].with[1];
+    CHECK(memory.type == "memory");
+    CHECK(memory.count.min == 4096);
+    CHECK(memory.unit == "MiB");
 }
 
 TEST_CASE("YAML scalars keep their types; quoted ones stay strings", "[jobspec]") {

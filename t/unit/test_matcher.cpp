@@ -6,6 +6,8 @@
 
 #include "core/text_file.hpp"
 #include "resource/grug.hpp"
+#include "resource/synthetic.hpp"
+#include "sched/job_request.hpp"
 #include "sched/matcher.hpp"
 
 using namespace banyan;
@@ -301,4 +303,96 @@ TEST_CASE("matcher: a type the graph lacks is unsatisfiable, with the reason", "
     CHECK(r.reason.find("quantum") != std::string::npos);
     CHECK(m.match(spec(kSlotSocketCore), MatchOp::allocate, 0, 2).ok());
     CHECK(m.match(spec(kSlotSocketCore), MatchOp::allocate, 0, 2).error().code == EEXIST);
+}
+
+namespace {
+
+// Two nodes of 4 cores and 10 GiB, as Banyan builds its graphs (memory in
+// MiB), and the matcher over them.
+std::unique_ptr<Matcher> memory_cluster() {
+    auto nodes = parse_synthetic_cluster("node[0-1]: core:4,memory:10G");
+    REQUIRE(nodes.ok());
+    auto graph = ResourceGraph::from_nodes(*nodes);
+    REQUIRE(graph.ok());
+    auto p = MatchPolicy::create("first");
+    REQUIRE(p.ok());
+    auto m = std::make_unique<Matcher>(*graph, std::move(*p));
+    m->share_pools(true);
+    return m;
+}
+
+// The jobspec banyan submit makes of `r` (one task of one core unless
+// changed).
+Jobspec submitted(JobRequest r) {
+    r.command = {"app"};
+    auto json = build_jobspec(r, [](JobField) -> std::string { return "field"; });
+    REQUIRE(json.ok());
+    auto js = Jobspec::from_json(*json, JobspecRules::v1);
+    INFO(json->dump());
+    REQUIRE(js.ok());
+    return *js;
+}
+
+}  // namespace
+
+TEST_CASE("matcher: memory per node packs like cores; two 60% jobs never share a node", "[matcher][memory]") {
+    auto cluster = memory_cluster();
+    Matcher& m = *cluster;
+    Jobspec six = submitted({.memory_per_node = 6ull << 30, .time_limit = 3600});
+    MatchResult a = must_match(m, six, 1), b = must_match(m, six, 2);
+    REQUIRE(a.matched);
+    REQUIRE(b.matched);
+    Rv1 ra = m.to_rv1(a.claims, a.start, a.end, Matcher::RMemory::written);
+    Rv1 rb = m.to_rv1(b.claims, b.start, b.end, Matcher::RMemory::written);
+    REQUIRE(ra.ranks.size() == 1);
+    REQUIRE(rb.ranks.size() == 1);
+    CHECK(ra.ranks.begin()->first != rb.ranks.begin()->first);
+    CHECK(ra.ranks.begin()->second.memory == 6ull << 30);
+    // Cores are free on both nodes, memory on neither: a third waits.
+    MatchResult c = must_match(m, six, 3, MatchOp::allocate_orelse_reserve);
+    CHECK(c.reserved);
+    CHECK(c.start == a.end);
+    // Fluxion's R (banyan-sched-query) has no memory.
+    CHECK(m.to_rv1(a.claims, a.start, a.end).ranks.begin()->second.memory == 0);
+    // R carries it as bytes, and reads back.
+    auto back = Rv1::from_json(ra.to_json());
+    REQUIRE(back.ok());
+    CHECK(*back == ra);
+}
+
+TEST_CASE("matcher: memory per core is the slot's, on whichever node the task goes", "[matcher][memory]") {
+    auto cluster = memory_cluster();
+    Matcher& m = *cluster;
+    MatchResult r = must_match(m, submitted({.ntasks = 4, .cores_per_task = 2, .memory_per_core = 1ull << 30}), 1);
+    INFO(r.reason);
+    REQUIRE(r.matched);
+    uint64_t total = 0;
+    for (const auto& [rank, children] : m.to_rv1(r.claims, r.start, r.end, Matcher::RMemory::written).ranks) {
+        CHECK(children.memory == children.cores.count() * (1ull << 30));
+        total += children.memory;
+    }
+    CHECK(total == 8ull << 30);
+    // What no node has is refused, in bytes.
+    auto too_much = m.could_ever_fit(submitted({.memory_per_node = 11ull << 30}));
+    REQUIRE_FALSE(too_much.ok());
+    CHECK(too_much.error().message ==
+          "unsatisfiable: a task needs 11 GiB of memory on one node; the largest node has 10 GiB");
+}
+
+TEST_CASE("matcher: a restarted scheduler holds a running job's memory again", "[matcher][memory]") {
+    auto cluster = memory_cluster();
+    Matcher& m = *cluster;
+    Rv1 r;
+    r.ranks[0] = {IdSet{0}, IdSet{}, 6ull << 30};
+    REQUIRE(m.allocate_exact(7, r, 0, 3600).ok());
+    // Node 0 keeps only 4 GiB: the next 6 GiB job goes to node 1.
+    MatchResult next = must_match(m, submitted({.memory_per_node = 6ull << 30}), 8);
+    REQUIRE(next.matched);
+    CHECK(m.to_rv1(next.claims, next.start, next.end).ranks.begin()->first == 1);
+    // More than a node has free is an error naming it.
+    Rv1 over;
+    over.ranks[1] = {IdSet{1}, IdSet{}, 5ull << 30};
+    auto refused = m.allocate_exact(9, over, 0, 3600);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().message == "rank 1 lacks 1 GiB of free memory");
 }

@@ -66,6 +66,10 @@ TEST_CASE("R v1 errors name the offending key", "[rv1][malformed]") {
              {R"({"version":1,"execution":{"R_lite":[],"starttime":"soon"}})", "starttime: expected a number"},
              {R"({"version":1,"execution":{"R_lite":[{"rank":"0-4294967294","children":{}}]}})",
               "more than 1048576 ranks"},
+             {R"({"version":1,"execution":{"R_lite":[{"rank":"0","children":{},"memory":-1}]}})",
+              "R_lite[0].memory: expected bytes, a whole number above 0"},
+             {R"({"version":1,"execution":{"R_lite":[{"rank":"0","children":{},"memory":"4G"}]}})",
+              "R_lite[0].memory: expected bytes"},
              {"{not json", "not valid JSON"},
          }) {
         INFO(c.text);

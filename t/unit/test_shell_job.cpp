@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <filesystem>
+#include <fstream>
 #include <new>
 #include <optional>
 #include <stdexcept>
@@ -109,6 +111,56 @@ TEST_CASE("cgroup: the unified hierarchy from mounts and /proc/self/cgroup", "[s
     CHECK(own_unified_cgroup("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n", "0::/system.slice/banyan.service\n") ==
           "/sys/fs/cgroup/system.slice/banyan.service");
     CHECK_FALSE(own_unified_cgroup("cgroup /sys/fs/cgroup/cpu cgroup rw 0 0\n", "1:cpu:/\n").has_value());
+}
+
+TEST_CASE("cgroup: the v1 memory hierarchy from mounts and /proc/self/cgroup", "[shell][memory]") {
+    std::string hybrid =
+        "cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n"
+        "cgroup /sys/fs/cgroup/memory cgroup rw,nosuid,memory 0 0\n"
+        "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n";
+    CHECK(own_v1_memory_cgroup(hybrid, "5:memory:/system.slice/banyan.service\n0::/\n") ==
+          "/sys/fs/cgroup/memory/system.slice/banyan.service");
+    CHECK(own_v1_memory_cgroup(hybrid, "4:cpu,memory:/\n") == "/sys/fs/cgroup/memory");
+    CHECK_FALSE(own_v1_memory_cgroup("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n", "0::/\n").has_value());
+}
+
+TEST_CASE("cgroup: a memory limit is written where the controller is, and OOM kills read back", "[shell][memory]") {
+    // Directories laid out as the kernel's files are (what v2 and v1 have
+    // in a job's cgroup), so that both are checked on any machine.
+    auto scratch = std::filesystem::temp_directory_path() / fmt::format("banyan-memory-{}", getpid());
+    std::filesystem::create_directories(scratch);
+    auto put = [](const std::filesystem::path& file, const std::string& text) { std::ofstream(file) << text; };
+    auto get = [](const std::filesystem::path& file) {
+        std::ifstream in(file);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    {
+        auto v2 = JobCgroup::create((scratch / "v2").string());
+        REQUIRE(v2.ok());
+        put(scratch / "v2" / "memory.max", "max\n");
+        put(scratch / "v2" / "memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n");
+        CHECK(v2->limit_memory(64ull << 20).ok());
+        CHECK(get(scratch / "v2" / "memory.max") == "67108864");
+        CHECK(v2->oom_kills() == 2);
+
+        auto v1 = JobCgroup::create((scratch / "v1").string());
+        REQUIRE(v1.ok());
+        put(scratch / "v1" / "memory.limit_in_bytes", "9223372036854771712\n");
+        put(scratch / "v1" / "memory.memsw.limit_in_bytes", "9223372036854771712\n");
+        put(scratch / "v1" / "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
+        CHECK(v1->limit_memory(1ull << 30).ok());
+        CHECK(get(scratch / "v1" / "memory.limit_in_bytes") == "1073741824");
+        CHECK(get(scratch / "v1" / "memory.memsw.limit_in_bytes") == "1073741824");
+        CHECK(v1->oom_kills() == 1);
+
+        auto none = JobCgroup::create((scratch / "none").string());
+        REQUIRE(none.ok());
+        auto refused = none->limit_memory(1ull << 30);
+        REQUIRE_FALSE(refused.ok());
+        CHECK(refused.error().message.find("no memory controller") != std::string::npos);
+        CHECK(none->oom_kills() == 0);
+    }
+    std::filesystem::remove_all(scratch);
 }
 
 namespace {

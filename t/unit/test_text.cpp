@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include "core/byte_size.hpp"
 #include "core/io_data.hpp"
 #include "core/text.hpp"
 
@@ -56,4 +57,44 @@ TEST_CASE("task I/O: text as it is, anything else in base64", "[text]") {
     CHECK(io_data(nlohmann::json{{"data", "x"}, {"encoding", "hex"}}, "input").error().message ==
           "input.encoding: expected base64");
     CHECK(!io_data(nlohmann::json{{"data", "!!"}, {"encoding", "base64"}}, "input").ok());
+}
+
+TEST_CASE("byte sizes: units are powers of 1024, a bare number only where allowed", "[text][byte_size]") {
+    CHECK(parse_byte_size("512M", BareSize::refused).value() == 512ull << 20);
+    CHECK(parse_byte_size("4g", BareSize::refused).value() == 4ull << 30);
+    CHECK(parse_byte_size("4GiB", BareSize::refused).value() == 4ull << 30);
+    CHECK(parse_byte_size("4GB", BareSize::refused).value() == 4ull << 30);
+    CHECK(parse_byte_size("1.5T", BareSize::refused).value() == 3ull << 39);
+    CHECK(parse_byte_size("0.001K", BareSize::refused).value() == 2);  // rounded up to a byte
+    CHECK(parse_byte_size("4096", BareSize::bytes).value() == 4096);
+    auto fails = [](std::string_view text, BareSize bare, std::string_view why) {
+        auto r = parse_byte_size(text, bare);
+        INFO(text);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error().message.find(why) != std::string::npos);
+    };
+    fails("4096", BareSize::refused, "'4096': a size needs a unit");
+    fails("", BareSize::bytes, "expected a size");
+    fails("G", BareSize::refused, "expected a size");
+    fails("4X", BareSize::refused, "unknown unit");
+    fails("4 G", BareSize::refused, "unknown unit");
+    fails("-4G", BareSize::refused, "expected a size");
+    fails("0G", BareSize::refused, "more than 0");
+    fails("1.2345G", BareSize::refused, "at most 3 decimals");
+    fails("2E", BareSize::refused, "unknown unit");
+    fails("2000P", BareSize::refused, "over the largest size, 1 EiB");
+    fails("99999999999999999999999", BareSize::bytes, "over the largest size");
+    CHECK(parse_byte_size("1025", BareSize::bytes, 1024).error().message == "'1025': over the largest size, 1 KiB");
+}
+
+TEST_CASE("byte sizes read back: the largest unit, a limit never shown below itself", "[text][byte_size]") {
+    CHECK(format_byte_size(100) == "100 B");
+    CHECK(format_byte_size(64ull << 20) == "64 MiB");
+    CHECK(format_byte_size(3ull << 29) == "1.5 GiB");
+    CHECK(format_byte_size((1ull << 30) + 1) == "1.1 GiB");
+    CHECK(format_byte_size(uint64_t{1} << 60) == "1 EiB");
+    CHECK(bytes_per_unit("MiB") == 1ull << 20);
+    CHECK(bytes_per_unit("GB") == 1ull << 30);
+    CHECK(bytes_per_unit("KW") == 0);
+    CHECK(bytes_per_unit("") == 0);
 }
