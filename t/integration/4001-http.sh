@@ -85,13 +85,13 @@ check_output "... and its tasks' umask is 0077" '^0077$' banyan job attach "$mas
 resources_of() {
     banyan job info "$1" | python3 -c 'import json,sys; s=json.load(sys.stdin)["jobspec"]; print(json.dumps([s["resources"], s["tasks"][0]["count"], s["attributes"]["system"]["umask"]], sort_keys=True))'
 }
-call POST /api/v1/jobs "${auth[@]}" -d '{"command":["true"],"nodes":2,"ntasks":3,"cores_per_task":1,"urgency":0}' >/dev/null
+call POST /api/v1/jobs "${auth[@]}" -d '{"command":["true"],"nodes":2,"ntasks":3,"cores_per_task":1,"urgency":0,"memory":"1G"}' >/dev/null
 rest_held=$(sed 's/.*"id":"\([^"]*\)".*/\1/' "$T_DIR/body")
-cli_held=$(umask 0022; banyan submit --urgency=0 -N2 -n3 true)
+cli_held=$(umask 0022; banyan submit --urgency=0 -N2 -n3 --mem=1G true)
 rest_spec=$(resources_of "$rest_held")
 cli_spec=$(resources_of "$cli_held")
-check "REST's fields and submit's options make the same jobspec" \
-    sh -c '[ "${1#*\"node\"}" != "$1" ] && [ "$1" = "$2" ]' _ "$cli_spec" "$rest_spec"
+check "REST's fields and submit's options make the same jobspec, memory and all" \
+    sh -c '[ "${1#*\"node\"}" != "$1" ] && [ "${1#*\"memory\"}" != "$1" ] && [ "$1" = "$2" ]' _ "$cli_spec" "$rest_spec"
 banyan cancel "$rest_held" "$cli_held" >/dev/null
 spec=$(banyan job info "$id" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["jobspec"]))')
 check_output "POST jobs with a jobspec: 201" '^201 \{"id":"f' \
@@ -139,6 +139,8 @@ check_output "fewer tasks than nodes: 400, as submit says it" '^400 .*ntasks: fe
     call POST /api/v1/jobs "${auth[@]}" -d '{"command":["true"],"nodes":2,"ntasks":1}'
 check_output "a umask that is not octal: 400 naming it" "^400 .*umask: '0999': expected octal" \
     call POST /api/v1/jobs "${auth[@]}" -d '{"command":["true"],"umask":"0999"}'
+check_output "a memory size without a unit: 400 naming the field" "^400 .*memory: '4096': a size needs a unit" \
+    call POST /api/v1/jobs "${auth[@]}" -d '{"command":["true"],"memory":"4096"}'
 check_output "an unknown field: 400 naming it" '^400 .*colour: unknown field' \
     call POST /api/v1/jobs "${auth[@]}" -d '{"command":["true"],"colour":"red"}'
 check_output "a bad jobspec: 400" '^400 ' call POST /api/v1/jobs "${auth[@]}" -d '{"jobspec":{"version":1}}'
