@@ -241,6 +241,7 @@ struct ChildPlan {
     int dup_from[4];        // -1: inherit fd 0, 1, 2; none as fd 3
     const cpu_set_t* cpus;  // nullptr: inherit
     int cgroup_fd;          // >= 0: join it here (when clone could not start us in it)
+    int join_cgroup_fd;     // >= 0: a v1 cgroup to join here
     int error_fd;           // a ChildFailure goes here
 };
 
@@ -264,8 +265,10 @@ struct ChildFailure {
     dfl.sa_handler = SIG_DFL;
     for (int signo = 1; signo < NSIG; signo++)
         sigaction(signo, &dfl, nullptr);
-    if (plan.cgroup_fd >= 0) {
-        int procs = openat(plan.cgroup_fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+    for (int dir : {plan.cgroup_fd, plan.join_cgroup_fd}) {
+        if (dir < 0)
+            continue;
+        int procs = openat(dir, "cgroup.procs", O_WRONLY | O_CLOEXEC);
         if (procs < 0 || write(procs, "0", 1) != 1)
             child_failed(plan, ChildFailure::cgroup);
         close(procs);
@@ -482,6 +485,7 @@ Result<std::unique_ptr<Subprocess>> Subprocess::spawn(Reactor& reactor, const Sp
                    .dup_from = {options.stdin_fd, options.stdout_fd, options.stderr_fd, options.fd3},
                    .cpus = options.cpus.empty() ? nullptr : &cpus,
                    .cgroup_fd = options.cgroup_fd,
+                   .join_cgroup_fd = options.join_cgroup_fd,
                    .error_fd = error_pipe[1]};
     auto child = clone_child(plan);
     close(error_pipe[1]);

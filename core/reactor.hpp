@@ -110,6 +110,10 @@ struct SpawnOptions {
     int fd3 = -1;           // placed as the child's fd 3 (banyan-imp's request); -1: none
     std::vector<int> cpus;  // CPUs the child may run on; empty: inherit
     int cgroup_fd = -1;     // a cgroup v2 directory the child starts in; -1: ours
+    // A cgroup v1 directory the child joins before it executes (none can
+    // be started in one): as the parent's user, so before a setuid
+    // program it runs changes who it is. -1: none.
+    int join_cgroup_fd = -1;
     // Every descriptor above those placed (0-2, fd3) is closed in the child
     // unless this is set: only for a user's own command run as a shell
     // would run it (`banyan start COMMAND`: its <(...) and jobserver fds).

@@ -406,13 +406,10 @@ Result<JobspecResource> v1_slot(const json& s, const std::string& path) {
         auto n = v1_count(c, cpath, type == "gpu" ? 0 : 1);
         if (!n)
             return n.error();
-        JobspecResource leaf{.type = type, .count = {*n}};
-        if (c.contains("unit")) {
-            if (!c["unit"].is_string())
-                return bad(cpath + ".unit", "expected a string");
-            leaf.unit = c["unit"].get<std::string>();
-        }
-        slot.with.push_back(std::move(leaf));
+        auto unit = json_field<std::string>(c, "unit", "");
+        if (!unit)
+            return bad(cpath + ".unit", "expected a string");
+        slot.with.push_back(JobspecResource{.type = type, .count = {*n}, .unit = *unit});
     }
     if (!seen_core)
         return bad(path + ".with", "a slot needs core");

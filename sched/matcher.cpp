@@ -220,10 +220,13 @@ std::string Matcher::slot_shortfall(const std::vector<Request>& requests) const 
             if (need > most) {
                 std::string name(pool_.type_name(type));
                 // An amount of bytes reads as one: "4 GiB of memory".
+                auto bytes = [](int64_t amount, uint64_t unit) {  // at most 16 EiB
+                    return static_cast<uint64_t>(amount) > UINT64_MAX / unit ? UINT64_MAX
+                                                                              : static_cast<uint64_t>(amount) * unit;
+                };
                 if (uint64_t unit = pool_.unit_bytes(type))
                     return fmt::format("unsatisfiable: a task needs {} of {} on one node; the largest node has {}",
-                                       format_byte_size(static_cast<uint64_t>(need) * unit), name,
-                                       format_byte_size(static_cast<uint64_t>(most) * unit));
+                                       format_byte_size(bytes(need, unit)), name, format_byte_size(bytes(most, unit)));
                 return fmt::format("unsatisfiable: a task needs {} {}{} on one node; the largest node has {}", need,
                                    name, need == 1 ? "" : "s", most);
             }
@@ -298,7 +301,7 @@ Result<void> Matcher::allocate_exact(uint64_t jobid, const Rv1& r, int64_t start
         if (children.memory) {
             if (!memory_unit)
                 return make_error(ENOENT, fmt::format("rank {} holds memory, and the graph counts none", rank));
-            memory_left = static_cast<int64_t>((children.memory + memory_unit - 1) / memory_unit);
+            memory_left = static_cast<int64_t>(children.memory / memory_unit + (children.memory % memory_unit != 0));
         }
         for (uint32_t v = *node; v < pool_.subtree_end(*node); ++v) {
             TypeId t = pool_.type(v);
@@ -373,7 +376,7 @@ Rv1 Matcher::to_rv1(std::span<const Claim> claims, int64_t start, int64_t end, R
             children.cores.insert(static_cast<uint32_t>(pool_.id(c.vertex)));
         else if (gpu && t == *gpu)
             children.gpus.insert(static_cast<uint32_t>(pool_.id(c.vertex)));
-        else if (memory_unit && t == *memory)
+        else if (memory_unit && t == *memory && c.asked)
             children.memory += static_cast<uint64_t>(c.amount) * memory_unit;
     }
     for (const auto& [rank, children] : r.ranks)

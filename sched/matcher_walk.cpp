@@ -460,7 +460,7 @@ void Matcher::hold_exclusive_subtrees() {
         for (uint32_t d = e + 1; d < pool_.subtree_end(e); ++d) {
             int64_t amount = pool_.is_leaf(d) ? pool_.vertex_size(d) : 1;
             if (marked_[d] != epoch_) {
-                push_claim({d, amount, true, true, show});
+                push_claim({d, amount, true, true, show, false});
                 continue;
             }
             Claim& c = claims_[claim_of_[d]];
@@ -468,7 +468,7 @@ void Matcher::hold_exclusive_subtrees() {
                 c.consumes = c.exclusive = true;
             } else if (int64_t held = claimed_here(d); held < amount) {
                 // The rest of a memory pool the job took part of: held, not shown.
-                push_claim({d, amount - held, true, true, false});
+                push_claim({d, amount - held, true, true, false, false});
             }
         }
     }

@@ -31,6 +31,7 @@ struct Claim {
     bool exclusive = false;  // printed x; nothing else may use it
     bool consumes = false;   // counts against the aggregates
     bool shown = true;       // part of the job's R and of the printed match
+    bool asked = true;       // asked for, not held whole under an exclusive vertex (its memory is R's)
 };
 
 class ResourcePool {

@@ -357,7 +357,7 @@ void ExecService::go(LocalJob& job) {
     if (job.phase != LocalJob::Phase::held)
         return;
     job.phase = LocalJob::Phase::starting;
-    if (job.channel && job.shell_placed)
+    if (job.channel)
         send_held_lines(job);
     if (auto then = std::exchange(job.on_go, nullptr))
         then();
@@ -366,7 +366,7 @@ void ExecService::go(LocalJob& job) {
 // Lines to a shell go out in order: none before its first (the job's,
 // after the prolog) nor between that and `go` (held).
 void ExecService::to_shell(LocalJob& job, nlohmann::json line) {
-    if (job.channel && job.phase != LocalJob::Phase::held && job.shell_placed)
+    if (job.channel && job.phase != LocalJob::Phase::held)
         job.channel->send(line);
     else if (job.phase != LocalJob::Phase::ending && !job.simulated)
         job.held_lines.push_back(LineChannel::line_of(line));

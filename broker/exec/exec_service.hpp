@@ -72,6 +72,7 @@ class ExecService {
     // Sets the job's memory limit on this rank (job.memory_limit), in its
     // cgroup or a v1 memory one; where it cannot, the job is told.
     void limit_memory(JobId id, LocalJob& job);
+    void tell_memory_not_limited(JobId id, LocalJob& job, const std::string& why);
     // An OOM kill among the job's processes here becomes its `oom`
     // exception (doc/spec/jobs.md §5).
     void report_oom_kills(JobId id, LocalJob& job);

@@ -104,7 +104,7 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     // would prepare as that user: what it makes is not the broker's to
     // remove if the start ends there).
     request.erase("hold");  // (exec.run's own: a prolog runs after exec.go)
-    bool prepares = job.phase == LocalJob::Phase::held && job.userid == getuid() && job.shell_placed;
+    bool prepares = job.phase == LocalJob::Phase::held && job.userid == getuid();
     if (prepares)
         request["hold"] = true;
     // The jobspec as exec.run brought it, unparsed: the shell reads it.
@@ -114,7 +114,7 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     line += R"(,"jobspec":)";
     line += jobspec;
     line += '}';
-    if ((job.phase == LocalJob::Phase::held && !prepares) || !job.shell_placed) {
+    if (job.phase == LocalJob::Phase::held && !prepares) {
         job.held_lines.insert(job.held_lines.begin(), std::move(line));
     } else if (prepares) {
         job.channel->send_line(std::move(line));
@@ -137,7 +137,8 @@ void ExecService::launch_shell(JobId id, std::shared_ptr<ShellEnds> ends) {
                        .stdin_fd = ends->stdin_fd.get(),
                        .stdout_fd = ends->stdout_fd.get(),
                        .fd3 = ends->imp_request ? ends->imp_request.get() : -1,
-                       .cgroup_fd = job.cgroup ? job.cgroup->fd() : -1};
+                       .cgroup_fd = job.cgroup ? job.cgroup->fd() : -1,
+                       .join_cgroup_fd = job.memory_cgroup ? job.memory_cgroup->fd() : -1};
     uint64_t launch = job.launch;
     spawn_shell(id, launch, shell, [this, id, launch, ends](Result<std::unique_ptr<Subprocess>> proc, bool retryable) {
         auto it = jobs_.find(id);
@@ -151,10 +152,16 @@ void ExecService::launch_shell(JobId id, std::shared_ptr<ShellEnds> ends) {
             return;
         }
         LocalJob& started_job = *it->second;
-        if (!proc && retryable && started_job.cgroup) {
-            log::warning("exec", "{}: cannot start the shell in {} ({}); process groups only", format_jobid(id),
-                         started_job.cgroup->dir(), proc.error().message);
-            started_job.cgroup.reset();
+        if (!proc && retryable && (started_job.cgroup || started_job.memory_cgroup)) {
+            const JobCgroup& refused = started_job.memory_cgroup ? *started_job.memory_cgroup : *started_job.cgroup;
+            log::warning("exec", "{}: cannot start the shell in {} ({}); {}", format_jobid(id), refused.dir(),
+                         proc.error().message, started_job.memory_cgroup ? "without it" : "process groups only");
+            // Its memory limit goes with the cgroup that held it.
+            if (started_job.memory_limited) {
+                started_job.memory_limited = false;
+                tell_memory_not_limited(id, started_job, "the shell could not start in the cgroup that limits it");
+            }
+            (started_job.memory_cgroup ? started_job.memory_cgroup : started_job.cgroup).reset();
             return launch_shell(id, ends);
         }
         if (!proc) {
@@ -165,50 +172,49 @@ void ExecService::launch_shell(JobId id, std::shared_ptr<ShellEnds> ends) {
             return;
         }
         started_job.shell = std::move(*proc);
-        if (!started_job.shell_placed) {
-            // In its v1 memory cgroup before its first line, so before it
-            // starts any task.
-            if (auto added = started_job.memory_cgroup->add_process(started_job.shell->pid()); !added) {
-                log::warning("exec", "{}: {}: its memory is not limited", format_jobid(id), added.error().message);
-                started_job.memory_limited = false;
-            }
-            started_job.shell_placed = true;
-            if (started_job.phase != LocalJob::Phase::held)
-                send_held_lines(started_job);
-        }
     });
 }
 
 void ExecService::limit_memory(JobId id, LocalJob& job) {
     std::string why = "no memory controller for this broker";
-    if (unified_memory_ && job.cgroup) {
-        auto limited = job.cgroup->limit_memory(job.memory_limit);
+    if (unified_memory_) {
+        auto limited = job.cgroup ? job.cgroup->limit_memory(job.memory_limit)
+                                  : Result<void>(make_error(ENOENT, "the job has no cgroup here"));
         if (limited)
             return (void)(job.memory_limited = true);
         why = limited.error().message;
     } else if (memory_parent_v1_) {
-        // Named as the job's own cgroup is (start_shell).
+        // Named as the job's own cgroup is (start_shell); the shell joins
+        // it before it executes (SpawnOptions::join_cgroup_fd).
         auto cg = JobCgroup::create(fmt::format("{}/banyan-{}-{}-{}", *memory_parent_v1_, broker_.bootstrap().rank,
                                                 getpid(), format_jobid(id)));
         auto limited = cg ? cg->limit_memory(job.memory_limit) : Result<void>(cg.error());
         if (limited) {
             job.memory_cgroup.emplace(std::move(*cg));
             job.memory_limited = true;
-            job.shell_placed = false;
             return;
         }
         why = limited.error().message;
     }
-    // Scheduled, not enforced: the job and the log say so.
+    tell_memory_not_limited(id, job, why);
+}
+
+// Scheduled, not enforced: the log says so, and the job (from its first
+// rank, once: ranks are alike as a rule, and a note from each of 1,000
+// would bury its output).
+void ExecService::tell_memory_not_limited(JobId id, LocalJob& job, const std::string& why) {
+    uint32_t rank = broker_.bootstrap().rank;
     log::warning("exec", "{}: memory not limited to {}: {}", format_jobid(id), format_byte_size(job.memory_limit),
                  why);
+    if (rank != job.leader)
+        return;
     send_to_job_manager(id, job,
                         {"job-manager.output",
                          {{"id", id},
                           {"task", 0},
                           {"stream", "stderr"},
                           {"data", fmt::format("banyan: note: rank {} does not limit this job's memory to {} ({})\n",
-                                               broker_.bootstrap().rank, format_byte_size(job.memory_limit), why)}}});
+                                               rank, format_byte_size(job.memory_limit), why)}}});
 }
 
 void ExecService::report_oom_kills(JobId id, LocalJob& job) {
@@ -227,7 +233,9 @@ void ExecService::report_oom_kills(JobId id, LocalJob& job) {
 
 void ExecService::spawn_shell(JobId id, uint64_t launch, const SpawnOptions& options, ShellStarted started) {
     auto on_exit = [this, id, launch](int status) { on_shell_exit(id, launch, status); };
-    if (fork_shells_ && options.argv[0] == shell_path_) {  // not banyan-imp (another user's job)
+    // Not banyan-imp (another user's job), nor a shell that joins a v1
+    // memory cgroup (the fork server starts shells in v2 ones only).
+    if (fork_shells_ && options.argv[0] == shell_path_ && options.join_cgroup_fd < 0) {
         if (!fork_server_ || !fork_server_->usable()) {
             auto server = ShellForkServer::start(broker_.reactor(), shell_path_);
             if (server)

@@ -130,6 +130,9 @@ Result<void> JobCgroup::limit_memory(uint64_t bytes) {
     if (access((dir_ + "/memory.max").c_str(), F_OK) == 0) {
         if (!write_file(dir_ + "/memory.max", text))
             return make_error(EIO, fmt::format("{}/memory.max: cannot write {}", dir_, text));
+        // No swap either: a job over its limit ends rather than swaps.
+        if (access((dir_ + "/memory.swap.max").c_str(), F_OK) == 0 && !write_file(dir_ + "/memory.swap.max", "0"))
+            return make_error(EIO, fmt::format("{}/memory.swap.max: cannot write 0", dir_));
         return {};
     }
     if (access((dir_ + "/memory.limit_in_bytes").c_str(), F_OK) != 0)
@@ -154,12 +157,6 @@ uint64_t JobCgroup::oom_kills() const {
                 return value;
     }
     return 0;
-}
-
-Result<void> JobCgroup::add_process(pid_t pid) {
-    if (!write_file(dir_ + "/cgroup.procs", std::to_string(pid)))
-        return make_error(EIO, fmt::format("{}/cgroup.procs: cannot add process {}", dir_, pid));
-    return {};
 }
 
 }  // namespace banyan

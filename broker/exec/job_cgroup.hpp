@@ -4,7 +4,8 @@
 // needs no controller: it works on a pure v2 machine and on the unified
 // mount of a hybrid v1 one. A job's memory limit (--mem) is set in it
 // where the memory controller is enabled for it, else in a second
-// JobCgroup in the v1 memory hierarchy, which its shell joins by pid.
+// JobCgroup in the v1 memory hierarchy, which its shell joins before it
+// executes.
 #pragma once
 
 #include <cstdint>
@@ -52,16 +53,13 @@ class JobCgroup {
 
     // Limits what its processes use to `bytes`: memory.max (v2), or
     // memory.limit_in_bytes and, where swap is counted, the same for
-    // memory and swap together (v1). Error when it has no such file (the
+    // memory and swap together (v1); no swap beyond it either way. Error when it has no such file (the
     // controller is not enabled here) or the kernel refuses the value.
     Result<void> limit_memory(uint64_t bytes);
     // How many processes in it the kernel killed for want of memory
     // (oom_kill of memory.events, v2, or of memory.oom_control, v1); 0
     // where neither file says.
     uint64_t oom_kills() const;
-    // Moves process `pid` into it (for a v1 cgroup, which no process can
-    // be started in).
-    Result<void> add_process(pid_t pid);
 
   private:
     JobCgroup(std::string dir, int fd) : dir_(std::move(dir)), fd_(fd) {}

@@ -59,15 +59,13 @@ struct ExecService::LocalJob {
     std::unique_ptr<Subprocess> shell;
     std::unique_ptr<LineChannel> channel;
     std::optional<JobCgroup> cgroup;
-    // Memory (doc/spec/shell.md §1.2): the bytes R gives the job on this
+    // Memory (doc/spec/shell.md §1): the bytes R gives the job on this
     // rank (0: not limited); the v1 memory cgroup that limits it where the
-    // job's own cgroup cannot; whether the shell is in every cgroup it
-    // should be (a v1 one is joined by pid once the shell exists: until
-    // then its lines wait in held_lines, so that no task starts outside).
+    // job's own cgroup cannot (the shell joins it before it executes);
+    // whether a limit is in place.
     uint64_t memory_limit = 0;
     std::optional<JobCgroup> memory_cgroup;
     bool memory_limited = false;
-    bool shell_placed = true;
     std::optional<int> status;    // from the shell's finish
     TaskUsage usage;              // ... and what the tasks used
     double end_time = 0;          // when its tasks ended

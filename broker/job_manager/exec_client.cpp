@@ -201,7 +201,15 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) 
             type == "restart"
                 ? fmt::format("rank 0 restarted and rank {} no longer held the job's tasks: {}", rank, e->message)
                 : e->message;
-        table_.raise(*job, type, note, 0);
+        // --requeue: a lost node sends the job back to pending instead.
+        if (type == "node-failure" && job->requeue_on_node_failure)
+            table_.requeue(*job, fmt::format("node failure, requeued (--requeue): {}", note), 0,
+                           [this, id = job->id, note](const std::string& why) {
+                               if (Job* j = table_.find(id); j && !why.empty())
+                                   table_.raise(*j, "node-failure", note, 0);  // it ends, as without --requeue
+                           });
+        else
+            table_.raise(*job, type, note, 0);
         // A local rank answers inside the call that makes it end: the
         // exception's exec.terminate may have ended this execution.
         ex_it = executing_.find(id);

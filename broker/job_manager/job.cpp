@@ -161,6 +161,10 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
         warning_signal = options->signal->signum;
         warning_timeleft = options->signal->timeleft;
     }
+    auto requeue = json_field<bool>(system, "requeue", false, "attributes.system");
+    if (!requeue)
+        return requeue.error();
+    requeue_on_node_failure = *requeue;
     if (!system.contains("dependencies"))
         return {};
     const auto& deps = system["dependencies"];
@@ -299,6 +303,35 @@ void Job::apply_update(const nlohmann::json& c) {
     sched_jobspec = spec->dump();
 }
 
+void Job::reread_jobspec(const nlohmann::json& spec, const NamedQueues& queues) {
+    nlohmann::json now{{"name", name}, {"duration", duration}, {"queue", queue}};
+    bool updated = duration_updated;
+    if (!read_jobspec(spec, queues))
+        (void)read_jobspec(spec, NamedQueues{});  // (checked when it was submitted)
+    if (!queues.find(queue))
+        now.erase("queue");  // gone from the config: where read_jobspec put it
+    apply_update(now);
+    duration_updated = updated;
+}
+
+void Job::requeued() {
+    state = JobState::priority;
+    requeue_pending = false;
+    ++requeues;
+    priority = -1;
+    ranks.clear();
+    nodelist.clear();
+    nnodes = nnodes_asked;
+    started = freed = false;
+    status.reset();
+    exception_type.clear();
+    exception_note.clear();
+    t_eligible = t_run = t_finish = t_cleanup = t_inactive = 0;
+    alloc_cores = alloc_gpus = 0;
+    cpu = 0;
+    maxrss = totalrss = 0;
+}
+
 void apply_event(Job& job, const JobEvent& ev) {
     job.next_event_seq++;
     job.summary_cache.clear();
@@ -367,9 +400,25 @@ void apply_event(Job& job, const JobEvent& ev) {
         job.instance_uri = uri ? *uri : "";
     } else if (name == "free") {
         job.freed = true;
+    } else if (name == "requeue") {
+        // Running: its tasks end first (CLEANUP), then it is pending again
+        // (at `clean`); inactive: at once.
+        if (job.state == JobState::run || job.state == JobState::cleanup) {
+            job.requeue_pending = true;
+            if (job.state == JobState::run) {
+                job.state = JobState::cleanup;
+                job.t_cleanup = ev.timestamp;
+            }
+        } else if (job.state == JobState::inactive) {
+            job.requeued();
+        }
     } else if (name == "clean" && job.state == JobState::cleanup) {
-        job.state = JobState::inactive;
-        job.t_inactive = ev.timestamp;
+        if (job.requeue_pending) {
+            job.requeued();
+        } else {
+            job.state = JobState::inactive;
+            job.t_inactive = ev.timestamp;
+        }
     }
 }
 

@@ -64,6 +64,7 @@ struct Job {
     bool duration_updated = false;  // by an `update` event: R's expiration is the old limit's
     std::vector<Dependency> dependencies;
     double begin_time = 0;  // --begin-time: not before (seconds since the epoch); 0: none
+    bool requeue_on_node_failure = false;  // --requeue: a lost node sends it back to pending
     // --signal=SIG@TIME: signum, sent timeleft seconds before the time
     // limit (0: none).
     int warning_signal = 0;
@@ -82,6 +83,10 @@ struct Job {
     std::string nodelist;
     bool started = false;
     bool freed = false;
+    // A `requeue` event came while it ran: once clean, it is pending again
+    // (jobs.md §3). `requeues`: how many times it went back.
+    bool requeue_pending = false;
+    uint32_t requeues = 0;
     std::optional<int> status;   // exit code, once finished
     std::string exception_type;  // the first severity-0 exception
     std::string exception_note;
@@ -112,6 +117,12 @@ struct Job {
     // takes the queue's max-duration when it gives no duration of its own.
     // Error: an unknown queue, or none asked and no default (with queues).
     Result<void> read_jobspec(const nlohmann::json& jobspec, const NamedQueues& queues = {});
+    // sched_jobspec again, for a job pending again after a requeue: the
+    // jobspec's, with the name, time limit and queue the job has now
+    // (updates since its submit kept). A queue gone since: the default's.
+    void reread_jobspec(const nlohmann::json& jobspec, const NamedQueues& queues);
+    // Back to pending after a requeue: what its run left is forgotten.
+    void requeued();
     // completed, failed, canceled or timeout (inactive jobs); "" otherwise.
     std::string_view result() const;
     // The summary of doc/spec/jobs.md §7.

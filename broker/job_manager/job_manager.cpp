@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "broker/job_manager/signature_check.hpp"
+#include "core/json_parse.hpp"
 #include "core/log.hpp"
 
 namespace banyan {
@@ -110,6 +111,8 @@ void JobManager::post(Job& job, std::string name, nlohmann::json context, double
 }
 
 void JobManager::on_state_change(Job& job, JobState from) {
+    if (from == JobState::cleanup && job.state == JobState::priority)
+        exec_.forget(job.id);  // requeued: its run is over; the next is a new launch
     if (job.state == JobState::cleanup) {
         if (from == JobState::sched) {
             sched_.withdraw(job.id);
@@ -198,6 +201,47 @@ void JobManager::raise(Job& job, std::string type, std::string note, uint32_t us
     if (job.state == JobState::inactive)
         return;
     post(job, "exception", {{"type", std::move(type)}, {"severity", 0}, {"note", std::move(note)}, {"userid", userid}});
+}
+
+std::string JobManager::why_not_requeued(const Job& job) {
+    if (job.state == JobState::run || job.state == JobState::inactive)
+        return "";
+    if (job.state == JobState::cleanup)
+        return fmt::format("{}: job is ending{}; requeue it once it is inactive", format_jobid(job.id),
+                           job.requeue_pending ? " (to be requeued already)" : "");
+    return fmt::format("{}: job is pending ({}): there is no run to requeue", format_jobid(job.id),
+                       state_name(job.state));
+}
+
+void JobManager::requeue(Job& job, std::string note, uint32_t userid, std::function<void(const std::string&)> done) {
+    if (std::string why = why_not_requeued(job); !why.empty())
+        return done ? done(why) : void();
+    // The scheduler's copy of its jobspec again, read off this loop; the
+    // event once it is here (the job may have moved on meanwhile).
+    db_->read([id = job.id](JobDbReader& reader) { return reader.jobspec(id); },
+              [this, id = job.id, note = std::move(note), userid, done](const Result<std::string>& text) {
+                  auto answer = [&done](const std::string& why) {
+                      if (done)
+                          done(why);
+                  };
+                  Job* j = find(id);
+                  if (!j)
+                      return answer(fmt::format("{}: no such job (purged)", format_jobid(id)));
+                  if (std::string why = why_not_requeued(*j); !why.empty())
+                      return answer(why);
+                  auto spec = text ? parse_json(*text) : Result<nlohmann::json>(text.error());
+                  if (!spec) {
+                      log::error("job-manager", "{}: not requeued: its jobspec: {}", format_jobid(id),
+                                 spec.error().message);
+                      return answer(fmt::format("{}: its stored jobspec cannot be read", format_jobid(id)));
+                  }
+                  bool was_inactive = j->state == JobState::inactive;
+                  j->reread_jobspec(*spec, queues_);
+                  if (was_inactive)
+                      banks_.submitted(*j);  // active again: counted against its banks' limits
+                  post(*j, "requeue", {{"userid", userid}, {"note", note}});
+                  answer("");
+              });
 }
 
 void JobManager::set_urgency(Job& job, int urgency, uint32_t userid) {

@@ -97,6 +97,7 @@ class JobManager final : private JobTable {
     void on_kill(const Message& req);
     void on_urgency(const Message& req);
     void on_update(const Message& req);
+    void on_requeue(const Message& req);
     void commit_update(const Message& req, JobId id, const nlohmann::json& update, std::optional<int> urgency);
     void on_output(const Message& req);
     void on_raise(const Message& req);
@@ -124,6 +125,10 @@ class JobManager final : private JobTable {
     void check_dependencies(Job& job);
     void dependencies_changed(const Job& target);
     void raise(Job& job, std::string type, std::string note, uint32_t userid) override;
+    void requeue(Job& job, std::string note, uint32_t userid,
+                 std::function<void(const std::string&)> done) override;
+    // Why `job` cannot be requeued now ("" when it can).
+    static std::string why_not_requeued(const Job& job);
     std::string over_user_limits(const Message& req) const;
     void set_urgency(Job& job, int urgency, uint32_t userid);
     void allocated(Job& job, nlohmann::json R) override;

@@ -73,6 +73,24 @@ void JobManager::on_cancel(const Message& req) {
     respond_once_stored(Message::response_to(req, nlohmann::json::object()));
 }
 
+// job-manager.requeue {id, note?}: a running or inactive job back to
+// pending, with its id (jobs.md §7); answered once the event is on disk.
+void JobManager::on_requeue(const Message& req) {
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
+    if (!job)
+        return;
+    auto note = json_field<std::string>(body, "note", "", "requeue");
+    if (!note)
+        return broker_.respond_error(req, EPROTO, note.error().message);
+    requeue(*job, note->empty() ? fmt::format("requeued by uid {}", req.userid) : *note, req.userid,
+            [this, req](const std::string& why) {
+                if (!why.empty())
+                    return broker_.respond_error(req, EINVAL, why);
+                respond_once_stored(Message::response_to(req, nlohmann::json::object()));
+            });
+}
+
 void JobManager::on_kill(const Message& req) {
     nlohmann::json body;
     Job* job = visible_job(req, body);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +40,11 @@ class JobTable {
                       double timestamp = 0) = 0;
     // An exception of `type` (severity 0: the job ends) with `note`.
     virtual void raise(Job& job, std::string type, std::string note, uint32_t userid) = 0;
+    // A running or inactive job back to pending, with its id (a running
+    // one's tasks end first): jobs.md §3. Then `done` with "" once the
+    // event is posted, or why not (another state, or its jobspec unread).
+    virtual void requeue(Job& job, std::string note, uint32_t userid,
+                         std::function<void(const std::string&)> done) = 0;
     // The scheduler gave the job R.
     virtual void allocated(Job& job, nlohmann::json R) = 0;
     // The job's tasks are gone everywhere: its R goes back.

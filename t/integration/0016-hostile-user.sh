@@ -250,6 +250,17 @@ check_output "a broker says at start whether its jobs are held in cgroups" \
 if grep -q "jobs are contained" "$T_DIR/rank-0.log"; then expected=0; else expected=1; fi
 check_output "a job not held by a cgroup is told so in its output, once ($expected)" "^$expected$" \
     bash -c "as $ALICE banyan run -N2 -n2 true 2>&1 | grep -c 'runs without cgroup containment on rank'"
+# Memory (--mem) for another user's job: limited where this broker may use
+# a memory controller, and the job told once, from its first rank, where not.
+check_output "a broker says at start where jobs' memory is limited" \
+    "jobs' memory \(--mem\) is limited in|no memory controller this broker may use" cat "$T_DIR/rank-0.log"
+if grep -q "jobs' memory (--mem) is limited in" "$T_DIR/rank-0.log"; then
+    check_output "alice's job over its --mem ends as oom" "oom: out of memory on rank" \
+        as "$ALICE" banyan run --mem=64M python3 -c 'b = bytearray(400 << 20)'
+else
+    check_output "alice's job whose --mem cannot be limited is told so, once" '^1$' \
+        bash -c "as $ALICE banyan run -N2 --mem=64M true 2>&1 | grep -c 'does not limit this job.s memory to 64 MiB'"
+fi
 # What a job leaves in /dev/shm (POSIX shared memory, semaphores) goes with
 # the user's last job on the node (all four brokers share this host), and
 # only the user's.

@@ -396,3 +396,19 @@ TEST_CASE("matcher: a restarted scheduler holds a running job's memory again", "
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.error().message == "rank 1 lacks 1 GiB of free memory");
 }
+
+TEST_CASE("matcher: a whole node's memory is held, but only what was asked is R's", "[matcher][memory]") {
+    auto cluster = memory_cluster();
+    Matcher& m = *cluster;
+    MatchResult plain = must_match(m, submitted({.exclusive = true}), 1);
+    MatchResult asked = must_match(m, submitted({.memory_per_node = 4ull << 30, .exclusive = true}), 2);
+    REQUIRE(plain.matched);
+    REQUIRE(asked.matched);
+    auto memory_of = [&](const MatchResult& r) {
+        return m.to_rv1(r.claims, r.start, r.end, Matcher::RMemory::written).ranks.begin()->second.memory;
+    };
+    CHECK(memory_of(plain) == 0);  // not limited
+    CHECK(memory_of(asked) == 4ull << 30);
+    // Both nodes are held whole, memory and all.
+    CHECK_FALSE(must_match(m, submitted({.memory_per_node = 1ull << 20}), 3).matched);
+}
