@@ -1,4 +1,4 @@
-// banyan job info|eventlog|attach|wait|wait-event|urgency|update|hold|release: one job's details, history
+// banyan job info|eventlog|attach|wait|wait-event|urgency|update|requeue|hold|release: one job's details, history
 // and output (doc/spec/jobs.md §7).
 #include <poll.h>
 #include <sys/ioctl.h>
@@ -442,6 +442,18 @@ void add_job(CLI::App& app, int& exit_code) {
         }
         Client client = connect_to_instance();
         ask(client, "job-manager.update", body);  // all of it, or none
+        exit_code = 0;
+    });
+
+    // As Slurm's scontrol requeue: a running or finished job back to
+    // pending, with its id.
+    static std::string requeue_note;
+    auto* requeue = job->add_subcommand("requeue", "Run a running or finished job again: back to pending, same id");
+    requeue->add_option("ID", id_text, "job id")->required();
+    requeue->add_option("--note", requeue_note, "why, for the eventlog (default: requeued by uid N)");
+    requeue->callback([&exit_code] {
+        Client client = connect_to_instance();
+        ask(client, "job-manager.requeue", {{"id", job_id_argument(id_text)}, {"note", requeue_note}});
         exit_code = 0;
     });
 

@@ -228,6 +228,7 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
                     "joined by and, or, not, parentheses")
         ->allow_extra_args(false);
     cmd->add_flag("-l,--label-io", o.label_io, "start each line of output with the task rank");
+    cmd->add_flag("--requeue", o.requeue, "if a node of the job fails, run it again (same id) instead of failing");
 }
 
 nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::string>& command) {
@@ -241,6 +242,7 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
                  .cores_per_task = o.cores_per_task,
                  .gpus_per_task = o.gpus_per_task,
                  .exclusive = o.exclusive,
+                 .requeue = o.requeue,
                  .name = o.job_name,
                  .queue = o.queue,
                  .bank = o.bank,

@@ -29,6 +29,7 @@ struct SubmitOptions {
     std::string error;
     std::string input;
     bool label_io = false;
+    bool requeue = false;
     std::vector<std::string> env;
     std::string cwd;
     std::vector<std::string> setattr;

@@ -92,6 +92,8 @@ Result<nlohmann::json> build_jobspec(const JobRequest& r, FieldName name_of) {
         system["bank"] = r.bank;
     if (r.constraint)
         system["constraints"] = *r.constraint;
+    if (r.requeue)
+        system["requeue"] = true;
     if (!r.rlimits.empty())
         system["shell"]["options"]["rlimit"] = r.rlimits;
     return nlohmann::json{{"version", 1},

@@ -33,6 +33,7 @@ struct JobRequest {
     std::optional<uint64_t> memory_per_node;
     std::optional<uint64_t> memory_per_core;
     bool exclusive = false;            // whole nodes
+    bool requeue = false;              // back to pending after a node failure, rather than failed
     std::optional<double> time_limit;  // seconds
     std::string name;                  // shown by banyan jobs; empty: the command
     std::string queue;                 // empty: the default queue

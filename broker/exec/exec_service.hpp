@@ -71,6 +71,7 @@ class ExecService {
     void launch_shell(JobId id, std::shared_ptr<ShellEnds> ends);
     // Sets the job's memory limit on this rank (job.memory_limit), in its
     // cgroup or a v1 memory one; where it cannot, the job is told.
+    std::string cgroup_name(JobId id, const LocalJob& job) const;
     void limit_memory(JobId id, LocalJob& job);
     void tell_memory_not_limited(JobId id, LocalJob& job, const std::string& why);
     // An OOM kill among the job's processes here becomes its `oom`

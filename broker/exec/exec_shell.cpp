@@ -65,11 +65,7 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     }
     // Started in its cgroup, so before any task exists.
     if (cgroup_parent_) {
-        // The broker's pid in the name: brokers of other instances on this
-        // host (test instances, an instance inside another one's job) share
-        // the parent cgroup and can hand out the same job id.
-        auto cg = JobCgroup::create(
-            fmt::format("{}/banyan-{}-{}-{}", *cgroup_parent_, boot.rank, getpid(), format_jobid(id)));
+        auto cg = JobCgroup::create(fmt::format("{}/{}", *cgroup_parent_, cgroup_name(id, job)));
         if (cg)
             job.cgroup.emplace(std::move(*cg));
         else
@@ -175,6 +171,14 @@ void ExecService::launch_shell(JobId id, std::shared_ptr<ShellEnds> ends) {
     });
 }
 
+// "banyan-RANK-PID-JOBID.LAUNCH": brokers of other instances on this host
+// (test instances, an instance inside another one's job) share the parent
+// and can hand out the same job id, and a requeued job starts again while
+// its last run's cgroup may still be emptying.
+std::string ExecService::cgroup_name(JobId id, const LocalJob& job) const {
+    return fmt::format("banyan-{}-{}-{}.{}", broker_.bootstrap().rank, getpid(), format_jobid(id), job.launch);
+}
+
 void ExecService::limit_memory(JobId id, LocalJob& job) {
     std::string why = "no memory controller for this broker";
     if (unified_memory_) {
@@ -184,10 +188,8 @@ void ExecService::limit_memory(JobId id, LocalJob& job) {
             return (void)(job.memory_limited = true);
         why = limited.error().message;
     } else if (memory_parent_v1_) {
-        // Named as the job's own cgroup is (start_shell); the shell joins
-        // it before it executes (SpawnOptions::join_cgroup_fd).
-        auto cg = JobCgroup::create(fmt::format("{}/banyan-{}-{}-{}", *memory_parent_v1_, broker_.bootstrap().rank,
-                                                getpid(), format_jobid(id)));
+        // The shell joins it before it executes (SpawnOptions::join_cgroup_fd).
+        auto cg = JobCgroup::create(fmt::format("{}/{}", *memory_parent_v1_, cgroup_name(id, job)));
         auto limited = cg ? cg->limit_memory(job.memory_limit) : Result<void>(cg.error());
         if (limited) {
             job.memory_cgroup.emplace(std::move(*cg));

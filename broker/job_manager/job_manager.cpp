@@ -342,15 +342,20 @@ nlohmann::json JobManager::usage_record(const Job& job) {
 
 void JobManager::account(const std::vector<JobId>& ids, bool replayed) {
     nlohmann::json records = nlohmann::json::array();
+    std::vector<JobId> ended;  // and still inactive: one requeued since is recorded at its next end
     for (JobId id : ids)
-        if (const Job* job = find(id))
+        if (const Job* job = find(id); job && job->state == JobState::inactive) {
             records.push_back(usage_record(*job));
+            ended.push_back(id);
+        }
+    if (ended.empty())
+        return;
     // Purged (memory and jobs.db) only once its record is stored
     // (accounting.md §3). A batch the store refuses (a bug) is logged and
     // its jobs kept, unpurged: their records are sent again at the next
     // start. The answer may come inside this call (a refusal does).
     broker_.rpc(Message::request("accounting.record", {{"records", std::move(records)}}, 0),
-                [this, ids, replayed](const Message& answer) {
+                [this, ids = std::move(ended), replayed](const Message& answer) {
                     if (answer.errnum)
                         return log::error("job-manager", "{} usage record{} not stored, jobs kept until a restart: {}",
                                           ids.size(), ids.size() == 1 ? "" : "s", answer.error_text());

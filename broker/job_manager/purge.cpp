@@ -35,10 +35,13 @@ void Purger::purge_soon() {
 }
 
 void Purger::remove_oldest(std::deque<std::pair<double, JobId>>& jobs) {
-    JobId id = jobs.front().second;
+    auto [t_inactive, id] = jobs.front();
     jobs.pop_front();
     --count_;
-    table_.remove(id);
+    // A job requeued since (jobs.md §3) is not this entry's any more: it
+    // is active, or inactive again under a later entry.
+    if (const Job* job = table_.find(id); job && job->state == JobState::inactive && job->t_inactive == t_inactive)
+        table_.remove(id);
 }
 
 void Purger::purge(double now) {

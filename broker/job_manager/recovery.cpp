@@ -30,7 +30,8 @@ Result<void> Recovery::restore() {
         // A job whose queue is gone from the config is kept: in the default
         // queue, else in none (the scheduler takes it in its first). It was
         // accepted, and losing it would lose a job.
-        if (auto spec = parse_json(s.jobspec); spec && !job.read_jobspec(*spec, jm_.queues_)) {
+        auto spec = parse_json(s.jobspec);
+        if (spec && !job.read_jobspec(*spec, jm_.queues_)) {
             nlohmann::json without = *spec;
             if (without.contains("attributes") && without["attributes"].contains("system") &&
                 without["attributes"]["system"].is_object())
@@ -43,6 +44,11 @@ Result<void> Recovery::restore() {
             if (ev.name == "alloc" && ev.context.contains("R"))
                 held_R_[job.id] = ev.context["R"].dump();
         }
+        // Requeued after it ran (its alloc let go of the scheduler's copy):
+        // pending again, or to be once it is clean.
+        bool pending = job.state == JobState::depend || job.state == JobState::priority || job.state == JobState::sched;
+        if (spec && job.sched_jobspec.empty() && (pending || job.requeue_pending))
+            job.reread_jobspec(*spec, jm_.queues_);
         if (job.state != JobState::run && job.state != JobState::cleanup)
             held_R_.erase(job.id);
         if (job.state == JobState::inactive) {

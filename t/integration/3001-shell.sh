@@ -184,9 +184,9 @@ check_output "one fork server, the broker's child" '^1$' sh -c "pgrep -P $broker
 own=$(sed -n 's/^0:://p' /proc/self/cgroup)
 for unified in /sys/fs/cgroup/unified /sys/fs/cgroup ""; do [ -f "$unified/cgroup.procs" ] && break; done
 if [ -n "$unified" ] && [ -w "$unified$own" ]; then
-    check_output "the forked shell and its task are in the job's cgroup" '^same banyan-0-[0-9]+-f[1-9A-Za-z]+$' \
+    check_output "the forked shell and its task are in the job's cgroup" '^same banyan-0-[0-9]+-f[1-9A-Za-z]+\.[0-9]+$' \
         banyan run sh -c 'a=$(sed -n "s/^0:://p" /proc/self/cgroup); b=$(sed -n "s/^0:://p" /proc/$PPID/cgroup)
-            [ "$a" = "$b" ] && case $a in */banyan-0-*-$BANYAN_JOB_ID) echo same ${a##*/} ;; esac'
+            [ "$a" = "$b" ] && case $a in */banyan-0-*-$BANYAN_JOB_ID.*) echo same ${a##*/} ;; esac'
 else
     echo "# skipped: no writable unified cgroup hierarchy here (jobs run in process groups only)"
 fi
