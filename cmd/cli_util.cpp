@@ -158,21 +158,10 @@ std::string user_name(uint32_t uid) {
 }
 
 int signal_number(const std::string& text, std::string_view option) {
-    if (!text.empty() && std::all_of(text.begin(), text.end(), ::isdigit)) {
-        int n = std::atoi(text.c_str());
-        if (n >= 1 && n < NSIG && text.size() < 4)
-            return n;
-    } else {
-        std::string name;
-        for (char c : text)
-            name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        if (name.starts_with("SIG"))
-            name.erase(0, 3);
-        for (int n = 1; n < NSIG; n++)
-            if (const char* abbrev = sigabbrev_np(n); abbrev && name == abbrev)
-                return n;
-    }
-    fail(fmt::format("{} {}: not a signal (give a name like TERM or USR1, or a number 1-{})", option, text, NSIG - 1));
+    auto n = parse_signal(text);
+    if (!n)
+        fail(fmt::format("{} {}", option, n.error().message));
+    return *n;
 }
 
 double moment_option(const std::string& text, std::string_view option, double now) {

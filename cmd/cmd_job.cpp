@@ -235,6 +235,11 @@ int attach_job(Client& client, JobId id, bool interactive, bool with_stdin, bool
             const std::string name = answer_field<std::string>(ev, "name", "");
             if (name == "finish")
                 status = static_cast<int>(answer_field<int64_t>(c, "status", 1));
+            if (name == "requeue") {  // the run that counts is the next
+                status.reset();
+                excepted = false;
+                fmt::print(stderr, "banyan: job {}: requeued: {}\n", jid, answer_field<std::string>(c, "note", ""));
+            }
             if (name == "start") {
                 started = true;
                 // Raw once the tasks run, not while the job waits: until

@@ -1,6 +1,12 @@
 #include "core/text.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
 
 namespace banyan {
 
@@ -70,6 +76,25 @@ bool is_valid_utf8(std::string_view text) {
         i += length;
     }
     return true;
+}
+
+Result<int> parse_signal(std::string_view text) {
+    if (!text.empty() && text.size() < 4 && std::all_of(text.begin(), text.end(), ::isdigit)) {
+        int n = std::atoi(std::string(text).c_str());
+        if (n >= 1 && n < NSIG)
+            return n;
+    } else {
+        std::string name;
+        for (char c : text)
+            name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        if (name.starts_with("SIG"))
+            name.erase(0, 3);
+        for (int n = 1; n < NSIG; n++)
+            if (const char* abbrev = sigabbrev_np(n); abbrev && name == abbrev)
+                return n;
+    }
+    return make_error(EINVAL, fmt::format("{}: not a signal (give a name like TERM or USR1, or a number 1-{})",
+                                          one_line(text), NSIG - 1));
 }
 
 }  // namespace banyan

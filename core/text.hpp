@@ -5,6 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/result.hpp"
+
 namespace banyan {
 
 // The comma-separated items of `text` ("a,,b" has an empty middle one).
@@ -22,5 +24,10 @@ size_t utf8_complete_length(std::string_view text);
 // Whether `text` is well-formed UTF-8 (RFC 3629: no overlong forms, no
 // surrogates, nothing past U+10FFFF).
 bool is_valid_utf8(std::string_view text);
+
+// A signal as users write it: a name with or without SIG, any case
+// (TERM, SIGUSR1, kill), or a number 1 to NSIG-1. Error EINVAL names the
+// text and the forms.
+Result<int> parse_signal(std::string_view text);
 
 }  // namespace banyan

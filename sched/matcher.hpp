@@ -75,6 +75,9 @@ class Matcher {
     Result<MatchResult> match(const Jobspec& jobspec, MatchOp op, int64_t now, uint64_t jobid);
     // Gives back what job `jobid` holds or has reserved. Error ENOENT.
     Result<void> cancel(uint64_t jobid) { return table_.remove(jobid); }
+    // Puts an allocation cancel() took out back as it was (what-if tests:
+    // preemption, sched.md §9). Error EEXIST: the id holds resources.
+    Result<void> put_back(uint64_t jobid, Allocation allocation) { return table_.add(jobid, std::move(allocation)); }
     // Gives back what job `jobid` holds on the nodes of `ranks` (a shrink).
     // Returns true when that was all it held with a rank: the job is then
     // cancelled whole. Error ENOENT.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/text.hpp"
 #include "sched/constraint.hpp"
 
 namespace banyan {
@@ -43,6 +44,18 @@ Result<const NamedQueue*> NamedQueues::resolve(const std::string& asked) const {
     return make_error(EINVAL, fmt::format("unknown queue '{}' (queues: {})", asked, names()));
 }
 
+std::string_view preempt_mode_name(NamedQueue::PreemptMode mode) {
+    switch (mode) {
+        case NamedQueue::PreemptMode::cancel:
+            return "cancel";
+        case NamedQueue::PreemptMode::requeue:
+            return "requeue";
+        case NamedQueue::PreemptMode::off:
+            return "off";
+    }
+    return "off";
+}
+
 Result<NamedQueues> NamedQueues::read(const Config& config, QueuePolicy sched_policy) {
     NamedQueues out;
     auto names = config.get_keys("queues");
@@ -51,7 +64,8 @@ Result<NamedQueues> NamedQueues::read(const Config& config, QueuePolicy sched_po
     for (const auto& name : *names) {
         std::string at = "queues." + name;
         if (auto ok = config.check_keys(
-                at, {"requires", "default", "max-duration", "max-nodes", "max-active-per-user", "policy", "priority"});
+                at, {"requires", "default", "max-duration", "max-nodes", "max-active-per-user", "policy", "priority",
+                     "priority-tier", "preempt-mode", "preempt-grace", "preempt-signal"});
             !ok)
             return ok.error();
         NamedQueue q;
@@ -63,13 +77,33 @@ Result<NamedQueues> NamedQueues::read(const Config& config, QueuePolicy sched_po
         auto max_active = config.get_int(at + ".max-active-per-user", 0, int64_t{1} << 31, 0);
         auto policy = config.get_string(at + ".policy", "");
         auto priority = config.get_int(at + ".priority", 0, 1000000, 0);
+        auto tier = config.get_int(at + ".priority-tier", 0, 1000, 0);
+        auto mode = config.get_string(at + ".preempt-mode", "cancel");
+        auto grace = config.get_duration(at + ".preempt-grace", 30);
+        auto signal = config.get_string(at + ".preempt-signal", "TERM");
         for (const Error* e :
              {requires_text ? nullptr : &requires_text.error(), is_default ? nullptr : &is_default.error(),
               max_duration ? nullptr : &max_duration.error(), max_nodes ? nullptr : &max_nodes.error(),
               max_active ? nullptr : &max_active.error(), policy ? nullptr : &policy.error(),
-              priority ? nullptr : &priority.error()})
+              priority ? nullptr : &priority.error(), tier ? nullptr : &tier.error(), mode ? nullptr : &mode.error(),
+              grace ? nullptr : &grace.error(), signal ? nullptr : &signal.error()})
             if (e)
                 return *e;
+        if (*mode != "cancel" && *mode != "requeue" && *mode != "off")
+            return make_error(EINVAL, fmt::format("{}: {}.preempt-mode: '{}': expected cancel, requeue or off",
+                                                  config.source(), at, one_line(*mode)));
+        q.preempt_mode = *mode == "cancel"    ? NamedQueue::PreemptMode::cancel
+                         : *mode == "requeue" ? NamedQueue::PreemptMode::requeue
+                                              : NamedQueue::PreemptMode::off;
+        if (*grace < 0 || *grace > 86400)
+            return make_error(EINVAL, fmt::format("{}: {}.preempt-grace: expected 0 to 1d", config.source(), at));
+        q.preempt_grace = *grace;
+        auto signum = parse_signal(*signal);
+        if (!signum)
+            return make_error(EINVAL,
+                              fmt::format("{}: {}.preempt-signal: {}", config.source(), at, signum.error().message));
+        q.preempt_signal = *signum;
+        q.priority_tier = *tier;
         if (!requires_text->empty()) {
             auto c = Constraint::parse_query(*requires_text);
             if (!c)

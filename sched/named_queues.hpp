@@ -26,7 +26,16 @@ struct NamedQueue {
     int64_t max_active_per_user = 0;  // 0: none
     QueuePolicy policy = QueuePolicy::fcfs;
     int64_t priority = 0;  // 0 to 10^6: its jobs' queue factor over the highest (accounting.md §7)
+    // Preemption (doc/spec/sched.md §9): its jobs may preempt those of
+    // lower tiers; what becomes of its own when preempted, and how they
+    // are ended.
+    int64_t priority_tier = 0;
+    enum class PreemptMode { cancel, requeue, off } preempt_mode = PreemptMode::cancel;
+    double preempt_grace = 30;  // seconds from preempt_signal to SIGKILL
+    int preempt_signal = 15;    // SIGTERM
 };
+
+std::string_view preempt_mode_name(NamedQueue::PreemptMode mode);
 
 struct NamedQueues {
     std::vector<NamedQueue> queues;  // by name

@@ -92,6 +92,7 @@ class SchedQueue {
     bool is_pending(uint64_t id) const { return pending_.count(id) > 0; }
     size_t pending_count() const { return pending_.size(); }
     size_t running() const { return running_.size(); }
+    const std::set<uint64_t>& running_ids() const { return running_; }
     const QueueConfig& config() const { return config_; }
 
   private:

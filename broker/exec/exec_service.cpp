@@ -560,20 +560,29 @@ void ExecService::on_terminate(const Message& req) {
     if (!job)
         return;
     JobId id = body["id"].get<uint64_t>();
+    // A preemption's own signal and grace (sched.md §9).
+    auto signo = json_field<int64_t>(body, "signal", SIGTERM, "exec.terminate");
+    auto grace = json_field<double>(body, "grace", -1, "exec.terminate");
+    if (auto e = first_error(signo, grace))
+        return broker_.respond_error(req, EPROTO, e->message);
+    if (*signo < 1 || *signo >= NSIG || *grace > 86400)
+        return broker_.respond_error(req, EINVAL, "exec.terminate: expected a signal number and a grace of 0 to 86400 s");
+    int sig = static_cast<int>(*signo);
+    auto kill_after = *grace >= 0 ? std::chrono::milliseconds(static_cast<int64_t>(*grace * 1000)) : kill_timeout_;
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     if (job->simulated)
-        return finish(id, 128 + SIGTERM, wall_now());
+        return finish(id, 128 + sig, wall_now());
     if (job->phase == LocalJob::Phase::held)
-        return end_held(id, SIGTERM);
+        return end_held(id, sig);
     if (job->escalate)
         return;           // already on its way
     if (!job->channel) {  // in its prolog: it will not start
-        job->killed_before_start = SIGTERM;
+        job->killed_before_start = sig;
         return;
     }
-    job->channel->send({{"type", "signal"}, {"signal", SIGTERM}});
+    job->channel->send({{"type", "signal"}, {"signal", sig}});
     job->escalate = std::make_unique<Timer>(broker_.reactor());
-    job->escalate->start(kill_timeout_, [this, id] {
+    job->escalate->start(kill_after, [this, id] {
         auto it = jobs_.find(id);
         if (it == jobs_.end())
             return;

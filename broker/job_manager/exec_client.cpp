@@ -205,8 +205,12 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) 
         if (type == "node-failure" && job->requeue_on_node_failure)
             table_.requeue(*job, fmt::format("node failure, requeued (--requeue): {}", note), 0,
                            [this, id = job->id, note](const std::string& why) {
-                               if (Job* j = table_.find(id); j && !why.empty())
-                                   table_.raise(*j, "node-failure", note, 0);  // it ends, as without --requeue
+                               // Not requeued (its run ended otherwise, or is
+                               // being requeued already): it ends, as without
+                               // --requeue, unless it is on its way already.
+                               if (Job* j = table_.find(id);
+                                   j && !why.empty() && j->state == JobState::run && !j->requeue_pending)
+                                   table_.raise(*j, "node-failure", note, 0);
                            });
         else
             table_.raise(*job, type, note, 0);
@@ -264,8 +268,13 @@ void ExecClient::signal_ranks(const Job& job, int signo) {
 void ExecClient::terminate(const Job& job) {
     if (!executing_.count(job.id))
         return;
+    nlohmann::json body{{"id", job.id}};
+    if (job.terminate_signal > 0)
+        body["signal"] = job.terminate_signal;
+    if (job.terminate_grace >= 0)
+        body["grace"] = job.terminate_grace;
     for (uint32_t rank : job.ranks)
-        table_.broker().rpc(Message::request("exec.terminate", {{"id", job.id}}, rank), [](const Message&) {});
+        table_.broker().rpc(Message::request("exec.terminate", body, rank), [](const Message&) {});
 }
 
 void ExecClient::started(Job& job, uint32_t rank) {

@@ -306,8 +306,15 @@ void Job::apply_update(const nlohmann::json& c) {
 void Job::reread_jobspec(const nlohmann::json& spec, const NamedQueues& queues) {
     nlohmann::json now{{"name", name}, {"duration", duration}, {"queue", queue}};
     bool updated = duration_updated;
-    if (!read_jobspec(spec, queues))
-        (void)read_jobspec(spec, NamedQueues{});  // (checked when it was submitted)
+    if (!read_jobspec(spec, queues)) {
+        // Its queue is gone from the config: the default's, else none (as
+        // at a restart, recovery.cpp).
+        nlohmann::json without = spec;
+        if (auto& system = without["attributes"]["system"]; system.is_object())
+            system.erase("queue");
+        if (!read_jobspec(without, queues))
+            (void)read_jobspec(without, NamedQueues{});
+    }
     if (!queues.find(queue))
         now.erase("queue");  // gone from the config: where read_jobspec put it
     apply_update(now);
@@ -317,10 +324,13 @@ void Job::reread_jobspec(const nlohmann::json& spec, const NamedQueues& queues) 
 void Job::requeued() {
     state = JobState::priority;
     requeue_pending = false;
+    terminate_signal = 0;
+    terminate_grace = -1;
     ++requeues;
     priority = -1;
     ranks.clear();
     nodelist.clear();
+    instance_uri.clear();
     nnodes = nnodes_asked;
     started = freed = false;
     status.reset();
@@ -389,6 +399,9 @@ void apply_event(Job& job, const JobEvent& ev) {
                 job.exception_type = event_field<std::string>(c, "type", "unknown");
                 job.exception_note = event_field<std::string>(c, "note", "");
             }
+            // A cancel while its requeue is under way: it ends, as asked.
+            if (event_field<std::string>(c, "type", "") == "cancel")
+                job.requeue_pending = false;
             if (job.state != JobState::cleanup) {
                 std::string().swap(job.sched_jobspec);
                 job.state = JobState::cleanup;

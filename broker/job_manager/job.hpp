@@ -87,6 +87,10 @@ struct Job {
     // (jobs.md §3). `requeues`: how many times it went back.
     bool requeue_pending = false;
     uint32_t requeues = 0;
+    // Preempted (sched.md §9): how its tasks are ended; 0 / below 0: as
+    // for any exception (SIGTERM, SIGKILL after exec.kill-timeout).
+    int terminate_signal = 0;
+    double terminate_grace = -1;
     std::optional<int> status;   // exit code, once finished
     std::string exception_type;  // the first severity-0 exception
     std::string exception_note;

@@ -218,8 +218,13 @@ void JobManager::requeue(Job& job, std::string note, uint32_t userid, std::funct
         return done ? done(why) : void();
     // The scheduler's copy of its jobspec again, read off this loop; the
     // event once it is here (the job may have moved on meanwhile).
+    // As it was asked: a job that moved on meanwhile (a run ended, was
+    // canceled, timed out) is not requeued on that word.
+    auto as_asked = [state = job.state, runs = job.requeues, t_run = job.t_run](const Job& j) {
+        return j.state == state && j.requeues == runs && j.t_run == t_run;
+    };
     db_->read([id = job.id](JobDbReader& reader) { return reader.jobspec(id); },
-              [this, id = job.id, note = std::move(note), userid, done](const Result<std::string>& text) {
+              [this, id = job.id, note = std::move(note), userid, done, as_asked](const Result<std::string>& text) {
                   auto answer = [&done](const std::string& why) {
                       if (done)
                           done(why);
@@ -229,6 +234,9 @@ void JobManager::requeue(Job& job, std::string note, uint32_t userid, std::funct
                       return answer(fmt::format("{}: no such job (purged)", format_jobid(id)));
                   if (std::string why = why_not_requeued(*j); !why.empty())
                       return answer(why);
+                  if (!as_asked(*j))
+                      return answer(fmt::format("{}: job changed while asked ({} now); ask again",
+                                                format_jobid(id), state_name(j->state)));
                   auto spec = text ? parse_json(*text) : Result<nlohmann::json>(text.error());
                   if (!spec) {
                       log::error("job-manager", "{}: not requeued: its jobspec: {}", format_jobid(id),
@@ -268,8 +276,8 @@ void JobManager::allocated(Job& job, nlohmann::json R) {
     // shells get ready meanwhile (exec.run with `hold`), and start their
     // tasks at exec.go: the commit's fsync is off the job's path.
     exec_.launch(job, R);
-    db_->after_commit([this, id = job.id] {
-        if (Job* j = find(id))
+    db_->after_commit([this, id = job.id, run = job.requeues] {
+        if (Job* j = find(id); j && j->requeues == run)  // (not a later run's: requeued meanwhile)
             exec_.alloc_stored(*j);
     });
 }

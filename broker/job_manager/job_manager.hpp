@@ -98,6 +98,7 @@ class JobManager final : private JobTable {
     void on_urgency(const Message& req);
     void on_update(const Message& req);
     void on_requeue(const Message& req);
+    void on_preempt(const Message& req);
     void commit_update(const Message& req, JobId id, const nlohmann::json& update, std::optional<int> urgency);
     void on_output(const Message& req);
     void on_raise(const Message& req);

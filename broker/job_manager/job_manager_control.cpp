@@ -83,12 +83,55 @@ void JobManager::on_requeue(const Message& req) {
     auto note = json_field<std::string>(body, "note", "", "requeue");
     if (!note)
         return broker_.respond_error(req, EPROTO, note.error().message);
+    // A finished job active again counts as a new one does at submit.
+    if (job->state == JobState::inactive) {
+        std::string refused = over_user_limits(req);
+        if (const NamedQueue* q = queues_.find(job->queue); refused.empty() && q && !is_owner(req))
+            refused = over_queue_limits(*q, *job, req.userid);
+        if (!refused.empty())
+            return broker_.respond_error(req, EUSERS, fmt::format("{}: {}", format_jobid(job->id), refused));
+    }
     requeue(*job, note->empty() ? fmt::format("requeued by uid {}", req.userid) : *note, req.userid,
             [this, req](const std::string& why) {
                 if (!why.empty())
                     return broker_.respond_error(req, EINVAL, why);
                 respond_once_stored(Message::response_to(req, nlohmann::json::object()));
             });
+}
+
+// job-manager.preempt {id, by, mode, signal, grace}, from the scheduler
+// (sched.md §9): a running job makes way for `by`, canceled or requeued;
+// its tasks get `signal`, SIGKILL `grace` seconds later. One that is not
+// running any more is left as it is.
+void JobManager::on_preempt(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    auto id = json_field<uint64_t>(*body, "id", 0, req.topic);
+    auto by = json_field<uint64_t>(*body, "by", 0, req.topic);
+    auto mode = json_field<std::string>(*body, "mode", "cancel", req.topic);
+    auto signo = json_field<int64_t>(*body, "signal", SIGTERM, req.topic);
+    auto grace = json_field<double>(*body, "grace", 30, req.topic);
+    if (auto e = first_error(id, by, mode, signo, grace))
+        return broker_.respond_error(req, EPROTO, e->message);
+    if ((*mode != "cancel" && *mode != "requeue") || *signo < 1 || *signo >= NSIG || !(*grace >= 0 && *grace <= 86400))
+        return broker_.respond_error(req, EINVAL, "job-manager.preempt: expected mode cancel or requeue, a signal, "
+                                                  "and a grace of 0 to 86400 s");
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    Job* job = find(*id);
+    if (!job || job->state != JobState::run)
+        return;
+    const Job* preemptor = find(*by);
+    std::string note = fmt::format("preempted by {}{}", format_jobid(*by),
+                                   preemptor && !preemptor->queue.empty() ? " (queue " + preemptor->queue + ")" : "");
+    job->terminate_signal = static_cast<int>(*signo);
+    job->terminate_grace = *grace;
+    if (*mode == "requeue")
+        return requeue(*job, note, 0, [this, id = *id, note](const std::string& why) {
+            if (Job* j = find(id); j && !why.empty())
+                raise(*j, "preempt", note, 0);  // not requeued: it ends all the same
+        });
+    raise(*job, "preempt", note, 0);
 }
 
 void JobManager::on_kill(const Message& req) {

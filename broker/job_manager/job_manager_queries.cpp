@@ -182,9 +182,12 @@ void JobManager::on_info(const Message& req) {
             if (!jobspec)
                 return broker_.respond_error(req, EIO, "stored jobspec: " + jobspec.error().message);
             nlohmann::json out{{"job", it->second.summary()}, {"jobspec", std::move(*jobspec)}};
-            for (const auto& ev : stored->second)
-                if (ev.name == "alloc" && ev.context.contains("R"))
-                    out["R"] = ev.context["R"];
+            // The R of its run; none while pending (a requeued job's last
+            // run is over).
+            if (it->second.state >= JobState::run)
+                for (const auto& ev : stored->second)
+                    if (ev.name == "alloc" && ev.context.contains("R"))
+                        out["R"] = ev.context["R"];
             broker_.respond(Message::response_to(req, out));
         });
 }

@@ -45,6 +45,7 @@ void JobManager::register_methods() {
     method("job-manager.urgency", false, &JobManager::on_urgency);
     method("job-manager.update", false, &JobManager::on_update);
     method("job-manager.requeue", false, &JobManager::on_requeue);
+    method("job-manager.preempt", true, &JobManager::on_preempt);
     method("job-manager.output", true, &JobManager::on_output);
     method("job-manager.raise", true, &JobManager::on_raise);
     method("job-manager.started", true, &JobManager::on_started);

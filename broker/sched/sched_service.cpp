@@ -143,6 +143,10 @@ void SchedService::on_resources(const Message& resp) {
             std::vector<NamedQueue> configs = named_.queues;
             if (configs.empty())
                 configs.push_back(NamedQueue{.policy = queue_config_.policy});
+            // Highest tier first: what comes free goes to it first (§9).
+            std::stable_sort(configs.begin(), configs.end(), [](const NamedQueue& a, const NamedQueue& b) {
+                return a.priority_tier > b.priority_tier;
+            });
             for (auto& c : configs) {
                 Lane lane;
                 QueueConfig qc = queue_config_;
@@ -305,6 +309,7 @@ void SchedService::on_free(const Message& req) {
     if (auto r = (*lane)->queue->free(*id); !r)
         return broker_.respond_error(req, r.error().code, r.error().message);
     lane_index_.erase(*id);
+    victim_gone(*id);
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
     schedule_soon();
 }
@@ -320,6 +325,7 @@ void SchedService::on_cancel(const Message& req) {
     if (auto r = (*lane)->queue->cancel(*id); !r)
         return broker_.respond_error(req, r.error().code, r.error().message);
     lane_index_.erase(*id);
+    preempting_.erase(*id);  // its victims end all the same
     if (auto it = waiting_.find(*id); it != waiting_.end()) {
         broker_.respond_error(it->second, ECANCELED, fmt::format("job {} was canceled while pending", *id));
         waiting_.erase(it);
@@ -517,11 +523,21 @@ void SchedService::run_pass() {
     for (auto& lane : lanes_)
         lane.queue->prepare(now);
     size_t pending = 0;
+    // While a job's victims end, queues of lower tiers start nothing: what
+    // comes free is for it (sched.md §9).
+    int64_t held_for = -1;
+    for (const auto& [id, p] : preempting_)
+        held_for = std::max(held_for, p.tier);
     for (auto& lane : lanes_) {
         pending += lane.queue->pending_count();
         if (!lane.started)
             continue;
+        if (lane.config.priority_tier < held_for) {
+            lane.queue->annotate_pending("waiting for a preemption by a higher tier");
+            continue;
+        }
         for (auto& started : lane.queue->schedule(now)) {
+            preempting_.erase(started.id);
             auto it = waiting_.find(started.id);
             if (it == waiting_.end())
                 continue;
@@ -529,6 +545,7 @@ void SchedService::run_pass() {
             waiting_.erase(it);
         }
     }
+    preempt(now);
     // Reservations come due and jobs overrun with time alone: look again
     // while anything waits.
     // Unless a change during this pass (an answer above can bring a new
@@ -537,6 +554,120 @@ void SchedService::run_pass() {
     if (pending > 0 && !pass_soon_)
         pass_timer_.start(std::chrono::seconds(1), [this] { run_pass(); });
     pass_seconds_.observe(std::chrono::duration<double>(Clock::now() - began).count());
+}
+
+void SchedService::preempt(int64_t now) {
+    bool dropped = false;
+    for (Lane& lane : lanes_) {
+        if (!lane.started || lane.config.priority_tier == 0)
+            continue;
+        const PendingJob* blocked = nullptr;
+        for (const PendingJob* p : lane.queue->pending())
+            if (p->reason == "insufficient resources") {
+                blocked = p;
+                break;
+            }
+        if (!blocked)
+            continue;
+        auto said = [&](size_t n) { blocked->reason = fmt::format("preempting {} job{}", n, n == 1 ? "" : "s"); };
+        if (auto it = preempting_.find(blocked->id); it != preempting_.end()) {
+            said(it->second.victims);  // once they are gone, it starts (or preempts again)
+            continue;
+        }
+        // The pass's reservations would stand in the way of a job that
+        // starts now: gone until the next pass makes them again.
+        if (!std::exchange(dropped, true))
+            for (Lane& l : lanes_)
+                l.queue->drop_reservations();
+        auto victims = choose_victims(lane, *blocked, now);
+        if (victims.empty())
+            continue;
+        for (const auto& [id, at] : victims) {
+            const NamedQueue& q = lanes_[at].config;
+            preempted_by_[id] = blocked->id;
+            nlohmann::json body{{"id", id},
+                                {"by", blocked->id},
+                                {"mode", preempt_mode_name(q.preempt_mode)},
+                                {"signal", q.preempt_signal},
+                                {"grace", q.preempt_grace}};
+            broker_.rpc(Message::request("job-manager.preempt", body, 0), [id](const Message& resp) {
+                if (resp.errnum)
+                    log::warning("sched", "job {}: not preempted: {}", id, resp.error_text());
+            });
+        }
+        preempting_[blocked->id] = {victims.size(), lane.config.priority_tier};
+        said(victims.size());
+        log::info("sched", "job {} (queue {}, tier {}) preempts {} job{}", blocked->id, lane.config.name,
+                  lane.config.priority_tier, victims.size(), victims.size() == 1 ? "" : "s");
+    }
+}
+
+std::vector<std::pair<uint64_t, size_t>> SchedService::choose_victims(const Lane& lane, const PendingJob& job,
+                                                                      int64_t now) {
+    struct Candidate {
+        uint64_t id;
+        size_t lane;
+        int64_t tier;
+        int64_t start;
+        size_t size;
+    };
+    std::vector<Candidate> candidates;
+    for (size_t l = 0; l < lanes_.size(); ++l) {
+        const NamedQueue& q = lanes_[l].config;
+        if (q.priority_tier >= lane.config.priority_tier || q.preempt_mode == NamedQueue::PreemptMode::off)
+            continue;
+        for (uint64_t id : lanes_[l].queue->running_ids())
+            if (const Matcher::Job* held = matcher_->job(id); held && !held->reserved && !preempted_by_.count(id))
+                candidates.push_back({id, l, q.priority_tier, held->start, held->claims.size()});
+    }
+    // Lowest tier, then latest start (the least work lost), then smallest.
+    std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+        // (Starts are whole seconds: of two in one second, the later id.)
+        return std::tuple(a.tier, -a.start, a.size, ~a.id) < std::tuple(b.tier, -b.start, b.size, ~b.id);
+    });
+    auto fits = [&] {
+        auto r = matcher_->match(job.jobspec, MatchOp::allocate, now, job.id);
+        bool matched = r && r->matched;
+        if (matched)
+            (void)matcher_->cancel(job.id);  // a test only: it starts in a pass, once they are gone
+        return matched;
+    };
+    // Taken out one at a time until the job fits...
+    std::vector<std::pair<const Candidate*, Allocation>> out;
+    bool fit = false;
+    for (const Candidate& c : candidates) {
+        out.emplace_back(&c, *matcher_->job(c.id));
+        (void)matcher_->cancel(c.id);
+        if ((fit = fits()))
+            break;
+    }
+    // ... then, from the last but one back, each it fits without is spared.
+    std::vector<bool> needed(out.size(), fit);
+    for (size_t j = out.size() - 1; fit && j-- > 0;) {
+        (void)matcher_->put_back(out[j].first->id, out[j].second);
+        if (fits())
+            needed[j] = false;
+        else
+            (void)matcher_->cancel(out[j].first->id);
+    }
+    // Every victim runs on until the job manager ends it.
+    std::vector<std::pair<uint64_t, size_t>> victims;
+    for (size_t i = 0; i < out.size(); ++i) {
+        if (!matcher_->job(out[i].first->id))
+            (void)matcher_->put_back(out[i].first->id, std::move(out[i].second));
+        if (needed[i])
+            victims.emplace_back(out[i].first->id, out[i].first->lane);
+    }
+    return victims;
+}
+
+void SchedService::victim_gone(uint64_t id) {
+    auto it = preempted_by_.find(id);
+    if (it == preempted_by_.end())
+        return;
+    if (auto p = preempting_.find(it->second); p != preempting_.end() && --p->second.victims == 0)
+        preempting_.erase(p);
+    preempted_by_.erase(it);
 }
 
 }  // namespace banyan

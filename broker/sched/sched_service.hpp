@@ -65,6 +65,15 @@ class SchedService {
     // Coalesces the requests of one reactor turn into one pass.
     void schedule_soon();
     void run_pass();
+    // Preemption (sched.md §9), after each pass: the first job blocked for
+    // want of resources in each queue of a tier above 0 may preempt.
+    void preempt(int64_t now);
+    // The fewest running jobs of lower tiers without which `job` fits now,
+    // in the order of §9, each with its lane; none when it would not fit
+    // without them all.
+    std::vector<std::pair<uint64_t, size_t>> choose_victims(const Lane& lane, const PendingJob& job, int64_t now);
+    // A victim's resources are free, or its preemptor started or left.
+    void victim_gone(uint64_t id);
 
     // One queue of jobs ([queues.NAME], or the one unnamed queue): its own
     // order and policy, its nodes by constraint, started or stopped
@@ -90,6 +99,12 @@ class SchedService {
     size_t feasible_bytes_ = 0;
     std::map<uint64_t, size_t> lane_index_;                   // job -> lanes_ index, pending and running
     std::map<uint64_t, Message> waiting_;                     // alloc requests, answered when the job starts
+    std::map<uint64_t, uint64_t> preempted_by_;  // victim -> its preemptor, until the victim's resources are free
+    struct Preempting {
+        size_t victims;  // still holding resources
+        int64_t tier;    // of its queue
+    };
+    std::map<uint64_t, Preempting> preempting_;  // by preemptor
     std::vector<std::pair<Broker::Handler, Message>> early_;  // requests before the graph
     Timer pass_timer_;
     bool pass_soon_ = false;
