@@ -16,6 +16,12 @@
 //                                                (each a quarter of the nodes,
 //                                                by property) holding PENDING
 //                                                jobs in all, the nodes full
+//   bench-sched preempt NODES SHAPE PENDING      one pass with preemption: a
+//                                                low queue (conservative, 50
+//                                                reservations) full of 1-node
+//                                                jobs with PENDING waiting; a
+//                                                high-tier 16-node job chooses
+//                                                its victims (sched.md §9)
 // SHAPE is a synthetic node shape, e.g. "socket:2,core:18,gpu:1".
 #include <algorithm>
 #include <chrono>
@@ -28,6 +34,7 @@
 #include "bench/bench_util.hpp"
 #include "resource/synthetic.hpp"
 #include "sched/matcher.hpp"
+#include "sched/preemption.hpp"
 #include "sched/sched_queue.hpp"
 
 using namespace banyan;
@@ -186,6 +193,51 @@ int main(int argc, char** argv) {
             us.push_back(since_us(t));
         }
         report(fmt::format("one pass of 4 queues, {} jobs pending, {} x {} full", pending, a[1], a[2]), us, 0);
+        return 0;
+    }
+    if (a.size() == 4 && a[0] == "preempt") {
+        Loaded l = load(std::stoi(a[1]), a[2], "pack");
+        Matcher& matcher = *l.matcher;
+        SchedQueue low(matcher, QueueConfig{QueuePolicy::conservative, 1000, 50, 60});
+        SchedQueue high(matcher, QueueConfig{QueuePolicy::easy, 1000, 64, 60});
+        // Whole-node jobs of varied lengths fill the cluster; the rest wait.
+        auto node_job = [](int i) {
+            return jobspec("{type: node, count: 1, exclusive: true, with: [{type: core, count: 1}]}",
+                           600 + 60 * (i % 50));
+        };
+        for (int i = 0;; ++i) {
+            if (!low.submit(jobid, node_job(i), 16, static_cast<double>(jobid)).ok())
+                return 2;
+            ++jobid;
+            if (low.schedule(0).empty())
+                break;
+        }
+        size_t pending = std::stoul(a[3]);
+        for (size_t i = 0; i < pending; ++i, ++jobid)
+            (void)low.submit(jobid, node_job(static_cast<int>(i)), 16, static_cast<double>(jobid));
+        Jobspec wide = jobspec("{type: node, count: 16, exclusive: true, with: [{type: core, count: 1}]}", 3600);
+        uint64_t wide_id = jobid++;
+        (void)high.submit(wide_id, wide, 16, 0);
+        std::vector<double> us;
+        size_t victims = 0;
+        for (int pass = 0; pass < 10; ++pass) {
+            auto t = Clock::now();
+            high.prepare(1 + pass);
+            low.prepare(1 + pass);
+            high.schedule(1 + pass);
+            low.schedule(1 + pass);
+            high.drop_reservations();
+            low.drop_reservations();
+            std::vector<PreemptionCandidate> candidates;
+            for (uint64_t id : low.running_ids())
+                candidates.push_back({id, 0});
+            victims = choose_victims(matcher, wide, wide_id, std::move(candidates), 1 + pass).size();
+            us.push_back(since_us(t));
+        }
+        report(fmt::format("one pass with preemption: {} pending, 50 reservations, a 16-node job takes {} victims, "
+                           "{} x {}",
+                           pending, victims, a[1], a[2]),
+               us, l.ms);
         return 0;
     }
     if (a.size() == 4 && a[0] == "nodes16") {

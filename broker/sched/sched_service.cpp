@@ -8,6 +8,7 @@
 #include "core/client.hpp"
 #include "core/json_field.hpp"
 #include "core/log.hpp"
+#include "sched/preemption.hpp"
 
 namespace banyan {
 
@@ -604,60 +605,21 @@ void SchedService::preempt(int64_t now) {
 
 std::vector<std::pair<uint64_t, size_t>> SchedService::choose_victims(const Lane& lane, const PendingJob& job,
                                                                       int64_t now) {
-    struct Candidate {
-        uint64_t id;
-        size_t lane;
-        int64_t tier;
-        int64_t start;
-        size_t size;
-    };
-    std::vector<Candidate> candidates;
+    std::vector<PreemptionCandidate> candidates;
+    std::map<uint64_t, size_t> lane_of_candidate;
     for (size_t l = 0; l < lanes_.size(); ++l) {
         const NamedQueue& q = lanes_[l].config;
         if (q.priority_tier >= lane.config.priority_tier || q.preempt_mode == NamedQueue::PreemptMode::off)
             continue;
         for (uint64_t id : lanes_[l].queue->running_ids())
-            if (const Matcher::Job* held = matcher_->job(id); held && !held->reserved && !preempted_by_.count(id))
-                candidates.push_back({id, l, q.priority_tier, held->start, held->claims.size()});
+            if (!preempted_by_.count(id)) {
+                candidates.push_back({id, q.priority_tier});
+                lane_of_candidate[id] = l;
+            }
     }
-    // Lowest tier, then latest start (the least work lost), then smallest.
-    std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-        // (Starts are whole seconds: of two in one second, the later id.)
-        return std::tuple(a.tier, -a.start, a.size, ~a.id) < std::tuple(b.tier, -b.start, b.size, ~b.id);
-    });
-    auto fits = [&] {
-        auto r = matcher_->match(job.jobspec, MatchOp::allocate, now, job.id);
-        bool matched = r && r->matched;
-        if (matched)
-            (void)matcher_->cancel(job.id);  // a test only: it starts in a pass, once they are gone
-        return matched;
-    };
-    // Taken out one at a time until the job fits...
-    std::vector<std::pair<const Candidate*, Allocation>> out;
-    bool fit = false;
-    for (const Candidate& c : candidates) {
-        out.emplace_back(&c, *matcher_->job(c.id));
-        (void)matcher_->cancel(c.id);
-        if ((fit = fits()))
-            break;
-    }
-    // ... then, from the last but one back, each it fits without is spared.
-    std::vector<bool> needed(out.size(), fit);
-    for (size_t j = out.size() - 1; fit && j-- > 0;) {
-        (void)matcher_->put_back(out[j].first->id, out[j].second);
-        if (fits())
-            needed[j] = false;
-        else
-            (void)matcher_->cancel(out[j].first->id);
-    }
-    // Every victim runs on until the job manager ends it.
     std::vector<std::pair<uint64_t, size_t>> victims;
-    for (size_t i = 0; i < out.size(); ++i) {
-        if (!matcher_->job(out[i].first->id))
-            (void)matcher_->put_back(out[i].first->id, std::move(out[i].second));
-        if (needed[i])
-            victims.emplace_back(out[i].first->id, out[i].first->lane);
-    }
+    for (uint64_t id : banyan::choose_victims(*matcher_, job.jobspec, job.id, std::move(candidates), now))
+        victims.emplace_back(id, lane_of_candidate.at(id));
     return victims;
 }
 

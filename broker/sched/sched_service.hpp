@@ -68,9 +68,9 @@ class SchedService {
     // Preemption (sched.md §9), after each pass: the first job blocked for
     // want of resources in each queue of a tier above 0 may preempt.
     void preempt(int64_t now);
-    // The fewest running jobs of lower tiers without which `job` fits now,
-    // in the order of §9, each with its lane; none when it would not fit
-    // without them all.
+    // The fewest running jobs of lower tiers (not `off`, not being
+    // preempted) without which `job` fits now (sched/preemption.hpp), each
+    // with its lane.
     std::vector<std::pair<uint64_t, size_t>> choose_victims(const Lane& lane, const PendingJob& job, int64_t now);
     // A victim's resources are free, or its preemptor started or left.
     void victim_gone(uint64_t id);

@@ -8,6 +8,7 @@
 #include "resource/grug.hpp"
 #include "resource/synthetic.hpp"
 #include "sched/job_request.hpp"
+#include "sched/preemption.hpp"
 #include "sched/matcher.hpp"
 
 using namespace banyan;
@@ -411,4 +412,51 @@ TEST_CASE("matcher: a whole node's memory is held, but only what was asked is R'
     CHECK(memory_of(asked) == 4ull << 30);
     // Both nodes are held whole, memory and all.
     CHECK_FALSE(must_match(m, submitted({.memory_per_node = 1ull << 20}), 3).matched);
+}
+
+TEST_CASE("preemption: the fewest victims, lowest tier and latest start first; all held after", "[matcher][preempt]") {
+    auto nodes = parse_synthetic_cluster("node[0-1]: core:2");
+    REQUIRE(nodes.ok());
+    auto graph = ResourceGraph::from_nodes(*nodes);
+    REQUIRE(graph.ok());
+    auto policy = MatchPolicy::create("first");
+    REQUIRE(policy.ok());
+    Matcher m(*graph, std::move(*policy));
+    // Jobs 1 and 2 on one node, 3 and 4 on the other, started in that order.
+    Jobspec core = submitted({.time_limit = 3600});
+    for (uint64_t id = 1; id <= 4; ++id)
+        REQUIRE(must_match(m, core, id, MatchOp::allocate).matched);
+    std::map<uint64_t, int32_t> node_of;
+    for (uint64_t id = 1; id <= 4; ++id) {
+        Matcher::Job held = *m.job(id);
+        node_of[id] = m.to_rv1(held.claims, held.start, held.end).ranks.begin()->first;
+    }
+    Jobspec whole = submitted({.nodes = 1, .exclusive = true, .time_limit = 60});
+    // Restart the jobs at their start times: 1 and 2 earlier than 3 and 4.
+    std::map<uint64_t, Matcher::Job> kept;
+    for (uint64_t id = 1; id <= 4; ++id) {
+        kept[id] = *m.job(id);
+        REQUIRE(m.cancel(id).ok());
+    }
+    for (uint64_t id = 1; id <= 4; ++id) {
+        kept[id].start = static_cast<int64_t>(10 * id);
+        REQUIRE(m.put_back(id, kept[id]).ok());
+    }
+    auto same_node_pair = [&](std::vector<uint64_t> v) {
+        std::sort(v.begin(), v.end());
+        return v.size() == 2 && node_of[v[0]] == node_of[v[1]];
+    };
+    std::vector<PreemptionCandidate> all{{1, 0}, {2, 0}, {3, 0}, {4, 0}};
+    auto victims = choose_victims(m, whole, 9, all, 100);
+    CHECK(same_node_pair(victims));
+    CHECK(std::count(victims.begin(), victims.end(), 4) == 1);  // the latest started
+    for (uint64_t id = 1; id <= 4; ++id)
+        CHECK(m.job(id) != nullptr);  // all still held
+    CHECK_FALSE(m.job(9));
+    // A lower tier goes first, whatever the starts.
+    auto low_first = choose_victims(m, whole, 9, {{1, 0}, {2, 0}, {3, 5}, {4, 5}}, 100);
+    CHECK(same_node_pair(low_first));
+    CHECK(std::count(low_first.begin(), low_first.end(), 2) == 1);
+    // Not enough to free: none taken.
+    CHECK(choose_victims(m, submitted({.nodes = 2, .exclusive = true, .time_limit = 60}), 9, {{1, 0}}, 100).empty());
 }
