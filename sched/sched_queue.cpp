@@ -182,6 +182,13 @@ void SchedQueue::reserve_first_blocked(int64_t now) {
     }
 }
 
+const PendingJob* SchedQueue::first_blocked() const {
+    for (const auto& [order, id] : order_)
+        if (const PendingJob& job = pending_.at(id); job.reason == "insufficient resources")
+            return &job;
+    return nullptr;
+}
+
 std::vector<const PendingJob*> SchedQueue::pending() const {
     std::vector<const PendingJob*> out;
     out.reserve(order_.size());

@@ -89,6 +89,9 @@ class SchedQueue {
     void reserve_first_blocked(int64_t now);
     // Pending jobs in queue order, with their annotations.
     std::vector<const PendingJob*> pending() const;
+    // The first job in queue order that the last pass found blocked for
+    // want of resources, or null; it stops there (not a list of 100,000).
+    const PendingJob* first_blocked() const;
     bool is_pending(uint64_t id) const { return pending_.count(id) > 0; }
     size_t pending_count() const { return pending_.size(); }
     size_t running() const { return running_.size(); }

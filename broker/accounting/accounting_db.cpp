@@ -67,7 +67,9 @@ constexpr std::string_view kSchemaVersion = "2";
 Result<void> upgrade_from_v1(const std::string& path) {
     if (!std::filesystem::exists(path))
         return {};
-    auto db = Database::open(path, "usage");  // its descriptors close-on-exec: Database::open marks them
+    // O_CLOEXEC: sqlite's unix VFS opens the file, -wal and -shm with it,
+    // and Database::open marks each FD_CLOEXEC too (mark_close_on_exec_of).
+    auto db = Database::open(path, "usage");
     if (!db)
         return db.error();
     auto version = db->query("SELECT value FROM meta WHERE key = 'schema_version'");

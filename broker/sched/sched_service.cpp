@@ -562,12 +562,7 @@ void SchedService::preempt(int64_t now) {
     for (Lane& lane : lanes_) {
         if (!lane.started || lane.config.priority_tier == 0)
             continue;
-        const PendingJob* blocked = nullptr;
-        for (const PendingJob* p : lane.queue->pending())
-            if (p->reason == "insufficient resources") {
-                blocked = p;
-                break;
-            }
+        const PendingJob* blocked = lane.queue->first_blocked();
         if (!blocked)
             continue;
         auto said = [&](size_t n) { blocked->reason = fmt::format("preempting {} job{}", n, n == 1 ? "" : "s"); };

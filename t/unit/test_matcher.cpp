@@ -308,10 +308,10 @@ TEST_CASE("matcher: a type the graph lacks is unsatisfiable, with the reason", "
 
 namespace {
 
-// Two nodes of 4 cores and 10 GiB, as Banyan builds its graphs (memory in
-// MiB), and the matcher over them.
-std::unique_ptr<Matcher> memory_cluster() {
-    auto nodes = parse_synthetic_cluster("node[0-1]: core:4,memory:10G");
+// A matcher over a synthetic cluster as Banyan builds its graphs (memory
+// in MiB), pools shared as the scheduler service shares them.
+std::unique_ptr<Matcher> synthetic_matcher(const std::string& cluster) {
+    auto nodes = parse_synthetic_cluster(cluster);
     REQUIRE(nodes.ok());
     auto graph = ResourceGraph::from_nodes(*nodes);
     REQUIRE(graph.ok());
@@ -320,6 +320,11 @@ std::unique_ptr<Matcher> memory_cluster() {
     auto m = std::make_unique<Matcher>(*graph, std::move(*p));
     m->share_pools(true);
     return m;
+}
+
+// Two nodes of 4 cores and 10 GiB.
+std::unique_ptr<Matcher> memory_cluster() {
+    return synthetic_matcher("node[0-1]: core:4,memory:10G");
 }
 
 // The jobspec banyan submit makes of `r` (one task of one core unless
@@ -415,13 +420,8 @@ TEST_CASE("matcher: a whole node's memory is held, but only what was asked is R'
 }
 
 TEST_CASE("preemption: the fewest victims, lowest tier and latest start first; all held after", "[matcher][preempt]") {
-    auto nodes = parse_synthetic_cluster("node[0-1]: core:2");
-    REQUIRE(nodes.ok());
-    auto graph = ResourceGraph::from_nodes(*nodes);
-    REQUIRE(graph.ok());
-    auto policy = MatchPolicy::create("first");
-    REQUIRE(policy.ok());
-    Matcher m(*graph, std::move(*policy));
+    auto cluster = synthetic_matcher("node[0-1]: core:2");
+    Matcher& m = *cluster;
     // Jobs 1 and 2 on one node, 3 and 4 on the other, started in that order.
     Jobspec core = submitted({.time_limit = 3600});
     for (uint64_t id = 1; id <= 4; ++id)
