@@ -70,7 +70,7 @@ Result<double> parse_duration(std::string_view text, BareNumber bare) {
 namespace {
 
 Error bad_moment(std::string_view text) {
-    return make_error(EINVAL, fmt::format("{}: not a time (expected +DURATION, @EPOCH, HH:MM[:SS] or "
+    return make_error(EINVAL, fmt::format("{}: not a time (expected now, +DURATION, @EPOCH, HH:MM[:SS] or "
                                           "YYYY-MM-DD[ HH:MM[:SS]])",
                                           text));
 }
@@ -84,6 +84,8 @@ bool parse_all(const std::string& text, const char* format, std::tm& tm) {
 }  // namespace
 
 Result<double> parse_moment(std::string_view text, double now) {
+    if (text == "now")
+        return now;
     if (text.starts_with('+')) {
         auto d = parse_duration(text.substr(1), BareNumber::seconds);
         if (!d)
@@ -129,6 +131,15 @@ std::string format_moment(double seconds_since_epoch) {
     localtime_r(&t, &tm);
     char buf[32];
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    return buf;
+}
+
+std::string format_clock(double seconds_since_epoch, double now) {
+    auto t = static_cast<std::time_t>(seconds_since_epoch);
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, std::abs(seconds_since_epoch - now) < 86400 ? "%H:%M" : "%Y-%m-%d %H:%M", &tm);
     return buf;
 }
 

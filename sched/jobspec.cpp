@@ -293,6 +293,11 @@ Result<void> check_attributes(const json& doc, Jobspec& spec) {
         return bad("attributes.system.cwd", "must be a string");
     if (sys.contains("queue") && !sys["queue"].is_string())
         return bad("attributes.system.queue", "must be a string");
+    if (sys.contains("reservation")) {
+        if (!sys["reservation"].is_string() || sys["reservation"].get<std::string>().empty())
+            return bad("attributes.system.reservation", "must be a reservation's name");
+        spec.reservation = sys["reservation"].get<std::string>();
+    }
     if (sys.contains("constraints")) {
         if (!sys["constraints"].is_object())
             return bad("attributes.system.constraints", "must be a mapping");

@@ -60,6 +60,7 @@ struct Jobspec {
     double duration = 0;                   // seconds; 0: unlimited
     std::optional<Constraint> constraint;  // attributes.system.constraints (RFC 31)
     Profile profile = Profile::none;
+    std::string reservation;               // attributes.system.reservation: run in it (doc/spec/reservations.md)
 
     // Parses YAML (JSON is YAML too) and validates under `rules`.
     static Result<Jobspec> parse(std::string_view text, JobspecRules rules = JobspecRules::canonical);

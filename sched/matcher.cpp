@@ -131,6 +131,66 @@ Result<std::vector<Matcher::Request>> Matcher::compile(const Jobspec& jobspec) c
 }
 
 Result<MatchResult> Matcher::match(const Jobspec& jobspec, MatchOp op, int64_t now, uint64_t jobid) {
+    if (!jobspec.reservation.empty() && op != MatchOp::satisfiability)
+        return match_in_reservation(jobspec, now, jobid);
+    return match_here(jobspec, op, now, jobid);
+}
+
+Result<MatchResult> Matcher::match_in_reservation(const Jobspec& jobspec, int64_t now, uint64_t jobid) {
+    const AdvanceReservation* in = reservations_.find(jobspec.reservation);
+    if (!in || now < in->start) {
+        MatchResult res;
+        res.reason = in ? fmt::format("reservation {} has not begun", in->name)
+                        : fmt::format("no reservation named '{}'", jobspec.reservation);
+        return res;
+    }
+    Result<MatchResult> r = [&] {
+        auto lifted = reservations_.lift(in->name);
+        return match_here(jobspec, MatchOp::allocate, now, jobid);
+    }();
+    if (r && r->matched)
+        set_reservation(jobid, in->name);
+    return r;
+}
+
+void Matcher::set_reservation(uint64_t jobid, const std::string& name) {
+    table_.set_reservation(jobid, name);
+    reservations_.carve(jobid);
+}
+
+Result<void> Matcher::cancel(uint64_t jobid) {
+    if (const Allocation* a = table_.find(jobid))
+        reservations_.uncarve(jobid, *a);
+    return table_.remove(jobid);
+}
+
+Result<void> Matcher::put_back(uint64_t jobid, Allocation allocation) {
+    if (auto r = table_.add(jobid, std::move(allocation)); !r)
+        return r;
+    reservations_.carve(jobid);
+    return {};
+}
+
+Result<bool> Matcher::cancel_ranks(uint64_t jobid, const IdSet& ranks) {
+    if (const Allocation* a = table_.find(jobid))
+        reservations_.uncarve(jobid, *a);
+    auto whole = table_.remove_ranks(jobid, ranks);
+    if (whole && !*whole)
+        reservations_.carve(jobid);
+    return whole;
+}
+
+Result<void> Matcher::extend(uint64_t jobid, int64_t end) {
+    const Allocation* a = table_.find(jobid);
+    if (!a || a->reserved)
+        return table_.extend(jobid, end);  // (its error)
+    reservations_.uncarve(jobid, *a);
+    auto r = table_.extend(jobid, end);
+    reservations_.carve(jobid);
+    return r;
+}
+
+Result<MatchResult> Matcher::match_here(const Jobspec& jobspec, MatchOp op, int64_t now, uint64_t jobid) {
     if (table_.find(jobid))
         return make_error(EEXIST, fmt::format("job {} already holds resources", jobid));
     MatchResult res;
@@ -155,7 +215,14 @@ Result<MatchResult> Matcher::match(const Jobspec& jobspec, MatchOp op, int64_t n
             res.matched = true;
             res.start = now;
         } else if (op == MatchOp::allocate_orelse_reserve) {
-            for (int64_t t : table_.release_times(now))
+            // When a job ends, or an advance reservation does.
+            std::vector<int64_t> times = table_.release_times(now);
+            if (!reservations_.empty()) {
+                reservations_.add_ends_after(now, times);
+                std::sort(times.begin(), times.end());
+                times.erase(std::unique(times.begin(), times.end()), times.end());
+            }
+            for (int64_t t : times)
                 if (try_at(*requests, t, end_for(t), false)) {
                     res.matched = res.reserved = true;
                     res.start = t;
@@ -258,6 +325,7 @@ std::vector<uint64_t> Matcher::reload(const ResourceGraph& graph) {
     claim_of_.assign(pool_.size(), 0);
     epoch_ = 0;
     table_.apply_all();
+    reservations_.reapply();
     return lost;
 }
 
@@ -279,7 +347,21 @@ Rv1 Matcher::allocated() const {
     return all;
 }
 
-Result<void> Matcher::allocate_exact(uint64_t jobid, const Rv1& r, int64_t start, int64_t end) {
+Result<void> Matcher::allocate_exact(uint64_t jobid, const Rv1& r, int64_t start, int64_t end,
+                                     const std::string& reservation) {
+    if (reservation.empty() || !reservations_.find(reservation))
+        return allocate_exact_here(jobid, r, start, end, reservation);  // (carved when it is added)
+    Result<void> done = [&] {
+        auto lifted = reservations_.lift(reservation);
+        return allocate_exact_here(jobid, r, start, end, reservation);
+    }();
+    if (done)
+        reservations_.carve(jobid);
+    return done;
+}
+
+Result<void> Matcher::allocate_exact_here(uint64_t jobid, const Rv1& r, int64_t start, int64_t end,
+                                          const std::string& reservation) {
     if (table_.find(jobid))
         return make_error(EEXIST, fmt::format("job {} already holds resources", jobid));
     next_epoch();
@@ -330,7 +412,7 @@ Result<void> Matcher::allocate_exact(uint64_t jobid, const Rv1& r, int64_t start
             return make_error(EBUSY, fmt::format("rank {} lacks {} of free memory", rank,
                                                  format_byte_size(static_cast<uint64_t>(memory_left) * memory_unit)));
     }
-    return table_.add(jobid, Allocation{claims_, start, end, false});
+    return table_.add(jobid, Allocation{claims_, start, end, false, reservation});
 }
 
 bool Matcher::try_at(const std::vector<Request>& requests, int64_t start, int64_t end, bool ignore_use,

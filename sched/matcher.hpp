@@ -25,6 +25,7 @@
 #include "core/result.hpp"
 #include "resource/graph.hpp"
 #include "resource/rv1.hpp"
+#include "sched/advance_reservations.hpp"
 #include "sched/allocation_table.hpp"
 #include "sched/jobspec.hpp"
 #include "sched/match_policy.hpp"
@@ -68,20 +69,28 @@ class Matcher {
     const ResourcePool& pool() const { return pool_; }
     ResourcePool& pool() { return pool_; }
     const MatchPolicy& policy() const { return *policy_; }
+    // Admins' reservations of nodes for a window (sched.md §10): in the
+    // planners, kept over reload().
+    AdvanceReservations& reservations() { return reservations_; }
+    const AdvanceReservations& reservations() const { return reservations_; }
 
     // Matches `jobspec` for job `jobid` at time `now` (seconds); a match is
     // recorded under jobid until cancel(). Error EEXIST: jobid already holds
     // resources.
     Result<MatchResult> match(const Jobspec& jobspec, MatchOp op, int64_t now, uint64_t jobid);
+    // A jobspec that names an advance reservation is matched only once the
+    // reservation has begun, only on its nodes (SchedQueue::submit
+    // constrains it), with the reservation lifted, and only now (`op` is
+    // taken as allocate).
     // Gives back what job `jobid` holds or has reserved. Error ENOENT.
-    Result<void> cancel(uint64_t jobid) { return table_.remove(jobid); }
+    Result<void> cancel(uint64_t jobid);
     // Puts an allocation cancel() took out back as it was (what-if tests:
     // preemption, sched.md §9). Error EEXIST: the id holds resources.
-    Result<void> put_back(uint64_t jobid, Allocation allocation) { return table_.add(jobid, std::move(allocation)); }
+    Result<void> put_back(uint64_t jobid, Allocation allocation);
     // Gives back what job `jobid` holds on the nodes of `ranks` (a shrink).
     // Returns true when that was all it held with a rank: the job is then
     // cancelled whole. Error ENOENT.
-    Result<bool> cancel_ranks(uint64_t jobid, const IdSet& ranks) { return table_.remove_ranks(jobid, ranks); }
+    Result<bool> cancel_ranks(uint64_t jobid, const IdSet& ranks);
     // Whether `jobspec` could run here at all: it fits the whole graph
     // with nothing in use and every vertex up (drained and down nodes
     // return). Error ENOSPC, with the reason, when it never could.
@@ -98,7 +107,8 @@ class Matcher {
     // Replaces the graph (a node came back with another shape, or joined)
     // and moves every allocation's claims to the vertices of the new graph
     // with the same rank, type and id (memory amounts and exclusive holds
-    // kept). Drops reservations. Returns the jobs the new graph cannot hold
+    // kept), and each advance reservation to the nodes of its ranks. Drops
+    // the reservations of pending jobs. Returns the jobs the new graph cannot hold
     // (their node shrank or is gone): they hold nothing now, and cancel() of them is
     // ENOENT.
     std::vector<uint64_t> reload(const ResourceGraph& graph);
@@ -114,13 +124,15 @@ class Matcher {
 
     // Records job `jobid` as holding exactly the cores and gpus of `r` over
     // [start, end), and each rank's memory from its memory pools in order,
-    // as when a scheduler restarts beside running jobs.
+    // as when a scheduler restarts beside running jobs; `reservation`: it
+    // runs in that advance reservation (known now or added later).
     // Error: ENOENT a rank or id the graph lacks; EBUSY something already in
     // use; EEXIST jobid already holds resources.
-    Result<void> allocate_exact(uint64_t jobid, const Rv1& r, int64_t start, int64_t end);
+    Result<void> allocate_exact(uint64_t jobid, const Rv1& r, int64_t start, int64_t end,
+                                const std::string& reservation = "");
     // Moves the end of a running job's allocation (a job past its expected
     // end still holds what it holds). Error ENOENT.
-    Result<void> extend(uint64_t jobid, int64_t end) { return table_.extend(jobid, end); }
+    Result<void> extend(uint64_t jobid, int64_t end);
 
     // R v1 of the shown claims: cores and gpus by rank, node names, and
     // with `memory` the memory claimed on each rank in bytes (the live
@@ -154,6 +166,12 @@ class Matcher {
     };
 
     struct JobScope;  // the constraint and profile hint of the job matched
+    Result<MatchResult> match_here(const Jobspec& jobspec, MatchOp op, int64_t now, uint64_t jobid);
+    Result<MatchResult> match_in_reservation(const Jobspec& jobspec, int64_t now, uint64_t jobid);
+    // Job `jobid`'s allocation runs in that advance reservation.
+    void set_reservation(uint64_t jobid, const std::string& name);
+    Result<void> allocate_exact_here(uint64_t jobid, const Rv1& r, int64_t start, int64_t end,
+                                     const std::string& reservation);
     Result<std::vector<Request>> compile(const Jobspec& jobspec) const;
     // `ignore_use`: as if nothing were in use; `ignore_status`: as if every
     // vertex were up.
@@ -210,6 +228,7 @@ class Matcher {
 
     ResourcePool pool_;
     AllocationTable table_{pool_};
+    AdvanceReservations reservations_{pool_, table_};
     std::unique_ptr<MatchPolicy> policy_;
     NodeEligibility eligibility_{pool_};
     std::optional<TypeId> node_type_;

@@ -1,14 +1,22 @@
 #include "sched/sched_queue.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
+
+#include "core/duration.hpp"
 
 namespace banyan {
 
 namespace {
 constexpr const char* kWaitingForNodes = "waiting for drained, down or unjoined nodes";
 }  // namespace
+
+std::string waiting_for_reservation(const AdvanceReservation& reservation, int64_t now) {
+    return fmt::format("waiting for reservation {} (starts {})", reservation.name,
+                       format_clock(static_cast<double>(reservation.start), static_cast<double>(now)));
+}
 
 Result<QueuePolicy> queue_policy_from_name(std::string_view name) {
     if (name == "fcfs")
@@ -25,6 +33,20 @@ Result<void> SchedQueue::submit(uint64_t id, Jobspec jobspec, int64_t priority, 
         return make_error(EEXIST, fmt::format("job {} is already known to the scheduler", id));
     // An impossible job is refused now rather than left waiting forever;
     // one that needs nodes that are drained or down now waits for them.
+    if (!jobspec.reservation.empty()) {
+        // Only on its nodes (and only in its window: schedule()).
+        const AdvanceReservation* in = matcher_.reservations().find(jobspec.reservation);
+        if (!in)
+            return make_error(ENOENT, fmt::format("no reservation named '{}'", jobspec.reservation));
+        nlohmann::json mine = {{"ranks", nlohmann::json::array({in->ranks.format()})}};
+        nlohmann::json both = {{"and", nlohmann::json::array({mine})}};
+        if (jobspec.constraint)
+            both["and"].push_back(jobspec.constraint->to_json());
+        auto constraint = Constraint::from_json(both);
+        if (!constraint)
+            return constraint.error();
+        jobspec.constraint = std::move(*constraint);
+    }
     if (auto fits = matcher_.could_ever_fit(jobspec); !fits)
         return fits.error();
     PendingJob job{id, std::move(jobspec), priority, t_submit, "priority", std::nullopt};
@@ -57,6 +79,7 @@ Result<void> SchedQueue::free(uint64_t id) {
 void SchedQueue::annotate_pending(const std::string& reason) {
     for (auto& [id, job] : pending_) {
         job.reason = reason;
+        job.reservation_wait.clear();
         job.t_estimate.reset();
     }
 }
@@ -83,10 +106,11 @@ Result<void> SchedQueue::prioritize(uint64_t id, int64_t priority) {
     return {};
 }
 
-Result<void> SchedQueue::restore(uint64_t id, const Rv1& r, int64_t start, int64_t end) {
+Result<void> SchedQueue::restore(uint64_t id, const Rv1& r, int64_t start, int64_t end,
+                                 const std::string& reservation) {
     // Reservations are plans for one pass; a running job comes first.
     drop_reservations();
-    if (auto done = matcher_.allocate_exact(id, r, start, end); !done)
+    if (auto done = matcher_.allocate_exact(id, r, start, end, reservation); !done)
         return done;
     running_.insert(id);
     return {};
@@ -119,12 +143,30 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
                           : config_.policy == QueuePolicy::easy ? 1
                                                                 : config_.reservation_depth;
     bool blocked = false;
+    bool any_reservation = !matcher_.reservations().empty();
+    std::vector<PendingJob*> blocked_meeting;  // blocked, their window meeting an advance reservation
     size_t looked = 0;
     for (auto it = order_.begin(); it != order_.end() && looked < config_.queue_depth; ++looked) {
         PendingJob& job = pending_.at(it->second);
         job.t_estimate.reset();
-        if (blocked && config_.policy == QueuePolicy::fcfs)
-            break;  // the rest wait on the first (pending() says so)
+        job.reservation_wait.clear();
+        if (job.in_reservation()) {
+            if (auto s = start_in_reservation(job, now)) {
+                started.push_back(std::move(*s));
+                running_.insert(job.id);
+                pending_.erase(job.id);
+                it = order_.erase(it);
+            } else {
+                ++it;
+            }
+            continue;
+        }
+        if (blocked && config_.policy == QueuePolicy::fcfs) {
+            if (!any_reservation)
+                break;  // the rest wait on the first (pending() says so)
+            ++it;       // only jobs in a reservation may still start
+            continue;
+        }
         // EASY's one reservation only guards the first blocked job against
         // jobs started after it, and with nothing free none can start now:
         // it is made in the next pass that has room (a reservation costs a
@@ -153,13 +195,61 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
         }
         job.reason = "insufficient resources";
         blocked = true;
+        if (any_reservation) {
+            int64_t end = job.jobspec.duration > 0 ? now + static_cast<int64_t>(std::ceil(job.jobspec.duration))
+                                                   : kForever;
+            if (matcher_.reservations().first_meeting(now, end))
+                blocked_meeting.push_back(&job);
+        }
         // Backfilling looks further only while something is free: with
         // every core and GPU in use no later job can start now, and
         // trying each of queue-depth jobs cost a full pass per free.
         if (easy && !matcher_.any_free(now))
             break;
     }
+    if (!blocked_meeting.empty())
+        explain_reservation_waits(blocked_meeting, now);
     return started;
+}
+
+std::optional<SchedQueue::Started> SchedQueue::start_in_reservation(PendingJob& job, int64_t now) {
+    const AdvanceReservation* in = matcher_.reservations().find(job.jobspec.reservation);
+    if (!in) {
+        // Its end or deletion answers the job (the service): only a moment.
+        job.reason = fmt::format("reservation {} is gone", job.jobspec.reservation);
+        return std::nullopt;
+    }
+    if (now < in->start) {
+        job.reason = waiting_for_reservation(*in, now);
+        return std::nullopt;
+    }
+    auto r = matcher_.match(job.jobspec, MatchOp::allocate, now, job.id);
+    if (r && r->matched)
+        return Started{job.id, matcher_.to_rv1(r->claims, r->start, r->end, Matcher::RMemory::written)};
+    job.reason = fmt::format("insufficient resources in reservation {}", in->name);
+    return std::nullopt;
+}
+
+void SchedQueue::explain_reservation_waits(const std::vector<PendingJob*>& blocked, int64_t now) {
+    auto lifted = matcher_.reservations().lift_all();
+    for (PendingJob* job : blocked) {
+        // A job reserved for later holds that plan under its id: put aside
+        // while it is asked whether it fits now.
+        std::optional<Allocation> planned;
+        if (const Matcher::Job* held = matcher_.job(job->id)) {
+            planned = *held;
+            (void)matcher_.cancel(job->id);
+        }
+        auto r = matcher_.match(job->jobspec, MatchOp::allocate, now, job->id);
+        if (r && r->matched) {
+            (void)matcher_.cancel(job->id);
+            int64_t end = r->end;
+            if (const AdvanceReservation* first = matcher_.reservations().first_meeting(now, end))
+                job->reservation_wait = waiting_for_reservation(*first, now);
+        }
+        if (planned)
+            (void)matcher_.put_back(job->id, std::move(*planned));
+    }
 }
 
 void SchedQueue::reserve_first_blocked(int64_t now) {
@@ -167,7 +257,7 @@ void SchedQueue::reserve_first_blocked(int64_t now) {
         return;  // (with something free the pass made it, or will: nothing may start here)
     for (const auto& [order, id] : order_) {
         PendingJob& job = pending_.at(id);
-        if (job.reason == kWaitingForNodes)
+        if (job.reason == kWaitingForNodes || job.in_reservation())
             continue;  // blocks no one
         if (job.reason != "insufficient resources")
             return;  // not through a pass yet, or its queue stopped
@@ -196,8 +286,8 @@ std::vector<const PendingJob*> SchedQueue::pending() const {
     for (const auto& [order, id] : order_) {
         const PendingJob& job = pending_.at(id);
         // FCFS passes stop at the first job that cannot start; one waiting
-        // for drained or down nodes blocks no one.
-        if (job.reason != kWaitingForNodes) {
+        // for drained or down nodes, or in a reservation, blocks no one.
+        if (job.reason != kWaitingForNodes && !job.in_reservation()) {
             if (config_.policy == QueuePolicy::fcfs && blocked)
                 job.reason = "priority";
             blocked = true;

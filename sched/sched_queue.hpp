@@ -40,7 +40,18 @@ struct PendingJob {
     double t_submit = 0;
     mutable std::string reason;         // why it is not running: "priority", "insufficient resources", ...
     std::optional<int64_t> t_estimate;  // reserved start
+    // Set when an advance reservation is what holds it back (sched.md
+    // §10): "waiting for reservation NAME (starts HH:MM)".
+    std::string reservation_wait;
+
+    // It runs in an advance reservation, apart from the queue's order.
+    bool in_reservation() const { return !jobspec.reservation.empty(); }
+    // The reason as users see it.
+    const std::string& shown_reason() const { return reservation_wait.empty() ? reason : reservation_wait; }
 };
+
+// "waiting for reservation NAME (starts HH:MM)".
+std::string waiting_for_reservation(const AdvanceReservation& reservation, int64_t now);
 
 class SchedQueue {
   public:
@@ -58,9 +69,9 @@ class SchedQueue {
     Result<void> extend(uint64_t id, int64_t end);
     // Changes a pending job's priority. Error ENOENT.
     Result<void> prioritize(uint64_t id, int64_t priority);
-    // Records a job that already runs on `r` (after a restart). Errors as
-    // Matcher::allocate_exact.
-    Result<void> restore(uint64_t id, const Rv1& r, int64_t start, int64_t end);
+    // Records a job that already runs on `r` (after a restart), in the
+    // advance reservation named, if any. Errors as Matcher::allocate_exact.
+    Result<void> restore(uint64_t id, const Rv1& r, int64_t start, int64_t end, const std::string& reservation = "");
 
     // The graph changed (Matcher::reload); reservations are dropped.
     // Running jobs the new graph cannot hold are logged by the caller from
@@ -99,6 +110,13 @@ class SchedQueue {
     const QueueConfig& config() const { return config_; }
 
   private:
+    // A job that names an advance reservation (sched.md §10): it starts
+    // only in it, once it has begun, and holds up no other job.
+    std::optional<Started> start_in_reservation(PendingJob& job, int64_t now);
+    // Blocked jobs whose window meets an advance reservation: those that
+    // would start were no reservation there say they wait for it.
+    void explain_reservation_waits(const std::vector<PendingJob*>& blocked, int64_t now);
+
     struct Order {
         int64_t priority;
         double t_submit;

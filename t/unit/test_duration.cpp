@@ -43,10 +43,13 @@ TEST_CASE("moments for --begin-time", "[duration]") {
     CHECK(*parse_moment("2027-01-16", now) == now + 16 * 3600);
     CHECK(*parse_moment("2027-01-15 10:00", now) == now + 7200);
     CHECK(*parse_moment("2027-01-15T10:00:30", now) == now + 7230);
+    CHECK(*parse_moment("now", now) == now);
+    CHECK(format_clock(now + 3600, now) == "09:00");
+    CHECK(format_clock(now + 86400 + 3600, now) == "2027-01-16 09:00");
     for (const char* bad : {"", "+", "+-5", "@x", "tomorrow", "25:00", "2027-13-01", "10:00 pm", "+5 m"}) {
         INFO(bad);
         auto r = parse_moment(bad, now);
         REQUIRE_FALSE(r.ok());
-        CHECK(r.error().message.find("not a time (expected +DURATION, @EPOCH") != std::string::npos);
+        CHECK(r.error().message.find("not a time (expected now, +DURATION, @EPOCH") != std::string::npos);
     }
 }
