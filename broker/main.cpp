@@ -25,6 +25,7 @@
 #include "broker/job_manager/job_manager.hpp"
 #include "broker/nested.hpp"
 #include "broker/pmi_client.hpp"
+#include "broker/reservation/reservation_service.hpp"
 #include "broker/resource/resource_service.hpp"
 #include "broker/sched/sched_service.hpp"
 #include "core/descriptors.hpp"
@@ -169,6 +170,11 @@ int main(int argc, char** argv) {
     auto scheduler = SchedService::start(broker);
     if (!scheduler)
         return stop(scheduler.error().message);
+    // Before the job manager: the scheduler plans the kept reservations
+    // before it hears of any job.
+    auto reservations = ReservationService::start(broker);
+    if (!reservations)
+        return stop(reservations.error().message);
     auto exec = ExecService::start(broker);
     if (!exec)
         return stop(exec.error().message);

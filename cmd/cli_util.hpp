@@ -114,6 +114,7 @@ void add_dmesg(CLI::App& app, int& exit_code);
 void add_keygen(CLI::App& app, int& exit_code);
 void add_resource(CLI::App& app, int& exit_code);
 void add_queue(CLI::App& app, int& exit_code);
+void add_reservation(CLI::App& app, int& exit_code);
 void add_submit(CLI::App& app, int& exit_code);
 void add_run(CLI::App& app, int& exit_code);
 void add_batch(CLI::App& app, int& exit_code);

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
         {"jobs", cli::add_jobs},       {"events", cli::add_events},     {"top", cli::add_top},
         {"token", cli::add_token},     {"cancel", cli::add_cancel},     {"job", cli::add_job},
         {"history", cli::add_history}, {"bank", cli::add_bank},
-        {"usage", cli::add_usage},
+        {"usage", cli::add_usage},     {"reservation", cli::add_reservation},
     };
     bool built = false;
     for (const auto& [name, add] : commands)

@@ -222,6 +222,8 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
     cmd->add_option("-o,--setopt", o.setopt, "shell option KEY[=VALUE]")->allow_extra_args(false);
     cmd->add_option("--input", o.input, "every task reads this file as stdin");
     cmd->add_option("-q,--queue", o.queue, "the queue (banyan queue list); default: the default queue");
+    cmd->add_option("--reservation", o.reservation,
+                    "run in this advance reservation (banyan reservation list), on its nodes, in its window");
     cmd->add_option("--bank", o.bank, "the bank the job is charged to (banyan bank list); default: yours");
     cmd->add_option("--requires", o.requirements,
                     "only nodes that meet EXPR: properties (gpu,^bigmem), host:HOSTLIST, rank:IDSET, "
@@ -245,6 +247,7 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
                  .requeue = o.requeue,
                  .name = o.job_name,
                  .queue = o.queue,
+                 .reservation = o.reservation,
                  .bank = o.bank,
                  .cwd = o.cwd,
                  .environment = environment(o.env)};

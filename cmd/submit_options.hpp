@@ -36,6 +36,7 @@ struct SubmitOptions {
     std::vector<std::string> setopt;
     std::vector<std::string> requirements;  // --requires, each a constraint query (joined by and)
     std::string queue;
+    std::string reservation;
     std::string bank;
 };
 

@@ -123,6 +123,23 @@ const AdvanceReservation* AdvanceReservations::find(const std::string& name) con
     return it == held_.end() ? nullptr : &it->second.reservation;
 }
 
+Result<void> AdvanceReservations::confine(Jobspec& jobspec) const {
+    if (jobspec.reservation.empty())
+        return {};
+    const AdvanceReservation* in = find(jobspec.reservation);
+    if (!in)
+        return make_error(ENOENT, fmt::format("no reservation named '{}'", jobspec.reservation));
+    nlohmann::json mine = {{"ranks", nlohmann::json::array({in->ranks.format()})}};
+    nlohmann::json both = {{"and", nlohmann::json::array({mine})}};
+    if (jobspec.constraint)
+        both["and"].push_back(jobspec.constraint->to_json());
+    auto constraint = Constraint::from_json(both);
+    if (!constraint)
+        return constraint.error();
+    jobspec.constraint = std::move(*constraint);
+    return {};
+}
+
 void AdvanceReservations::add_ends_after(int64_t after, std::vector<int64_t>& times) const {
     for (const auto& [name, held] : held_)
         if (held.reservation.end > after)

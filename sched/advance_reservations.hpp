@@ -20,6 +20,7 @@
 #include "core/result.hpp"
 #include "sched/allocation_table.hpp"
 #include "sched/constraint.hpp"
+#include "sched/jobspec.hpp"
 #include "sched/resource_pool.hpp"
 
 namespace banyan {
@@ -68,6 +69,10 @@ class AdvanceReservations {
     // changes): its reservation plans what it held as its own again.
     void uncarve(uint64_t jobid, const Allocation& a);
     const AdvanceReservation* find(const std::string& name) const;
+    // A jobspec that names a reservation may run only on its nodes: its
+    // constraint gets the reservation's ranks ANDed in. Error ENOENT: no
+    // such reservation.
+    Result<void> confine(Jobspec& jobspec) const;
     bool empty() const { return held_.empty(); }
     size_t size() const { return held_.size(); }
     // The ends of reservations after `after`: times at which a job that

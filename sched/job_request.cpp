@@ -88,6 +88,8 @@ Result<nlohmann::json> build_jobspec(const JobRequest& r, FieldName name_of) {
         system["dependencies"] = r.dependencies;
     if (!r.queue.empty())
         system["queue"] = r.queue;
+    if (!r.reservation.empty())
+        system["reservation"] = r.reservation;
     if (!r.bank.empty())
         system["bank"] = r.bank;
     if (r.constraint)

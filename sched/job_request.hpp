@@ -37,6 +37,7 @@ struct JobRequest {
     std::optional<double> time_limit;  // seconds
     std::string name;                  // shown by banyan jobs; empty: the command
     std::string queue;                 // empty: the default queue
+    std::string reservation;           // an advance reservation to run in (doc/spec/reservations.md)
     std::string bank;                  // empty: the user's default bank (accounting.md §5)
     std::string cwd;                   // the tasks' working directory
     std::map<std::string, std::string> environment;

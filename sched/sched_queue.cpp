@@ -33,20 +33,9 @@ Result<void> SchedQueue::submit(uint64_t id, Jobspec jobspec, int64_t priority, 
         return make_error(EEXIST, fmt::format("job {} is already known to the scheduler", id));
     // An impossible job is refused now rather than left waiting forever;
     // one that needs nodes that are drained or down now waits for them.
-    if (!jobspec.reservation.empty()) {
-        // Only on its nodes (and only in its window: schedule()).
-        const AdvanceReservation* in = matcher_.reservations().find(jobspec.reservation);
-        if (!in)
-            return make_error(ENOENT, fmt::format("no reservation named '{}'", jobspec.reservation));
-        nlohmann::json mine = {{"ranks", nlohmann::json::array({in->ranks.format()})}};
-        nlohmann::json both = {{"and", nlohmann::json::array({mine})}};
-        if (jobspec.constraint)
-            both["and"].push_back(jobspec.constraint->to_json());
-        auto constraint = Constraint::from_json(both);
-        if (!constraint)
-            return constraint.error();
-        jobspec.constraint = std::move(*constraint);
-    }
+    // Only on its nodes (and only in its window: schedule()).
+    if (auto confined = matcher_.reservations().confine(jobspec); !confined)
+        return confined;
     if (auto fits = matcher_.could_ever_fit(jobspec); !fits)
         return fits.error();
     PendingJob job{id, std::move(jobspec), priority, t_submit, "priority", std::nullopt};

@@ -118,10 +118,15 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
                              {"resources", json_array_at(spec, "resources")},
                              {"tasks", json_array_at(spec, "tasks")}};
     // What the scheduler needs of attributes.system: the duration, the
-    // constraints (validated at submit), the queue and the profile hint.
-    for (const char* key : {"duration", "constraints"})
+    // constraints (validated at submit), the advance reservation, the
+    // queue and the profile hint.
+    for (const char* key : {"duration", "constraints", "reservation"})
         if (system.contains(key))
             for_sched["attributes"]["system"][key] = system[key];
+    auto in_reservation = json_field<std::string>(system, "reservation", "", "attributes.system");
+    if (!in_reservation)
+        return in_reservation.error();
+    reservation = *in_reservation;
     if (const auto& options = json_object_at(system, {"shell", "options"}); options.contains("profile"))
         for_sched["attributes"]["system"]["shell"]["options"]["profile"] = options["profile"];
     ntasks = count_tasks(spec);

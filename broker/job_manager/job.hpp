@@ -53,6 +53,7 @@ struct Job {
     // From the jobspec.
     std::string name;
     std::string queue;         // "" without queues
+    std::string reservation;   // the advance reservation it runs in, if any
     std::string bank;          // charged to (accounting.md §5); "" without banks
     std::string instance_uri;  // a nested instance's socket (event `instance`); "" when not one
     uint32_t ntasks = 1;

@@ -82,6 +82,9 @@ class JobManager final : private JobTable {
     void on_submit(const Message& req);
     // The submission, its signature checked (or none needed).
     void submit(const Message& req, nlohmann::json body);
+    // Every check of the job manager's own passed: could it ever run here
+    // (sched.feasibility)? Then stored.
+    void check_feasibility(const Message& req, nlohmann::json body, Job job, const std::string& signature);
     void store_submission(const Message& req, const nlohmann::json& spec, Job job, const std::string& signature);
     void answered_barrier(const Message& req, const std::function<void()>& fn);
     void drop_unstored(const std::vector<JobId>& ids, const Error& error);

@@ -193,6 +193,24 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
             return broker_.respond_error(req, EPERM, fmt::format("dependency {}:{}: not your job", d.scheme, d.given));
     }
     job.urgency = static_cast<int>(*urgency);
+    if (job.reservation.empty())
+        return check_feasibility(req, std::move(body_json), std::move(job), *signature);
+    // A job in an advance reservation: may this user's job run in it?
+    nlohmann::json ask = {{"name", job.reservation}, {"userid", req.userid}, {"bank", job.bank},
+                          {"owner", is_owner(req)}};
+    broker_.rpc(Message::request("reservation.check", std::move(ask), 0),
+                [this, req, body = std::move(body_json), job = std::move(job), signature = *signature](
+                    const Message& resp) mutable {
+                    if (resp.errnum)
+                        return broker_.respond_error(req, resp.errnum, resp.error_text());
+                    answered_barrier(req, [&] { check_feasibility(req, std::move(body), std::move(job), signature); });
+                });
+}
+
+void JobManager::check_feasibility(const Message& req, nlohmann::json body_json, Job job,
+                                   const std::string& signature) {
+    const nlohmann::json& spec = body_json["jobspec"];
+    const auto& system = json_object_at(spec, {"attributes", "system"});
     // A job that can never run here is refused now, in one line, rather
     // than acknowledged and failed after (sched.md §7, sched.feasibility:
     // a local handler, answered before rpc returns; it never waits for
@@ -201,11 +219,11 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
                                     {"resources", spec["resources"]},
                                     {"tasks", spec.contains("tasks") ? spec["tasks"] : nlohmann::json::array()},
                                     {"attributes", {{"system", nlohmann::json::object()}}}};
-    for (const char* key : {"queue", "constraints", "duration"})
+    for (const char* key : {"queue", "constraints", "duration", "reservation"})
         if (system.contains(key))
             feasible_spec["attributes"]["system"][key] = system[key];
     broker_.rpc(Message::request("sched.feasibility", {{"jobspec", std::move(feasible_spec)}}, 0),
-                [this, req, body = std::move(body_json), job = std::move(job), signature = *signature](
+                [this, req, body = std::move(body_json), job = std::move(job), signature](
                     const Message& resp) mutable {
                     // (ENOSYS: no scheduler loaded here; sched.alloc decides.)
                     if (resp.errnum && resp.errnum != ENOSYS)

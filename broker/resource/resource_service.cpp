@@ -593,7 +593,15 @@ void ResourceService::on_drain(const Message& req, bool drain) {
     if (!reason_field)
         return broker_.respond_error(req, EPROTO, reason_field.error().message);
     std::string reason = *reason_field;
-    if (!drain) {
+    if (!drain && !reason.empty()) {
+        // Only those drained with this reason (a maintenance reservation
+        // ends: a node an admin drained for another cause stays drained).
+        IdSet with_reason;
+        for (uint32_t r : ranks->ids())
+            if (auto d = drained_.find(r); d != drained_.end() && d->second.reason == reason)
+                with_reason.insert(r);
+        *ranks = with_reason;
+    } else if (!drain) {
         for (uint32_t r : ranks->ids())
             if (!drained_.count(r))
                 return broker_.respond_error(req, EINVAL,

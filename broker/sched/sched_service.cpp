@@ -83,6 +83,8 @@ void SchedService::register_methods() {
     method("sched.prioritize", &SchedService::on_prioritize);
     method("sched.extend", &SchedService::on_extend);
     method("sched.hello", &SchedService::on_hello);
+    method("sched.reserve", &SchedService::on_reserve);
+    method("sched.unreserve", &SchedService::on_unreserve);
     broker_.register_method("sched.queue", false,
                             broker_.at_rank0(with_graph([this](const Message& r) { on_queue(r); })));
     broker_.register_method("sched.queue-list", false,
@@ -288,6 +290,8 @@ void SchedService::on_feasibility(const Message& req) {
     auto found = lane_and_jobspec(*body, req.topic);
     if (!found)
         return broker_.respond_error(req, found.error().code, found.error().message);
+    if (auto confined = matcher_->reservations().confine(found->second); !confined)
+        return broker_.respond_error(req, confined.error().code, confined.error().message);
     if (auto fits = matcher_->could_ever_fit(found->second); !fits)
         return broker_.respond_error(req, fits.error().code, fits.error().message);
     if (feasible_bytes_ + key.size() > kMaxFeasibleBytes) {
@@ -397,7 +401,12 @@ void SchedService::on_hello(const Message& req) {
         auto queue = json_field<std::string>(j, "queue", "", "jobs[]");
         auto lane = queue ? lane_named(*queue) : Result<Lane*>(queue.error());
         Lane* home = lane ? *lane : &lanes_.front();
-        if (auto done = home->queue->restore(*id, *r, start, end); !done)
+        auto reservation = json_field<std::string>(j, "reservation", "", "jobs[]");
+        if (!reservation) {
+            refused.push_back(fmt::format("job {}: {}", *id, reservation.error().message));
+            continue;
+        }
+        if (auto done = home->queue->restore(*id, *r, start, end, *reservation); !done)
             refused.push_back(fmt::format("job {}: {}", *id, done.error().message));
         else
             lane_index_[*id] = static_cast<size_t>(home - lanes_.data());
@@ -415,7 +424,7 @@ void SchedService::on_queue(const Message& req) {
             lane.queue->reserve_first_blocked(now);
     for (const auto& lane : lanes_) {
         for (const PendingJob* j : lane.queue->pending()) {
-            nlohmann::json entry{{"id", j->id}, {"priority", j->priority}, {"reason", j->reason}};
+            nlohmann::json entry{{"id", j->id}, {"priority", j->priority}, {"reason", j->shown_reason()}};
             if (j->t_estimate)
                 entry["t_estimate"] = *j->t_estimate;
             if (!lane.config.name.empty())

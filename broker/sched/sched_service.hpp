@@ -49,6 +49,9 @@ class SchedService {
     void on_prioritize(const Message& req);
     void on_extend(const Message& req);
     void on_hello(const Message& req);
+    // Advance reservations (sched_reservations.cpp).
+    void on_reserve(const Message& req);
+    void on_unreserve(const Message& req);
     void on_queue(const Message& req);
     void on_queue_list(const Message& req);
     void on_queue_start(const Message& req);
