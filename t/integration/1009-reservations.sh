@@ -57,7 +57,13 @@ check_output "... ranks 0 and 1" "^0-1$" ranks_of "$free"
 check "once the reservation begins, the job in it starts" banyan job wait-event -t 20s "$inside" start
 check_output "... on node2 (rank 2)" "^2$" ranks_of "$inside"
 check_output "the reservation is active" "^course +[-0-9T:]+ +[-0-9T:]+ +active" banyan reservation list
-banyan cancel "$free" "$long"
+banyan cancel "$long"
+# Who may run in one: its users, its banks' jobs, the owner (the job
+# manager asks at submit as here).
+check_fails "another user, not named, may not" "reservation course: uid 4242 may not use it" \
+    banyan-test-client rpc reservation.check '{"name": "course", "userid": 4242}'
+check "a user it names may" banyan-test-client rpc reservation.check "{\"name\": \"course\", \"userid\": $(id -u)}"
+check "the owner may" banyan-test-client rpc reservation.check '{"name": "course", "userid": 4242, "owner": true}'
 
 # Maintenance of node1 from 4 s from now, for 8 s.
 check_output "a maintenance reservation is made" "^maint: node1 " \
@@ -65,7 +71,9 @@ check_output "a maintenance reservation is made" "^maint: node1 " \
 check_fails "no job runs in a maintenance reservation" "reservation maint is for maintenance" \
     banyan submit --reservation maint true
 wait_for "at its start node1 is drained, with the reason" 15 \
-    sh -c "banyan resource status | grep -Eq 'drained +1 +1 .*maintenance reservation maint'"
+    sh -c "banyan resource status | grep -Eq 'draining +1 +1 .*maintenance reservation maint'"
+check_output "a job that ran on node1 before it runs on" "^$free R" banyan jobs --no-header -o '{id} {st}'
+banyan cancel "$free"
 
 # Rank 0 killed and started again while both are in force.
 kill -9 "$(broker_pid "$T_DIR" 0)"
@@ -85,8 +93,19 @@ waiting=$(banyan submit --reservation course -N1 $(sim 3600) true)
 wait_for "a second job in course waits for room in it" 10 \
     bash -c "info_of $waiting | grep -q ' S insufficient resources in reservation course'"
 check "the reservation is deleted" banyan reservation delete course
+check_output "the job running in it runs on" "^$inside R" banyan jobs --no-header -o '{id} {st}'
 check_fails "a second delete: no such reservation" "no reservation named 'course'" banyan reservation delete course
 check_fails "the job waiting in it ends, saying why" "reservation course was deleted" banyan job wait "$waiting"
-banyan cancel "$inside" 2>/dev/null  # (running in it, or ended by the restart)
+banyan cancel "$inside"
 check "the job that waited for node2 runs" timeout 20 banyan job wait "$held"
+# A job in a reservation may run past its end.
+check_output "a three-second reservation of node0" "^brief: node0 " \
+    banyan reservation create brief --duration 3s --hostlist node0
+past=$(banyan submit --reservation brief -N1 -x $(sim 3600) true)
+check "a job in it starts" banyan job wait-event -t 20s "$past" start
+behind=$(banyan submit --reservation brief -N1 true)
+wait_for "the reservation ends" 10 sh -c "! banyan reservation list | grep -q '^brief '"
+check_fails "a job still waiting in it ends, saying why" "reservation brief ended" banyan job wait "$behind"
+check_output "the job runs on past its end" "^$past R" banyan jobs --no-header -o '{id} {st}'
+banyan cancel "$past"
 check "the list is empty" sh -c '[ "$(banyan reservation list | wc -l)" -eq 1 ]'
