@@ -22,6 +22,10 @@
 //                                                jobs with PENDING waiting; a
 //                                                high-tier 16-node job chooses
 //                                                its victims (sched.md §9)
+//   bench-sched preempt NODES SHAPE PENDING ADVANCE   the same with ADVANCE
+//                                                advance reservations of 4
+//                                                nodes each, from 2000 s on
+//                                                for an hour (sched.md §10)
 // SHAPE is a synthetic node shape, e.g. "socket:2,core:18,gpu:1".
 #include <algorithm>
 #include <chrono>
@@ -195,9 +199,16 @@ int main(int argc, char** argv) {
         report(fmt::format("one pass of 4 queues, {} jobs pending, {} x {} full", pending, a[1], a[2]), us, 0);
         return 0;
     }
-    if (a.size() == 4 && a[0] == "preempt") {
+    if ((a.size() == 4 || a.size() == 5) && a[0] == "preempt") {
         Loaded l = load(std::stoi(a[1]), a[2], "pack");
         Matcher& matcher = *l.matcher;
+        size_t advance = a.size() == 5 ? std::stoul(a[4]) : 0;
+        for (size_t i = 0; i < advance; ++i) {
+            int64_t start = 2000 + 10 * static_cast<int64_t>(i);
+            auto ranks = matcher.reservations().choose({.count = 4}, start, start + 3600);
+            if (!ranks || !matcher.reservations().add({fmt::format("r{}", i), start, start + 3600, *ranks}))
+                return 2;
+        }
         SchedQueue low(matcher, QueueConfig{QueuePolicy::conservative, 1000, 50, 60});
         SchedQueue high(matcher, QueueConfig{QueuePolicy::easy, 1000, 64, 60});
         // Whole-node jobs of varied lengths fill the cluster; the rest wait.
@@ -234,9 +245,9 @@ int main(int argc, char** argv) {
             victims = choose_victims(matcher, wide, wide_id, std::move(candidates), 1 + pass).size();
             us.push_back(since_us(t));
         }
-        report(fmt::format("one pass with preemption: {} pending, 50 reservations, a 16-node job takes {} victims, "
-                           "{} x {}",
-                           pending, victims, a[1], a[2]),
+        report(fmt::format("one pass with preemption: {} pending, 50 reservations of pending jobs, {} advance "
+                           "reservations, a 16-node job takes {} victims, {} x {}",
+                           pending, advance, victims, a[1], a[2]),
                us, l.ms);
         return 0;
     }

@@ -64,7 +64,7 @@ Result<void> AdvanceReservations::add(AdvanceReservation reservation) {
                                                  format_moment(static_cast<double>(other->end))));
     }
     Held held{std::move(reservation), {}, {}};
-    held.claims = claims_for(held.reservation.ranks);
+    held.nodes = nodes_of(held.reservation.ranks);
     for (const auto& [id, a] : table_.all())
         if (a.reservation == held.reservation.name)
             held.jobs.insert(id);
@@ -156,21 +156,18 @@ const AdvanceReservation* AdvanceReservations::first_meeting(int64_t start, int6
     return first;
 }
 
-std::vector<Claim> AdvanceReservations::claims_for(const IdSet& ranks) const {
-    std::vector<Claim> claims;
+std::vector<uint32_t> AdvanceReservations::nodes_of(const IdSet& ranks) const {
+    std::vector<uint32_t> nodes;
     ranks.for_each([&](uint32_t rank) {
-        auto node = pool_.node_of_rank(static_cast<int32_t>(rank));
-        if (!node)
-            return;
-        for (uint32_t v = *node; v < pool_.subtree_end(*node); ++v)
-            claims.push_back(
-                Claim{.vertex = v, .amount = pool_.vertex_size(v), .exclusive = true, .consumes = true, .shown = false});
+        if (auto node = pool_.node_of_rank(static_cast<int32_t>(rank)))
+            nodes.push_back(*node);
     });
-    return claims;
+    return nodes;
 }
 
 void AdvanceReservations::apply(const Held& held, int sign) {
-    pool_.apply(held.claims, held.reservation.start, held.reservation.end, false, sign);
+    for (uint32_t node : held.nodes)
+        pool_.plan_whole(node, held.reservation.start, held.reservation.end, sign);
     for (uint64_t id : held.jobs)
         if (const Allocation* a = table_.find(id))
             apply_carve(held, *a, -sign);
@@ -193,7 +190,7 @@ AdvanceReservations::Lift::~Lift() {
 
 void AdvanceReservations::reapply() {
     for (auto& [name, held] : held_) {
-        held.claims = claims_for(held.reservation.ranks);
+        held.nodes = nodes_of(held.reservation.ranks);
         std::erase_if(held.jobs, [&](uint64_t id) { return !table_.find(id); });  // lost in the move
         apply(held, 1);
     }

@@ -107,15 +107,15 @@ class AdvanceReservations {
   private:
     struct Held {
         AdvanceReservation reservation;
-        std::vector<Claim> claims;
+        std::vector<uint32_t> nodes;  // node vertices of its ranks
         std::set<uint64_t> jobs;  // its carve-outs: jobs running in it
     };
     // A job's carve-out: its claims over its window within the reservation's.
     void apply_carve(const Held& held, const Allocation& a, int sign);
     // The reservation whose window meets [start, end) on `node`, or null.
     const AdvanceReservation* first_meeting_on(uint32_t node, int64_t start, int64_t end) const;
-    // Every vertex of the nodes of `ranks`, each whole.
-    std::vector<Claim> claims_for(const IdSet& ranks) const;
+    // The node vertices of `ranks` (a rank the graph lacks: none).
+    std::vector<uint32_t> nodes_of(const IdSet& ranks) const;
     // The reservation's planned use less its carve-outs, times `sign`.
     void apply(const Held& held, int sign);
     // Applies `sign` to the one named, or to all.

@@ -277,6 +277,18 @@ void ResourcePool::set_free_bit(uint32_t v, TypeId t, bool free) {
     }
 }
 
+void ResourcePool::plan_whole(uint32_t v, int64_t start, int64_t end, int sign) {
+    for (uint32_t u = v; u < subtree_end(v); ++u)
+        for (uint32_t a = vertices_[u].aggregates_begin; a < vertices_[u].aggregates_end; ++a)
+            aggregates_[a].planner.add(start, end, sign * aggregates_[a].planner.total());
+    for (uint32_t a = vertices_[v].aggregates_begin; a < vertices_[v].aggregates_end; ++a) {
+        TypeId t = aggregates_[a].type;
+        int64_t amount = sign * aggregates_[a].planner.total();
+        for (uint32_t p = parent(v); p != kNoVertex; p = parent(p))
+            aggregate(p, t)->planner.add(start, end, amount);
+    }
+}
+
 void ResourcePool::apply(std::span<const Claim> claims, int64_t start, int64_t end, bool allocation, int sign) {
     for (const Claim& c : claims) {
         if (!c.consumes)

@@ -101,6 +101,12 @@ class ResourcePool {
     // Adds (sign 1) or removes (sign -1) the consuming claims over
     // [start, end). `allocation`: they hold now, so free_now changes too.
     void apply(std::span<const Claim> claims, int64_t start, int64_t end, bool allocation, int sign);
+    // Plans (sign 1) or unplans (sign -1) all of v's subtree as in use over
+    // [start, end), in the planners only: each aggregate of the subtree by
+    // its total, each of v's ancestors by v's total of the type, once (an
+    // advance reservation of a node; as apply() of a claim on every vertex
+    // of it, at a fraction of the planner updates).
+    void plan_whole(uint32_t v, int64_t start, int64_t end, int sign);
 
   private:
     struct Vertex {
