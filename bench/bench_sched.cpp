@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
             std::vector<PreemptionCandidate> candidates;
             for (uint64_t id : low.running_ids())
                 candidates.push_back({id, 0});
-            victims = choose_victims(matcher, wide, wide_id, std::move(candidates), 1 + pass).size();
+            victims = choose_victims(matcher, wide, std::move(candidates), 1 + pass).size();
             us.push_back(since_us(t));
         }
         report(fmt::format("one pass with preemption: {} pending, 50 reservations of pending jobs, {} advance "

@@ -31,7 +31,9 @@ Result<IdSet> AdvanceReservations::choose(const Selection& selection, int64_t st
             chosen.insert(static_cast<uint32_t>(rank));
     }
     if (meeting.empty())
-        return make_error(ENOSPC, fmt::format("no node satisfies '{}'", selection.constraint->describe()));
+        return make_error(ENOSPC, selection.constraint
+                                      ? fmt::format("no node satisfies '{}'", selection.constraint->describe())
+                                      : std::string("the resource graph has no nodes"));
     if (selection.count == 0)
         return meeting;
     if (chosen.count() < selection.count)

@@ -190,6 +190,32 @@ Result<void> Matcher::extend(uint64_t jobid, int64_t end) {
     return r;
 }
 
+int64_t Matcher::window_end(const Jobspec& jobspec, int64_t start) {
+    int64_t duration = jobspec.duration > 0 ? static_cast<int64_t>(std::ceil(std::min(jobspec.duration, 1e15))) : 0;
+    return duration ? std::min(start + duration, kForever) : kForever;
+}
+
+bool Matcher::fits_now(const Jobspec& jobspec, int64_t now) {
+    if (!jobspec.reservation.empty()) {
+        const AdvanceReservation* in = reservations_.find(jobspec.reservation);
+        if (!in || now < in->start)
+            return false;
+        auto lifted = reservations_.lift(in->name);
+        return fits_here(jobspec, now);
+    }
+    return fits_here(jobspec, now);
+}
+
+bool Matcher::fits_here(const Jobspec& jobspec, int64_t now) {
+    auto requests = compile(jobspec);
+    if (!requests)
+        return false;
+    now_ = now;
+    JobScope scope(*this, jobspec);
+    visits_ = 0;
+    return try_at(*requests, now, window_end(jobspec, now), false);
+}
+
 Result<MatchResult> Matcher::match_here(const Jobspec& jobspec, MatchOp op, int64_t now, uint64_t jobid) {
     if (table_.find(jobid))
         return make_error(EEXIST, fmt::format("job {} already holds resources", jobid));
@@ -200,8 +226,7 @@ Result<MatchResult> Matcher::match_here(const Jobspec& jobspec, MatchOp op, int6
         res.reason = requests.error().message;
         return res;
     }
-    int64_t duration = jobspec.duration > 0 ? static_cast<int64_t>(std::ceil(std::min(jobspec.duration, 1e15))) : 0;
-    auto end_for = [&](int64_t start) { return duration ? std::min(start + duration, kForever) : kForever; };
+    auto end_for = [&](int64_t start) { return window_end(jobspec, start); };
     now_ = now;
     JobScope scope(*this, jobspec);
     visits_ = 0;
@@ -349,10 +374,11 @@ Rv1 Matcher::allocated() const {
 
 Result<void> Matcher::allocate_exact(uint64_t jobid, const Rv1& r, int64_t start, int64_t end,
                                      const std::string& reservation) {
-    if (reservation.empty() || !reservations_.find(reservation))
-        return allocate_exact_here(jobid, r, start, end, reservation);  // (carved when it is added)
+    // A job that runs is a fact, not a request: it is placed where it runs
+    // whatever reservation its window meets, and carved out of its own
+    // (one added later carves it out then).
     Result<void> done = [&] {
-        auto lifted = reservations_.lift(reservation);
+        auto lifted = reservations_.lift_all();
         return allocate_exact_here(jobid, r, start, end, reservation);
     }();
     if (done)

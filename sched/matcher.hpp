@@ -82,6 +82,10 @@ class Matcher {
     // reservation has begun, only on its nodes (SchedQueue::submit
     // constrains it), with the reservation lifted, and only now (`op` is
     // taken as allocate).
+    // Whether `jobspec` would start now (in its reservation, if it names
+    // one), recording nothing: no allocation, and the policy's state left
+    // as it was (what-if questions: preemption, a blocked job's reason).
+    bool fits_now(const Jobspec& jobspec, int64_t now);
     // Gives back what job `jobid` holds or has reserved. Error ENOENT.
     Result<void> cancel(uint64_t jobid);
     // Puts an allocation cancel() took out back as it was (what-if tests:
@@ -167,6 +171,9 @@ class Matcher {
 
     struct JobScope;  // the constraint and profile hint of the job matched
     Result<MatchResult> match_here(const Jobspec& jobspec, MatchOp op, int64_t now, uint64_t jobid);
+    bool fits_here(const Jobspec& jobspec, int64_t now);
+    // The end of a window that starts at `start`: its duration, or never.
+    static int64_t window_end(const Jobspec& jobspec, int64_t start);
     Result<MatchResult> match_in_reservation(const Jobspec& jobspec, int64_t now, uint64_t jobid);
     // Job `jobid`'s allocation runs in that advance reservation.
     void set_reservation(uint64_t jobid, const std::string& name);

@@ -15,11 +15,11 @@ struct PreemptionCandidate {
 };
 
 // The candidates, in §9's order (lowest tier, latest start, smallest), are
-// taken from the matcher's view one at a time until `job` (id `job_id`)
+// taken from the matcher's view one at a time until `job`
 // fits at `now`; then, from the last but one back, each it fits without is
 // spared. Empty when it would not fit without them all. The matcher holds
 // every candidate again afterwards: victims run until they are ended.
-std::vector<uint64_t> choose_victims(Matcher& matcher, const Jobspec& job, uint64_t job_id,
+std::vector<uint64_t> choose_victims(Matcher& matcher, const Jobspec& job,
                                      std::vector<PreemptionCandidate> candidates, int64_t now);
 
 }  // namespace banyan

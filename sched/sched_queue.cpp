@@ -39,6 +39,7 @@ Result<void> SchedQueue::submit(uint64_t id, Jobspec jobspec, int64_t priority, 
     if (auto fits = matcher_.could_ever_fit(jobspec); !fits)
         return fits.error();
     PendingJob job{id, std::move(jobspec), priority, t_submit, "priority", std::nullopt};
+    in_reservation_ += job.in_reservation();
     order_.emplace(Order{priority, t_submit, id}, id);
     pending_.emplace(id, std::move(job));
     return {};
@@ -49,6 +50,7 @@ Result<void> SchedQueue::cancel(uint64_t id) {
     if (it == pending_.end())
         return make_error(ENOENT, fmt::format("job {} is not pending", id));
     order_.erase(Order{it->second.priority, it->second.t_submit, id});
+    in_reservation_ -= it->second.in_reservation();
     pending_.erase(it);
     if (auto r = std::find(reserved_.begin(), reserved_.end(), id); r != reserved_.end()) {
         (void)matcher_.cancel(id);
@@ -131,7 +133,7 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
     size_t reservations = config_.policy == QueuePolicy::fcfs   ? 0
                           : config_.policy == QueuePolicy::easy ? 1
                                                                 : config_.reservation_depth;
-    bool blocked = false;
+    bool only_in_reservation = false;  // past the point where ordinary jobs stop
     bool any_reservation = !matcher_.reservations().empty();
     std::vector<PendingJob*> blocked_meeting;  // blocked, their window meeting an advance reservation
     size_t looked = 0;
@@ -142,6 +144,7 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
         if (job.in_reservation()) {
             if (auto s = start_in_reservation(job, now)) {
                 started.push_back(std::move(*s));
+                --in_reservation_;
                 running_.insert(job.id);
                 pending_.erase(job.id);
                 it = order_.erase(it);
@@ -150,10 +153,8 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
             }
             continue;
         }
-        if (blocked && config_.policy == QueuePolicy::fcfs) {
-            if (!any_reservation)
-                break;  // the rest wait on the first (pending() says so)
-            ++it;       // only jobs in a reservation may still start
+        if (only_in_reservation) {
+            ++it;  // only jobs in a reservation may still start
             continue;
         }
         // EASY's one reservation only guards the first blocked job against
@@ -183,7 +184,6 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
             continue;
         }
         job.reason = "insufficient resources";
-        blocked = true;
         if (any_reservation) {
             int64_t end = job.jobspec.duration > 0 ? now + static_cast<int64_t>(std::ceil(job.jobspec.duration))
                                                    : kForever;
@@ -193,8 +193,14 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
         // Backfilling looks further only while something is free: with
         // every core and GPU in use no later job can start now, and
         // trying each of queue-depth jobs cost a full pass per free.
-        if (easy && !matcher_.any_free(now))
-            break;
+        // FCFS: the rest wait on the first (pending() says so). Either way
+        // a job that runs in an advance reservation may still start: its
+        // nodes are its own.
+        if (config_.policy == QueuePolicy::fcfs || (easy && !matcher_.any_free(now))) {
+            if (in_reservation_ == 0)
+                break;
+            only_in_reservation = true;
+        }
     }
     if (!blocked_meeting.empty())
         explain_reservation_waits(blocked_meeting, now);
@@ -223,16 +229,15 @@ void SchedQueue::explain_reservation_waits(const std::vector<PendingJob*>& block
     auto lifted = matcher_.reservations().lift_all();
     for (PendingJob* job : blocked) {
         // A job reserved for later holds that plan under its id: put aside
-        // while it is asked whether it fits now.
+        // while it is asked whether it would start now.
         std::optional<Allocation> planned;
         if (const Matcher::Job* held = matcher_.job(job->id)) {
             planned = *held;
             (void)matcher_.cancel(job->id);
         }
-        auto r = matcher_.match(job->jobspec, MatchOp::allocate, now, job->id);
-        if (r && r->matched) {
-            (void)matcher_.cancel(job->id);
-            int64_t end = r->end;
+        if (matcher_.fits_now(job->jobspec, now)) {
+            int64_t end = job->jobspec.duration > 0 ? now + static_cast<int64_t>(std::ceil(job->jobspec.duration))
+                                                    : kForever;
             if (const AdvanceReservation* first = matcher_.reservations().first_meeting(now, end))
                 job->reservation_wait = waiting_for_reservation(*first, now);
         }

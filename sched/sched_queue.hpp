@@ -136,6 +136,7 @@ class SchedQueue {
     std::map<Order, uint64_t> order_;
     std::set<uint64_t> running_;
     std::vector<uint64_t> reserved_;
+    size_t in_reservation_ = 0;  // pending jobs that name an advance reservation
 };
 
 }  // namespace banyan

@@ -18,6 +18,12 @@ namespace {
 
 constexpr size_t kMaxName = 64;
 constexpr int64_t kNever = INT64_MAX;
+// Far enough for any plan, near enough that times stay well inside the
+// planners' and timers' ranges.
+constexpr int64_t kMaxAhead = int64_t{10} * 366 * 86400;
+// The longest the timer sleeps at once (it wakes, finds nothing due, and
+// sleeps again): a clock set forward is noticed within it.
+constexpr int64_t kMaxSleep = 3600;
 // A start this far in the past is taken as now (the clock of the client
 // that wrote "now"); further back it is refused.
 constexpr int64_t kStartSlack = 60;
@@ -97,9 +103,13 @@ Result<std::unique_ptr<ReservationService>> ReservationService::start(Broker& br
         if (r.end <= now)
             continue;
         nlohmann::json body = {{"name", name}, {"start", r.start}, {"end", r.end}, {"ranks", r.ranks.format()}};
-        broker.rpc(Message::request("sched.reserve", std::move(body), 0), [name](const Message& resp) {
-            if (resp.errnum)
-                log::error("reservation", "{}: the scheduler refused it: {}", name, resp.error_text());
+        broker.rpc(Message::request("sched.reserve", std::move(body), 0), [p = svc.get(), name](const Message& resp) {
+            if (!resp.errnum)
+                return;
+            // Its nodes are gone from the graph (or changed): it cannot be
+            // kept as it was, and none is kept half.
+            log::error("reservation", "{}: the scheduler refused it after the restart: {}", name, resp.error_text());
+            p->finish(name, "could not be restored", [](const Result<void>&) {});
         });
     }
     broker.when_running([p = svc.get()] { p->tick(); });
@@ -155,11 +165,11 @@ void ReservationService::on_create(const Message& req) {
     auto constraint = json_field<nlohmann::json>(p, "constraint", nlohmann::json(), req.topic);
     auto maintenance = json_field<bool>(p, "maintenance", false, req.topic);
     // The user and bank lists are read whole, as the stored form is.
-    nlohmann::json shape = {{"users", p.contains("users") ? p["users"] : nlohmann::json::array()},
-                            {"banks", p.contains("banks") ? p["banks"] : nlohmann::json::array()}};
-    auto lists = Reservation::from_json(shape);
-    if (auto e = first_error(name, start, end, count, hostlist, constraint, maintenance))
+    auto users = json_field<nlohmann::json>(p, "users", nlohmann::json::array(), req.topic);
+    auto banks = json_field<nlohmann::json>(p, "banks", nlohmann::json::array(), req.topic);
+    if (auto e = first_error(name, start, end, count, hostlist, constraint, maintenance, users, banks))
         return broker_.respond_error(req, EPROTO, e->message);
+    auto lists = Reservation::from_json({{"users", *users}, {"banks", *banks}});
     if (!lists)
         return broker_.respond_error(req, EPROTO, lists.error().message);
     if (!good_name(*name))
@@ -174,6 +184,9 @@ void ReservationService::on_create(const Message& req) {
         return broker_.respond_error(req, EINVAL,
                                      fmt::format("reservation {} would end in the past ({})", *name,
                                                  format_moment(static_cast<double>(*end))));
+    if (*end > now + kMaxAhead)
+        return broker_.respond_error(req, EINVAL,
+                                     fmt::format("reservation {} would end more than 10 years from now", *name));
     if (*start < now - kStartSlack)
         return broker_.respond_error(req, EINVAL,
                                      fmt::format("reservation {} would start in the past ({}); to start it now, "
@@ -275,8 +288,11 @@ void ReservationService::on_delete(const Message& req) {
         return broker_.respond_error(req, ENOENT, fmt::format("no reservation named '{}'", *name));
     if (busy_.count(*name))
         return broker_.respond_error(req, EBUSY, fmt::format("reservation {} is ending already", *name));
-    finish(*name, "was deleted",
-           [this, req] { broker_.respond(Message::response_to(req, nlohmann::json::object())); });
+    finish(*name, "was deleted", [this, req](const Result<void>& done) {
+        if (!done)
+            return broker_.respond_error(req, done.error().code, done.error().message);
+        broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    });
 }
 
 void ReservationService::on_check(const Message& req) {
@@ -303,7 +319,8 @@ void ReservationService::on_check(const Message& req) {
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
 }
 
-void ReservationService::finish(const std::string& name, const std::string& why, std::function<void()> done) {
+void ReservationService::finish(const std::string& name, const std::string& why,
+                                std::function<void(const Result<void>&)> done) {
     busy_.insert(name);
     db_->run(
         [name](Database& db) -> Result<void> {
@@ -318,8 +335,10 @@ void ReservationService::finish(const std::string& name, const std::string& why,
             if (it == reservations_.end())
                 return;
             if (!stored) {
-                // Kept as it was; the next tick tries again.
+                // Kept as it was; an end is tried again at the next tick.
                 log::error("reservation", "{}: cannot remove it from the database: {}", name, stored.error().message);
+                done(make_error(EIO, fmt::format("reservation {}: cannot remove it from the database: {}", name,
+                                                 stored.error().message)));
                 timer_.start(std::chrono::seconds(1), [this] { tick(); });
                 return;
             }
@@ -339,7 +358,7 @@ void ReservationService::finish(const std::string& name, const std::string& why,
                 });
             }
             log::info("reservation", "{} {}", name, why);
-            done();
+            done({});
             tick();
         });
 }
@@ -370,9 +389,9 @@ void ReservationService::tick() {
         next = std::min(next, r.end);
     }
     for (const std::string& name : ended)
-        finish(name, "ended", [] {});
+        finish(name, "ended", [](const Result<void>&) {});
     if (next != kNever)
-        timer_.start(std::chrono::seconds(std::max<int64_t>(next - now, 0)) + std::chrono::milliseconds(10),
+        timer_.start(std::chrono::seconds(std::clamp<int64_t>(next - now, 0, kMaxSleep)) + std::chrono::milliseconds(10),
                      [this] { tick(); });
     else
         timer_.cancel();

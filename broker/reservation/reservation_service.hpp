@@ -57,8 +57,9 @@ class ReservationService {
     // The scheduler chose its nodes: stored, then kept and answered.
     void store(const Message& req, Reservation r);
     // Gone (deleted, or `why` "ended"): out of the database, the
-    // scheduler and, for maintenance, the drain; then `done`.
-    void finish(const std::string& name, const std::string& why, std::function<void()> done);
+    // scheduler and, for maintenance, the drain; then `done` (an error:
+    // the database refused, and it is kept).
+    void finish(const std::string& name, const std::string& why, std::function<void(const Result<void>&)> done);
     // Drains maintenance reservations that have begun, ends those past
     // their end, and sleeps until the next such moment.
     void tick();

@@ -622,7 +622,7 @@ std::vector<std::pair<uint64_t, size_t>> SchedService::choose_victims(const Lane
             }
     }
     std::vector<std::pair<uint64_t, size_t>> victims;
-    for (uint64_t id : banyan::choose_victims(*matcher_, job.jobspec, job.id, std::move(candidates), now))
+    for (uint64_t id : banyan::choose_victims(*matcher_, job.jobspec, std::move(candidates), now))
         victims.emplace_back(id, lane_of_candidate.at(id));
     return victims;
 }

@@ -65,6 +65,8 @@ check_fails "another user, not named, may not" "reservation course: uid 4242 may
 check "a user it names may" banyan-test-client rpc reservation.check "{\"name\": \"course\", \"userid\": $(id -u)}"
 check "the owner may" banyan-test-client rpc reservation.check '{"name": "course", "userid": 4242, "owner": true}'
 
+on1=$(banyan submit -N1 --requires host:node1 $(sim 3600) true)
+check "a job on node1 alone runs" banyan job wait-event -t 20s "$on1" start
 # Maintenance of node1 from 4 s from now, for 8 s.
 check_output "a maintenance reservation is made" "^maint: node1 " \
     banyan reservation create maint --start +4s --duration 8s --hostlist node1 --maintenance
@@ -73,19 +75,26 @@ check_fails "no job runs in a maintenance reservation" "reservation maint is for
 wait_for "at its start node1 is drained, with the reason" 15 \
     sh -c "banyan resource status | grep -Eq 'draining +1 +1 .*maintenance reservation maint'"
 check_output "a job that ran on node1 before it runs on" "^$free R" banyan jobs --no-header -o '{id} {st}'
-banyan cancel "$free"
+banyan cancel "$free"  # (its part on rank 0 would end with rank 0)
 
 # Rank 0 killed and started again while both are in force.
 kill -9 "$(broker_pid "$T_DIR" 0)"
 wait_for "rank 0 is gone" 10 sh -c "! banyan ping -c1 broker >/dev/null 2>&1"
 start_broker "$T_DIR/c.toml" 0
 wait_for "rank 0 is back, with its followers" 30 all_up 3
+check "the scheduler took back every running job, those on reserved nodes too" \
+    lacks "refused a running job" cat "$T_DIR/rank-0.log"
+check_output "the job on node1 runs on" "^$on1 R" banyan jobs --no-header -o '{id} {st}'
+banyan cancel "$on1"
+one=$(banyan submit -N1 -x $(sim 1) true)
+check "a one-node job runs on node0, the one node neither reserved nor drained" timeout 20 banyan job wait "$one"
+check_output "... rank 0" "^0$" ranks_of "$one"
 check "both reservations are still there: course" sh -c "banyan reservation list | grep -q '^course '"
 check "... maint" sh -c "banyan reservation list | grep -q '^maint '"
 held=$(banyan submit -N3 $(sim 1) true)
-wait_for "node2 is still held: a three-node job without a limit waits for the reservation" 10 \
-    bash -c "info_of $held | grep -Eq ' S (waiting for reservation course|insufficient resources|waiting for drained)'"
 wait_for "at its end node1 is undrained" 20 sh -c "! banyan resource status | grep -q 'maintenance reservation maint'"
+wait_for "node2 is still held: a three-node job without a limit waits for the reservation" 10 \
+    bash -c "info_of $held | grep -Eq ' S waiting for reservation course'"
 wait_for "... and the maintenance reservation is gone" 5 sh -c "! banyan reservation list | grep -q '^maint '"
 
 # Deleted, the reservation's node is free again; a job waiting in it ends.

@@ -61,7 +61,7 @@ inside() {
     check "not before: depend came 2 s or more after the submit" \
         awk -v t="$(date -d "$start" +%s.%N)" -v b="$begin" 'BEGIN { exit !(t - b >= 1.95) }'
     check_fails "a time that is none is refused in one line" \
-        "^banyan submit: --begin-time tomorrowish: not a time \(expected \+DURATION, @EPOCH, HH:MM\[:SS\] or YYYY-MM-DD\[ HH:MM\[:SS\]\]\)$" \
+        "^banyan submit: --begin-time tomorrowish: not a time \(expected now, \+DURATION, @EPOCH, HH:MM\[:SS\] or YYYY-MM-DD\[ HH:MM\[:SS\]\]\)$" \
         banyan submit --begin-time=tomorrowish true
     cat >"$T_DIR/trap.sh" <<'TRAP'
 trap 'echo got USR2; exit 0' USR2

@@ -203,3 +203,35 @@ TEST_CASE("advance reservations: removed, the nodes are free; a new graph keeps 
     CHECK(f.reservations().remove("maint").error().code == ENOENT);
     CHECK(f.pass(2) == Ids{1});
 }
+
+TEST_CASE("advance reservations: under EASY, with the rest full, a job in one still starts", "[reservations]") {
+    Fixture f(QueuePolicy::easy);
+    REQUIRE(f.reservations().add({"r", 0, 1000, IdSet{1}}).ok());
+    REQUIRE(f.submit(1, 1, 500).ok());
+    CHECK(f.pass(0) == Ids{1});  // rank 0 full
+    REQUIRE(f.submit(2, 1, 100).ok());       // blocked: nothing else is free
+    REQUIRE(f.submit(3, 1, 100, "r").ok());  // behind it, in the reservation
+    CHECK(f.pass(1) == Ids{3});
+    CHECK(f.ranks_of(3) == IdSet{1});
+    CHECK(f.pending(2)->reason == "insufficient resources");
+}
+
+TEST_CASE("advance reservations: a job in one that overruns keeps its node counted once", "[reservations]") {
+    Fixture f(QueuePolicy::easy);
+    REQUIRE(f.reservations().add({"r", 0, 1000, IdSet{1}}).ok());
+    REQUIRE(f.submit(1, 1, 10, "r").ok());
+    CHECK(f.pass(0) == Ids{1});
+    // Past its end it holds its node 60 s more at each pass (prepare());
+    // the reservation's carve-out moves with it.
+    REQUIRE(f.submit(2, 1, 0).ok());
+    CHECK(f.pass(20) == Ids{2});
+    CHECK(f.ranks_of(2) == IdSet{0});
+    REQUIRE(f.queue->free(1).ok());
+    REQUIRE(f.queue->free(2).ok());
+    // Both gone: the reservation holds rank 1 alone, whole, and rank 0 is free.
+    REQUIRE(f.submit(3, 1, 0).ok());
+    REQUIRE(f.submit(4, 1, 0).ok());
+    CHECK(f.pass(30) == Ids{3});
+    CHECK(f.ranks_of(3) == IdSet{0});
+    CHECK(f.pending(4)->shown_reason().starts_with("waiting for reservation r"));
+}

@@ -447,16 +447,16 @@ TEST_CASE("preemption: the fewest victims, lowest tier and latest start first; a
         return v.size() == 2 && node_of[v[0]] == node_of[v[1]];
     };
     std::vector<PreemptionCandidate> all{{1, 0}, {2, 0}, {3, 0}, {4, 0}};
-    auto victims = choose_victims(m, whole, 9, all, 100);
+    auto victims = choose_victims(m, whole, all, 100);
     CHECK(same_node_pair(victims));
     CHECK(std::count(victims.begin(), victims.end(), 4) == 1);  // the latest started
     for (uint64_t id = 1; id <= 4; ++id)
         CHECK(m.job(id) != nullptr);  // all still held
     CHECK_FALSE(m.job(9));
     // A lower tier goes first, whatever the starts.
-    auto low_first = choose_victims(m, whole, 9, {{1, 0}, {2, 0}, {3, 5}, {4, 5}}, 100);
+    auto low_first = choose_victims(m, whole, {{1, 0}, {2, 0}, {3, 5}, {4, 5}}, 100);
     CHECK(same_node_pair(low_first));
     CHECK(std::count(low_first.begin(), low_first.end(), 2) == 1);
     // Not enough to free: none taken.
-    CHECK(choose_victims(m, submitted({.nodes = 2, .exclusive = true, .time_limit = 60}), 9, {{1, 0}}, 100).empty());
+    CHECK(choose_victims(m, submitted({.nodes = 2, .exclusive = true, .time_limit = 60}), {{1, 0}}, 100).empty());
 }
