@@ -67,8 +67,10 @@ Result<void> AdvanceReservations::add(AdvanceReservation reservation) {
     }
     Held held{std::move(reservation), {}, {}};
     held.nodes = nodes_of(held.reservation.ranks);
+    // Jobs that run on its nodes into its window already (restored before
+    // it, or there when it was made): what they hold is not planned twice.
     for (const auto& [id, a] : table_.all())
-        if (a.reservation == held.reservation.name)
+        if (!inside(held, a).empty())
             held.jobs.insert(id);
     apply(held, 1);
     std::string name = held.reservation.name;
@@ -78,37 +80,40 @@ Result<void> AdvanceReservations::add(AdvanceReservation reservation) {
 
 void AdvanceReservations::carve(uint64_t jobid) {
     const Allocation* a = table_.find(jobid);
-    if (!a || a->reservation.empty())
+    if (!a || a->reserved)
         return;
-    auto it = held_.find(a->reservation);
-    if (it == held_.end() || !it->second.jobs.insert(jobid).second)
-        return;
-    apply_carve(it->second, *a, -1);
+    for (auto& [name, held] : held_)
+        if (!held.jobs.count(jobid) && !inside(held, *a).empty()) {
+            held.jobs.insert(jobid);
+            apply_carve(held, *a, -1);
+        }
 }
 
 void AdvanceReservations::uncarve(uint64_t jobid, const Allocation& a) {
-    if (a.reservation.empty())
-        return;
-    auto it = held_.find(a.reservation);
-    if (it == held_.end() || !it->second.jobs.erase(jobid))
-        return;
-    apply_carve(it->second, a, 1);
+    for (auto& [name, held] : held_)
+        if (held.jobs.erase(jobid))
+            apply_carve(held, a, 1);
 }
 
-void AdvanceReservations::apply_carve(const Held& held, const Allocation& a, int sign) {
-    // Only consuming claims inside the reservation's nodes: the shared
-    // vertices above them (a rack) are not the reservation's.
-    int64_t start = std::max(a.start, held.reservation.start);
-    int64_t end = std::min(a.end, held.reservation.end);
-    if (start >= end)
-        return;
-    std::vector<Claim> inside;
+std::vector<Claim> AdvanceReservations::inside(const Held& held, const Allocation& a) const {
+    // Only consuming claims on the reservation's nodes, over a window that
+    // meets its own: the shared vertices above them (a rack) are not the
+    // reservation's.
+    std::vector<Claim> claims;
+    if (a.reserved || std::max(a.start, held.reservation.start) >= std::min(a.end, held.reservation.end))
+        return claims;
     for (const Claim& c : a.claims) {
         int32_t rank = pool_.rank(c.vertex);
         if (c.consumes && rank >= 0 && held.reservation.ranks.contains(static_cast<uint32_t>(rank)))
-            inside.push_back(c);
+            claims.push_back(c);
     }
-    pool_.apply(inside, start, end, false, sign);
+    return claims;
+}
+
+void AdvanceReservations::apply_carve(const Held& held, const Allocation& a, int sign) {
+    int64_t start = std::max(a.start, held.reservation.start);
+    int64_t end = std::min(a.end, held.reservation.end);
+    pool_.apply(inside(held, a), start, end, false, sign);
 }
 
 Result<void> AdvanceReservations::remove(const std::string& name) {

@@ -4,9 +4,10 @@
 // [start, end), so jobs plan around it as around any other use: one that
 // ends before it starts may run there, no other. A job that runs in a
 // reservation is matched with that reservation lifted out of the planners,
-// and while it runs the reservation plans what it holds as not its own
-// (a carve-out): the nodes count as in use once, not twice, also in the
-// aggregates above them.
+// and while a job holds part of a reservation's nodes in its window (one
+// that runs in it, or ran there before it) the reservation plans that
+// part as not its own (a carve-out): the nodes count as in use once, not
+// twice, also in the aggregates above them.
 #pragma once
 
 #include <cstdint>
@@ -61,12 +62,15 @@ class AdvanceReservations {
     // Takes one out of the planners and forgets it; the jobs running in it
     // are ordinary allocations from then on. Error ENOENT.
     Result<void> remove(const std::string& name);
-    // The table now holds job `jobid`'s allocation, which names a
-    // reservation: that reservation gives up what it holds (nothing when
-    // the reservation is unknown).
+    // The table now holds job `jobid`'s allocation on nodes of reservations
+    // over their windows (a job that runs in one, a running job restored,
+    // one that overran into one): each of them gives up what it holds
+    // there. Ordinary matches never meet a reservation: the planners keep
+    // them out.
     void carve(uint64_t jobid);
     // Before the allocation `a` of job `jobid` leaves the table (or
-    // changes): its reservation plans what it held as its own again.
+    // changes): each reservation that gave it room plans that as its own
+    // again.
     void uncarve(uint64_t jobid, const Allocation& a);
     const AdvanceReservation* find(const std::string& name) const;
     // A jobspec that names a reservation may run only on its nodes: its
@@ -108,9 +112,11 @@ class AdvanceReservations {
     struct Held {
         AdvanceReservation reservation;
         std::vector<uint32_t> nodes;  // node vertices of its ranks
-        std::set<uint64_t> jobs;  // its carve-outs: jobs running in it
+        std::set<uint64_t> jobs;  // its carve-outs: jobs that hold part of its nodes in its window
     };
-    // A job's carve-out: its claims over its window within the reservation's.
+    // What of `a` is on the reservation's nodes, when their windows meet.
+    std::vector<Claim> inside(const Held& held, const Allocation& a) const;
+    // A job's carve-out: those claims over its window within the reservation's.
     void apply_carve(const Held& held, const Allocation& a, int sign);
     // The reservation whose window meets [start, end) on `node`, or null.
     const AdvanceReservation* first_meeting_on(uint32_t node, int64_t start, int64_t end) const;

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <map>
 #include <set>
-#include <string>
 #include <vector>
 
 #include "core/idset.hpp"
@@ -21,7 +20,6 @@ struct Allocation {
     int64_t start = 0;
     int64_t end = 0;
     bool reserved = false;  // for a later start: in the planners, not in use now
-    std::string reservation;  // the advance reservation it runs in, if any
 };
 
 class AllocationTable {
@@ -42,12 +40,6 @@ class AllocationTable {
     // A reservation that came due becomes an allocation from `now`, as
     // long as it was. Error ENOENT: no such reservation.
     Result<void> start_reserved(uint64_t jobid, int64_t now);
-    // Marks an allocation as running in an advance reservation (nothing
-    // in the planners changes).
-    void set_reservation(uint64_t jobid, const std::string& name) {
-        if (auto it = jobs_.find(jobid); it != jobs_.end())
-            it->second.reservation = name;
-    }
     // Moves the end of an allocation. Error ENOENT (a reservation too).
     Result<void> extend(uint64_t jobid, int64_t end);
 

@@ -149,13 +149,8 @@ Result<MatchResult> Matcher::match_in_reservation(const Jobspec& jobspec, int64_
         return match_here(jobspec, MatchOp::allocate, now, jobid);
     }();
     if (r && r->matched)
-        set_reservation(jobid, in->name);
+        reservations_.carve(jobid);
     return r;
-}
-
-void Matcher::set_reservation(uint64_t jobid, const std::string& name) {
-    table_.set_reservation(jobid, name);
-    reservations_.carve(jobid);
 }
 
 Result<void> Matcher::cancel(uint64_t jobid) {
@@ -372,22 +367,20 @@ Rv1 Matcher::allocated() const {
     return all;
 }
 
-Result<void> Matcher::allocate_exact(uint64_t jobid, const Rv1& r, int64_t start, int64_t end,
-                                     const std::string& reservation) {
+Result<void> Matcher::allocate_exact(uint64_t jobid, const Rv1& r, int64_t start, int64_t end) {
     // A job that runs is a fact, not a request: it is placed where it runs
-    // whatever reservation its window meets, and carved out of its own
-    // (one added later carves it out then).
+    // whatever reservation its window meets, and carved out of each (one
+    // added later carves it out then).
     Result<void> done = [&] {
         auto lifted = reservations_.lift_all();
-        return allocate_exact_here(jobid, r, start, end, reservation);
+        return allocate_exact_here(jobid, r, start, end);
     }();
     if (done)
         reservations_.carve(jobid);
     return done;
 }
 
-Result<void> Matcher::allocate_exact_here(uint64_t jobid, const Rv1& r, int64_t start, int64_t end,
-                                          const std::string& reservation) {
+Result<void> Matcher::allocate_exact_here(uint64_t jobid, const Rv1& r, int64_t start, int64_t end) {
     if (table_.find(jobid))
         return make_error(EEXIST, fmt::format("job {} already holds resources", jobid));
     next_epoch();
@@ -438,7 +431,7 @@ Result<void> Matcher::allocate_exact_here(uint64_t jobid, const Rv1& r, int64_t 
             return make_error(EBUSY, fmt::format("rank {} lacks {} of free memory", rank,
                                                  format_byte_size(static_cast<uint64_t>(memory_left) * memory_unit)));
     }
-    return table_.add(jobid, Allocation{claims_, start, end, false, reservation});
+    return table_.add(jobid, Allocation{claims_, start, end, false});
 }
 
 bool Matcher::try_at(const std::vector<Request>& requests, int64_t start, int64_t end, bool ignore_use,

@@ -77,11 +77,11 @@ class Matcher {
     // Matches `jobspec` for job `jobid` at time `now` (seconds); a match is
     // recorded under jobid until cancel(). Error EEXIST: jobid already holds
     // resources.
-    Result<MatchResult> match(const Jobspec& jobspec, MatchOp op, int64_t now, uint64_t jobid);
     // A jobspec that names an advance reservation is matched only once the
     // reservation has begun, only on its nodes (SchedQueue::submit
     // constrains it), with the reservation lifted, and only now (`op` is
     // taken as allocate).
+    Result<MatchResult> match(const Jobspec& jobspec, MatchOp op, int64_t now, uint64_t jobid);
     // Whether `jobspec` would start now (in its reservation, if it names
     // one), recording nothing: no allocation, and the policy's state left
     // as it was (what-if questions: preemption, a blocked job's reason).
@@ -128,12 +128,11 @@ class Matcher {
 
     // Records job `jobid` as holding exactly the cores and gpus of `r` over
     // [start, end), and each rank's memory from its memory pools in order,
-    // as when a scheduler restarts beside running jobs; `reservation`: it
-    // runs in that advance reservation (known now or added later).
+    // as when a scheduler restarts beside running jobs, whatever advance
+    // reservation it meets (each is carved out: AdvanceReservations).
     // Error: ENOENT a rank or id the graph lacks; EBUSY something already in
     // use; EEXIST jobid already holds resources.
-    Result<void> allocate_exact(uint64_t jobid, const Rv1& r, int64_t start, int64_t end,
-                                const std::string& reservation = "");
+    Result<void> allocate_exact(uint64_t jobid, const Rv1& r, int64_t start, int64_t end);
     // Moves the end of a running job's allocation (a job past its expected
     // end still holds what it holds). Error ENOENT.
     Result<void> extend(uint64_t jobid, int64_t end);
@@ -175,10 +174,7 @@ class Matcher {
     // The end of a window that starts at `start`: its duration, or never.
     static int64_t window_end(const Jobspec& jobspec, int64_t start);
     Result<MatchResult> match_in_reservation(const Jobspec& jobspec, int64_t now, uint64_t jobid);
-    // Job `jobid`'s allocation runs in that advance reservation.
-    void set_reservation(uint64_t jobid, const std::string& name);
-    Result<void> allocate_exact_here(uint64_t jobid, const Rv1& r, int64_t start, int64_t end,
-                                     const std::string& reservation);
+    Result<void> allocate_exact_here(uint64_t jobid, const Rv1& r, int64_t start, int64_t end);
     Result<std::vector<Request>> compile(const Jobspec& jobspec) const;
     // `ignore_use`: as if nothing were in use; `ignore_status`: as if every
     // vertex were up.

@@ -97,11 +97,10 @@ Result<void> SchedQueue::prioritize(uint64_t id, int64_t priority) {
     return {};
 }
 
-Result<void> SchedQueue::restore(uint64_t id, const Rv1& r, int64_t start, int64_t end,
-                                 const std::string& reservation) {
+Result<void> SchedQueue::restore(uint64_t id, const Rv1& r, int64_t start, int64_t end) {
     // Reservations are plans for one pass; a running job comes first.
     drop_reservations();
-    if (auto done = matcher_.allocate_exact(id, r, start, end, reservation); !done)
+    if (auto done = matcher_.allocate_exact(id, r, start, end); !done)
         return done;
     running_.insert(id);
     return {};
@@ -139,8 +138,6 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
     size_t looked = 0;
     for (auto it = order_.begin(); it != order_.end() && looked < config_.queue_depth; ++looked) {
         PendingJob& job = pending_.at(it->second);
-        job.t_estimate.reset();
-        job.reservation_wait.clear();
         if (job.in_reservation()) {
             if (auto s = start_in_reservation(job, now)) {
                 started.push_back(std::move(*s));
@@ -157,6 +154,8 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
             ++it;  // only jobs in a reservation may still start
             continue;
         }
+        job.t_estimate.reset();
+        job.reservation_wait.clear();
         // EASY's one reservation only guards the first blocked job against
         // jobs started after it, and with nothing free none can start now:
         // it is made in the next pass that has room (a reservation costs a

@@ -69,9 +69,9 @@ class SchedQueue {
     Result<void> extend(uint64_t id, int64_t end);
     // Changes a pending job's priority. Error ENOENT.
     Result<void> prioritize(uint64_t id, int64_t priority);
-    // Records a job that already runs on `r` (after a restart), in the
-    // advance reservation named, if any. Errors as Matcher::allocate_exact.
-    Result<void> restore(uint64_t id, const Rv1& r, int64_t start, int64_t end, const std::string& reservation = "");
+    // Records a job that already runs on `r` (after a restart). Errors as
+    // Matcher::allocate_exact.
+    Result<void> restore(uint64_t id, const Rv1& r, int64_t start, int64_t end);
 
     // The graph changed (Matcher::reload); reservations are dropped.
     // Running jobs the new graph cannot hold are logged by the caller from

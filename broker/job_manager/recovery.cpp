@@ -83,8 +83,6 @@ void Recovery::resume() {
                 holding.push_back({{"id", id}, {"R", std::move(*R)}});
                 if (!job->queue.empty())
                     holding.back()["queue"] = job->queue;
-                if (!job->reservation.empty())
-                    holding.back()["reservation"] = job->reservation;
             }
     held_R_.clear();
     if (!holding.empty())

@@ -139,7 +139,7 @@ void Watchers::wait_all(const Message& req, std::vector<JobId> ids) {
     Message waiting = req;
     waiting.payload.reset();
     size_t count = ids.size();
-    wait_alls_.emplace(next_watch_++, WaitAll{std::move(waiting), std::move(ids), count});
+    wait_alls_.emplace(next_watch_++, WaitAll{std::move(waiting), std::move(ids), std::vector<bool>(count), count});
 }
 
 void Watchers::inactive(const Job& job) {
@@ -149,10 +149,15 @@ void Watchers::inactive(const Job& job) {
     waits_.erase(first, last);
     for (auto it = wait_alls_.begin(); it != wait_alls_.end();) {
         WaitAll& w = it->second;
-        if (w.req.userid != job.userid || !std::binary_search(w.ids.begin(), w.ids.end(), job.id)) {
+        // A job ends once for the stream: one requeued after it ended and
+        // ending again is not answered twice (nor counted twice).
+        auto waited = std::lower_bound(w.ids.begin(), w.ids.end(), job.id);
+        size_t at = static_cast<size_t>(waited - w.ids.begin());
+        if (w.req.userid != job.userid || waited == w.ids.end() || *waited != job.id || w.answered[at]) {
             ++it;
             continue;
         }
+        w.answered[at] = true;
         table_.respond_once_stored(Message::response_to(w.req, wait_answer(job)));  // streaming, as asked
         if (--w.unanswered > 0) {
             ++it;

@@ -66,6 +66,7 @@ class Watchers {
     struct WaitAll {
         Message req;             // without payload
         std::vector<JobId> ids;  // ascending
+        std::vector<bool> answered;  // by position in ids: each job is answered once, at its first end
         size_t unanswered;
     };
 

@@ -106,10 +106,12 @@ Result<std::unique_ptr<ReservationService>> ReservationService::start(Broker& br
         broker.rpc(Message::request("sched.reserve", std::move(body), 0), [p = svc.get(), name](const Message& resp) {
             if (!resp.errnum)
                 return;
-            // Its nodes are gone from the graph (or changed): it cannot be
-            // kept as it was, and none is kept half.
             log::error("reservation", "{}: the scheduler refused it after the restart: {}", name, resp.error_text());
-            p->finish(name, "could not be restored", [](const Result<void>&) {});
+            // Its nodes are gone from the graph: it cannot be kept as it
+            // was, and none is kept half. (Another refusal is a fault of
+            // ours, not of the reservation: it is kept, and logged.)
+            if (resp.errnum == ENOENT)
+                p->finish(name, "could not be restored", [](const Result<void>&) {});
         });
     }
     broker.when_running([p = svc.get()] { p->tick(); });

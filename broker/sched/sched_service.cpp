@@ -401,12 +401,7 @@ void SchedService::on_hello(const Message& req) {
         auto queue = json_field<std::string>(j, "queue", "", "jobs[]");
         auto lane = queue ? lane_named(*queue) : Result<Lane*>(queue.error());
         Lane* home = lane ? *lane : &lanes_.front();
-        auto reservation = json_field<std::string>(j, "reservation", "", "jobs[]");
-        if (!reservation) {
-            refused.push_back(fmt::format("job {}: {}", *id, reservation.error().message));
-            continue;
-        }
-        if (auto done = home->queue->restore(*id, *r, start, end, *reservation); !done)
+        if (auto done = home->queue->restore(*id, *r, start, end); !done)
             refused.push_back(fmt::format("job {}: {}", *id, done.error().message));
         else
             lane_index_[*id] = static_cast<size_t>(home - lanes_.data());

@@ -52,7 +52,9 @@ banyan job update "$longer" time-limit=1m
 shorter=$(banyan submit -t 1h -S exec.test.run_duration=3600 true)
 banyan job wait-event "$shorter" start >/dev/null
 banyan job update "$shorter" time-limit=1s
-banyan job wait --all
+banyan job wait "$unlimited"
+banyan job wait "$longer"
+banyan job wait "$shorter"  # (times out: its status is not this script's)
 banyan jobs -a --no-header -o '{id} {result}' >results
 banyan job info "$(cat unlimited.id)" | python3 r-length.py >unlimited.R
 echo "$longer $shorter" >running.ids

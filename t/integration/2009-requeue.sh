@@ -71,9 +71,32 @@ run=$(cat run.id)
 banyan jobs -a --no-header -o '{id} {st}' >listing.restarted
 banyan job wait "$run"; echo $? >second.rc
 banyan job eventlog "$run" | awk '$2 == "requeue" || $2 == "start" {print $2, $3, $4}' >run.starts
+# wait --all answers each job once: one that ends, is requeued and ends
+# again does not stand in for another still running.
+quick=$(banyan submit --requires=rank:0 sh -c 'while [ ! -e quickgo ]; do sleep 0.05; done')
+slow=$(banyan submit --requires=rank:0 sh -c 'while [ ! -e slowgo ]; do sleep 0.05; done')
+banyan job wait-event "$quick" start >/dev/null
+banyan job wait-event "$slow" start >/dev/null
+banyan job wait --all --progress 2>waitall.err &
+waiter=$!
+# (Each wait bounded: 10 s, by 0.05 s steps.)
+for _ in $(seq 200); do tr '\r' '\n' <waitall.err | grep -q '0/2' && break; sleep 0.05; done  # its list is taken
+touch quickgo
+banyan job wait "$quick" >/dev/null
+banyan job requeue "$quick" >/dev/null
+for _ in $(seq 200); do [ "$(banyan job eventlog "$quick" | grep -c ' clean')" -ge 2 ] && break; sleep 0.05; done
+# Had it counted the second end, it would end now: given 2 s to.
+state=waiting
+for _ in $(seq 40); do kill -0 "$waiter" 2>/dev/null || { state=ended; break; }; sleep 0.05; done
+echo "$state" >waitall.state
+touch slowgo
+wait "$waiter"; echo $? >waitall.rc
 SCRIPT
 check "after a restart of rank 0" banyan start --test-size=2 --statedir "$state" bash second.sh
 check_output "the requeued job is pending again, with its id" "^$run (S|R)$" grep "^$run " listing.restarted
 check_output "... and runs a third time" '^0$' cat second.rc
 check_output "... the note kept in its eventlog" '^requeue note=once more' cat run.starts
 check_output "three starts in all" '^3$' sh -c 'grep -c "^start" run.starts'
+check_output "wait --all still waited after a job of its list ended twice (requeued)" '^waiting$' cat waitall.state
+check_output "... and ended once the other job did, exit 0" '^0$' cat waitall.rc
+check_output "... having answered each of its two jobs once" '2/2 100%' sh -c "tr '\r' '\n' <waitall.err | sed 's/\x1b\[K//g' | tail -1"

@@ -137,7 +137,7 @@ TEST_CASE("advance reservations: a job running in one counts once in the aggrega
     CHECK(f.ranks_of(3) == IdSet{1});
 }
 
-TEST_CASE("advance reservations: a running job restored before or after its reservation is carved once",
+TEST_CASE("advance reservations: a running job restored before or after a reservation on its node is carved once",
           "[reservations]") {
     for (bool reservation_first : {true, false}) {
         INFO(reservation_first);
@@ -146,7 +146,7 @@ TEST_CASE("advance reservations: a running job restored before or after its rese
         r.ranks[1].cores = IdSet::range(0, 35);
         if (reservation_first)
             REQUIRE(f.reservations().add({"r", 0, 100, IdSet{1}}).ok());
-        REQUIRE(f.queue->restore(1, r, 0, 50, "r").ok());
+        REQUIRE(f.queue->restore(1, r, 0, 50).ok());
         if (!reservation_first)
             REQUIRE(f.reservations().add({"r", 0, 100, IdSet{1}}).ok());
         REQUIRE(f.submit(2, 1, 0).ok());
@@ -234,4 +234,25 @@ TEST_CASE("advance reservations: a job in one that overruns keeps its node count
     CHECK(f.pass(30) == Ids{3});
     CHECK(f.ranks_of(3) == IdSet{0});
     CHECK(f.pending(4)->shown_reason().starts_with("waiting for reservation r"));
+}
+
+TEST_CASE("advance reservations: one made over a running job, or overrun into, counts the node once",
+          "[reservations]") {
+    Fixture f(QueuePolicy::easy);
+    REQUIRE(f.submit(1, 1, 0).ok());  // rank 0 (pack), no end
+    CHECK(f.pass(0) == Ids{1});
+    REQUIRE(f.reservations().add({"over", 10, 1000, IdSet{0}}).ok());
+    // Rank 1 is free for ever: a one-node job without a limit fits there
+    // (the cluster's count must not see rank 0 twice).
+    REQUIRE(f.submit(2, 1, 0).ok());
+    CHECK(f.pass(1) == Ids{2});
+    CHECK(f.ranks_of(2) == IdSet{1});
+    REQUIRE(f.queue->free(1).ok());
+    REQUIRE(f.queue->free(2).ok());
+    // Ended, the reservation is whole again: rank 0 takes no job that runs
+    // into it; rank 1 does.
+    REQUIRE(f.submit(3, 1, 0).ok());
+    REQUIRE(f.submit(4, 1, 0).ok());
+    CHECK(f.pass(2) == Ids{3});
+    CHECK(f.ranks_of(3) == IdSet{1});
 }
