@@ -181,6 +181,16 @@ TEST_CASE("advance reservations: nodes chosen by count are free for the whole wi
     CHECK(f.reservations().add({"c", 400, 500, IdSet{7}}).error().code == ENOENT);
     AdvanceReservations::Selection unknown{.ranks = IdSet{5}};
     CHECK(f.reservations().choose(unknown, 100, 200).error().code == ENOENT);
+    // A constraint alone: every node that meets it, busy or not; with a
+    // count, that many of them that are free.
+    AdvanceReservations::Selection by_rank{.constraint = *Constraint::from_json({{"ranks", {"0"}}})};
+    auto busy = f.reservations().choose(by_rank, 100, 200);
+    REQUIRE(busy.ok());
+    CHECK(*busy == IdSet{0});
+    AdvanceReservations::Selection both{.count = 1,
+                                        .constraint = *Constraint::from_json({{"ranks", {"0-1"}}})};
+    CHECK(*f.reservations().choose(both, 600, 700) == IdSet{0});       // after job 1, free
+    CHECK(f.reservations().choose(both, 100, 200).error().code == ENOSPC);  // job 1 on 0, reservation a on 1
     // A constraint no node meets.
     AdvanceReservations::Selection gpu{.constraint = *Constraint::from_json({{"properties", {"gpu"}}})};
     auto none = f.reservations().choose(gpu, 100, 200);
