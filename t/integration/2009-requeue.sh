@@ -43,6 +43,7 @@ for _ in $(seq 200); do
 done
 banyan job info "$first" >first.after 2>&1; echo $? >first.rc
 banyan jobs -a --no-header -o '{id} {st}' >listing
+rm go  # the requeued job, pending, waits for it again after the restart
 SCRIPT
 check "an instance where jobs are requeued" \
     banyan start --test-size=2 --statedir "$state" -S job-manager.inactive-age=1 bash first.sh
@@ -69,6 +70,7 @@ cat >second.sh <<'SCRIPT'
 set -u
 run=$(cat run.id)
 banyan jobs -a --no-header -o '{id} {st}' >listing.restarted
+touch go
 banyan job wait "$run"; echo $? >second.rc
 banyan job eventlog "$run" | awk '$2 == "requeue" || $2 == "start" {print $2, $3, $4}' >run.starts
 # wait --all answers each job once: one that ends, is requeued and ends
