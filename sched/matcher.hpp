@@ -86,6 +86,9 @@ class Matcher {
     // one), recording nothing: no allocation, and the policy's state left
     // as it was (what-if questions: preemption, a blocked job's reason).
     bool fits_now(const Jobspec& jobspec, int64_t now);
+    // The end of the jobspec's window if it starts at `start`: its
+    // duration later, or never (kForever).
+    static int64_t window_end(const Jobspec& jobspec, int64_t start);
     // Gives back what job `jobid` holds or has reserved. Error ENOENT.
     Result<void> cancel(uint64_t jobid);
     // Puts an allocation cancel() took out back as it was (what-if tests:
@@ -171,8 +174,6 @@ class Matcher {
     struct JobScope;  // the constraint and profile hint of the job matched
     Result<MatchResult> match_here(const Jobspec& jobspec, MatchOp op, int64_t now, uint64_t jobid);
     bool fits_here(const Jobspec& jobspec, int64_t now);
-    // The end of a window that starts at `start`: its duration, or never.
-    static int64_t window_end(const Jobspec& jobspec, int64_t start);
     Result<MatchResult> match_in_reservation(const Jobspec& jobspec, int64_t now, uint64_t jobid);
     Result<void> allocate_exact_here(uint64_t jobid, const Rv1& r, int64_t start, int64_t end);
     Result<std::vector<Request>> compile(const Jobspec& jobspec) const;

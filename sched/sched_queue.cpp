@@ -1,7 +1,6 @@
 #include "sched/sched_queue.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 #include <fmt/format.h>
 
@@ -183,12 +182,8 @@ std::vector<SchedQueue::Started> SchedQueue::schedule(int64_t now) {
             continue;
         }
         job.reason = "insufficient resources";
-        if (any_reservation) {
-            int64_t end = job.jobspec.duration > 0 ? now + static_cast<int64_t>(std::ceil(job.jobspec.duration))
-                                                   : kForever;
-            if (matcher_.reservations().first_meeting(now, end))
-                blocked_meeting.push_back(&job);
-        }
+        if (any_reservation && matcher_.reservations().first_meeting(now, Matcher::window_end(job.jobspec, now)))
+            blocked_meeting.push_back(&job);
         // Backfilling looks further only while something is free: with
         // every core and GPU in use no later job can start now, and
         // trying each of queue-depth jobs cost a full pass per free.
@@ -234,12 +229,10 @@ void SchedQueue::explain_reservation_waits(const std::vector<PendingJob*>& block
             planned = *held;
             (void)matcher_.cancel(job->id);
         }
-        if (matcher_.fits_now(job->jobspec, now)) {
-            int64_t end = job->jobspec.duration > 0 ? now + static_cast<int64_t>(std::ceil(job->jobspec.duration))
-                                                    : kForever;
-            if (const AdvanceReservation* first = matcher_.reservations().first_meeting(now, end))
+        if (matcher_.fits_now(job->jobspec, now))
+            if (const AdvanceReservation* first =
+                    matcher_.reservations().first_meeting(now, Matcher::window_end(job->jobspec, now)))
                 job->reservation_wait = waiting_for_reservation(*first, now);
-        }
         if (planned)
             (void)matcher_.put_back(job->id, std::move(*planned));
     }

@@ -69,7 +69,7 @@ Result<void> upgrade_from_v1(const std::string& path) {
         return {};
     // O_CLOEXEC: sqlite's unix VFS opens the file, -wal and -shm with it,
     // and Database::open marks each FD_CLOEXEC too (mark_close_on_exec_of).
-    auto db = Database::open(path, "usage");
+    auto db = Database::open(path, "usage");  // close-on-exec (O_CLOEXEC), as above
     if (!db)
         return db.error();
     auto version = db->query("SELECT value FROM meta WHERE key = 'schema_version'");

@@ -120,7 +120,9 @@ Result<std::unique_ptr<ReservationService>> ReservationService::start(Broker& br
 
 Result<void> ReservationService::open_database() {
     std::string path = broker_.bootstrap().statedir + "/reservations.db";
-    auto db = Database::open(path, "reservation");
+    // O_CLOEXEC: sqlite's unix VFS opens the file, -wal and -shm with it,
+    // and Database::open marks each FD_CLOEXEC too (mark_close_on_exec_of).
+    auto db = Database::open(path, "reservation");  // close-on-exec (O_CLOEXEC), as above
     if (!db)
         return db.error();
     if (auto r = db->exec("CREATE TABLE IF NOT EXISTS reservation (name TEXT PRIMARY KEY, body TEXT NOT NULL)"); !r)
