@@ -148,6 +148,22 @@ JobId job_id_argument(const std::string& text) {
     return must(parse_jobid(text));
 }
 
+nlohmann::json job_request(const std::string& text, nlohmann::json fields) {
+    JobRef ref = must(parse_job_ref(text));
+    fields["id"] = ref.id;
+    if (ref.index)
+        fields["index"] = *ref.index;
+    return fields;
+}
+
+JobId job_id_argument(Client& client, const std::string& text) {
+    JobRef ref = must(parse_job_ref(text));
+    if (!ref.index)
+        return ref.id;
+    auto info = must(client.rpc("job-manager.info", job_request(text), 0));
+    return must(json_field<JobId>(json_object_at(info, {"job"}), "id", 0, "job-manager.info"));
+}
+
 std::string user_name(uint32_t uid) {
     static std::map<uint32_t, std::string> names;
     auto it = names.find(uid);

@@ -60,6 +60,12 @@ std::vector<std::string> command_or_shell(std::vector<std::string> command);
 
 // A job id from the command line, or fail() naming it.
 JobId job_id_argument(const std::string& text);
+// The job a request is about, from the command line: {"id": N}, or for
+// an element of a job array, ID[INDEX], {"id": ID, "index": INDEX} (the
+// job manager finds the element); `fields` added. fail() naming it.
+nlohmann::json job_request(const std::string& text, nlohmann::json fields = nlohmann::json::object());
+// The id of the job `text` names, ID[INDEX] asked of the job manager.
+JobId job_id_argument(Client& client, const std::string& text);
 // A signal from its name (TERM, SIGTERM, term) or number; fails naming
 // OPTION and the forms accepted.
 int signal_number(const std::string& text, std::string_view option);

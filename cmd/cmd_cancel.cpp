@@ -1,5 +1,7 @@
 // banyan cancel ID...|--all: cancel jobs (pending ones never run; running
 // ones get SIGTERM, then SIGKILL 5 s later).
+#include <set>
+
 #include <fmt/format.h>
 
 #include "cmd/cli_util.hpp"
@@ -20,19 +22,22 @@ void add_cancel(CLI::App& app, int& exit_code) {
         if (all == !ids.empty())
             fail("give job IDs or --all");
         Client client = connect_to_instance();
-        std::vector<JobId> targets;
+        // Each {"id"} or, for an element of an array (ID[INDEX], made or
+        // not yet), {"id", "index"}.
+        std::vector<nlohmann::json> targets;
         if (all) {
             JobList listing = list_jobs(client, nlohmann::json::object());
             for (size_t i = 0; i < listing.size(); i++)
-                targets.push_back(listing.get(i, "id").get<JobId>());
+                targets.push_back({{"id", listing.get(i, "id").get<JobId>()}});
         } else {
             for (const auto& text : ids)
-                targets.push_back(job_id_argument(text));
+                targets.push_back(job_request(text));
         }
-        std::map<uint32_t, JobId> in_flight;
-        for (JobId id : targets)
-            in_flight[must(client.send(Message::request("job-manager.cancel", {{"id", id}, {"note", message}}, 0)))] =
-                id;
+        std::set<uint32_t> in_flight;
+        for (auto& target : targets) {
+            target["note"] = message;
+            in_flight.insert(must(client.send(Message::request("job-manager.cancel", target, 0))));
+        }
         exit_code = 0;
         ProgressBar bar("cancel", all ? targets.size() : 0, progress_wanted(progress));
         while (!in_flight.empty()) {

@@ -337,7 +337,7 @@ void add_job(CLI::App& app, int& exit_code) {
     info->add_option("ID", id_text, "job id")->required();
     info->callback([&exit_code] {
         Client client = connect_to_instance();
-        fmt::print("{}\n", ask(client, "job-manager.info", {{"id", job_id_argument(id_text)}}).dump(2));
+        fmt::print("{}\n", ask(client, "job-manager.info", job_request(id_text)).dump(2));
         exit_code = 0;
     });
 
@@ -348,7 +348,7 @@ void add_job(CLI::App& app, int& exit_code) {
     eventlog->callback([&exit_code] {
         Client client = connect_to_instance();
         std::string out;
-        auto reply = ask(client, "job-manager.eventlog", {{"id", job_id_argument(id_text)}});
+        auto reply = ask(client, "job-manager.eventlog", job_request(id_text));
         for (const auto& ev : reply["events"])
             out += (json ? ev.dump() : event_line(ev)) + "\n";
         fmt::print("{}", out);
@@ -359,7 +359,7 @@ void add_job(CLI::App& app, int& exit_code) {
     attach->add_option("ID", id_text, "job id")->required();
     attach->callback([&exit_code] {
         Client client = connect_to_instance();
-        exit_code = attach_job(client, job_id_argument(id_text), true, false, false);
+        exit_code = attach_job(client, job_id_argument(client, id_text), true, false, false);
     });
 
     auto* kill = job->add_subcommand("kill", "Send a signal to the job's tasks (default SIGTERM)");
@@ -369,7 +369,7 @@ void add_job(CLI::App& app, int& exit_code) {
     kill->callback([&exit_code] {
         int signo = signal_number(signal_text, "-s");
         Client client = connect_to_instance();
-        ask(client, "job-manager.kill", {{"id", job_id_argument(id_text)}, {"signal", signo}});
+        ask(client, "job-manager.kill", job_request(id_text, {{"signal", signo}}));
         exit_code = 0;
     });
 
@@ -383,7 +383,7 @@ void add_job(CLI::App& app, int& exit_code) {
             fail("give a job ID or --all");
         Client client = connect_to_instance();
         if (!all) {
-            exit_code = wait_job(client, job_id_argument(id_text), "banyan job wait");
+            exit_code = wait_job(client, job_id_argument(client, id_text), "banyan job wait");
             return;
         }
         exit_code = wait_all_jobs(client, progress);
@@ -405,7 +405,7 @@ void add_job(CLI::App& app, int& exit_code) {
             timeout = *parsed;
         }
         Client client = connect_to_instance();
-        exit_code = wait_event(client, job_id_argument(id_text), event_name, timeout, timeout_text);
+        exit_code = wait_event(client, job_id_argument(client, id_text), event_name, timeout, timeout_text);
     });
 
     static std::string urgency_text;
@@ -415,7 +415,7 @@ void add_job(CLI::App& app, int& exit_code) {
     urgency->callback([&exit_code] {
         int64_t value = urgency_value(urgency_text);
         Client client = connect_to_instance();
-        ask(client, "job-manager.urgency", {{"id", job_id_argument(id_text)}, {"urgency", value}});
+        ask(client, "job-manager.urgency", job_request(id_text, {{"urgency", value}}));
         exit_code = 0;
     });
 
@@ -424,9 +424,9 @@ void add_job(CLI::App& app, int& exit_code) {
     static std::vector<std::string> changes;
     auto* update = job->add_subcommand("update", "Change a pending job (time-limit=, name=, queue=, urgency=) or a running one (time-limit=, name=)");
     update->add_option("ID", id_text, "job id")->required();
-    update->add_option("FIELD=VALUE", changes, "time-limit=30m, name=NAME, queue=QUEUE, urgency=0-31")->required();
+    update->add_option("FIELD=VALUE", changes, "time-limit=30m, name=NAME, queue=QUEUE, urgency=0-31, throttle=N (an array)")->required();
     update->callback([&exit_code] {
-        nlohmann::json body{{"id", job_id_argument(id_text)}};
+        nlohmann::json body = job_request(id_text);
         for (const auto& change : changes) {
             size_t eq = change.find('=');
             std::string field = change.substr(0, eq), value = eq == std::string::npos ? "" : change.substr(eq + 1);
@@ -441,8 +441,13 @@ void add_job(CLI::App& app, int& exit_code) {
                 body[field] = value;
             } else if (field == "urgency") {
                 body["urgency"] = urgency_value(value);
+            } else if (field == "throttle") {
+                auto n = parse_decimal(value, UINT32_MAX, "throttle");
+                if (!n)
+                    fail(fmt::format("throttle={}: expected a number of elements (0: no limit)", value));
+                body["throttle"] = *n;
             } else {
-                fail(fmt::format("{}: cannot be updated (time-limit, name, queue, urgency)", field));
+                fail(fmt::format("{}: cannot be updated (time-limit, name, queue, urgency, throttle)", field));
             }
         }
         Client client = connect_to_instance();
@@ -458,7 +463,7 @@ void add_job(CLI::App& app, int& exit_code) {
     requeue->add_option("--note", requeue_note, "why, for the eventlog (default: requeued by uid N)");
     requeue->callback([&exit_code] {
         Client client = connect_to_instance();
-        ask(client, "job-manager.requeue", {{"id", job_id_argument(id_text)}, {"note", requeue_note}});
+        ask(client, "job-manager.requeue", job_request(id_text, {{"note", requeue_note}}));
         exit_code = 0;
     });
 
@@ -475,7 +480,7 @@ void add_job(CLI::App& app, int& exit_code) {
             fmt::print("{:>14} {:>10} {:<12} {:>9} {:>8} {:>8} {:>8} {:>8}  {}\n", "JOBID", "PRIORITY", "BANK",
                        "FAIRSHARE", "URGENCY", "AGE", "QUEUE", "SIZE", "LIMIT");
         for (const auto& id : priority_ids) {
-            auto answer = must(client.rpc("job-manager.priority", {{"id", job_id_argument(id)}}, 0));
+            auto answer = must(client.rpc("job-manager.priority", job_request(id), 0));
             if (priority_json) {
                 fmt::print("{}\n", answer.dump());
                 continue;
@@ -507,7 +512,7 @@ void add_job(CLI::App& app, int& exit_code) {
         sub->callback([&exit_code, value = value] {
             Client client = connect_to_instance();
             for (const auto& id : hold_ids)
-                ask(client, "job-manager.urgency", {{"id", job_id_argument(id)}, {"urgency", value}});
+                ask(client, "job-manager.urgency", job_request(id, {{"urgency", value}}));
             exit_code = 0;
         });
     }

@@ -65,6 +65,31 @@ std::string run_time(const JobView& j) {
     return format_duration(end - start);
 }
 
+// A job array (arrays.md §4): ID[TO_MAKE%THROTTLE] while indexes remain
+// to make; an element: ID[INDEX].
+std::string job_id_text(const JobView& j) {
+    JobId id = j["id"].get<JobId>();
+    if (const auto& of = j["array_of"]; of.is_object())
+        return format_element(json_field<JobId>(of, "id", 0, "array_of").value_or(0),
+                              json_field<uint32_t>(of, "index", 0, "array_of").value_or(0));
+    const auto& array = j["array"];
+    std::string to_make = array.is_object() ? json_field<std::string>(array, "to_make", "", "array").value_or("") : "";
+    if (to_make.empty())
+        return format_jobid(id);
+    uint32_t throttle = json_field<uint32_t>(array, "throttle", 0, "array").value_or(0);
+    return fmt::format("{}[{}{}]", format_jobid(id), to_make, throttle ? fmt::format("%{}", throttle) : "");
+}
+
+// An array still pending: how many of its elements are active, and
+// whether the throttle holds back the rest.
+std::string array_info(const nlohmann::json& array) {
+    auto count = [&](const char* key) { return json_field<uint64_t>(array, key, 0, "array").value_or(0); };
+    uint64_t active = count("active"), throttle = count("throttle");
+    if (throttle > 0 && active >= throttle)
+        return fmt::format("throttled ({} active)", active);
+    return fmt::format("{} active, {} of {} made", active, count("made"), count("size"));
+}
+
 // What the scheduler says of a pending job (sched.queue): why it waits,
 // and when it is reserved to start, if it is.
 struct Waiting {
@@ -87,6 +112,8 @@ std::string info(const JobView& j, const WaitingJobs& waiting) {
             return "held (urgency 0)";
         if (std::string limit = j.text("limit", ""); !limit.empty())
             return limit;  // waits under a bank's limit: not asked of the scheduler
+        if (j["array"].is_object())
+            return array_info(j["array"]);
         auto it = waiting.find(j["id"].get<JobId>());
         return it != waiting.end() ? it->second.reason : "";
     }
@@ -120,7 +147,7 @@ std::string start(const JobView& j, const WaitingJobs& waiting) {
 // The value of `field` for one job, as text.
 std::string field(const JobView& j, const std::string& name, const WaitingJobs& waiting) {
     if (name == "id")
-        return format_jobid(j["id"].get<JobId>());
+        return job_id_text(j);
     if (name == "id.dec")
         return std::to_string(j["id"].get<JobId>());
     if (name == "user")
@@ -238,12 +265,16 @@ void add_jobs(CLI::App& app, int& exit_code) {
         JobList jobs = list_jobs(client, body);
         // What the broker cannot select (results, a user) is selected
         // here, and only then counted.
-        if (!results.empty() || uid || count > 0) {
+        // An array whose elements are all made is listed by them alone,
+        // until -a (or a filter) asks for everything.
+        bool hide_made_arrays = filter.empty() && !all_states;
+        if (!results.empty() || uid || count > 0 || hide_made_arrays) {
             std::vector<size_t> kept;
             for (size_t i = 0; i < jobs.size() && (count <= 0 || kept.size() < static_cast<size_t>(count)); i++) {
                 JobView j{jobs, i};
+                bool made_array = j["array"].is_object() && !j["array"].contains("to_make");
                 if ((results.empty() || j.text("state", "") != "inactive" || results.count(j.text("result", ""))) &&
-                    (!uid || j.number<uint32_t>("userid", ~0u) == *uid))
+                    (!uid || j.number<uint32_t>("userid", ~0u) == *uid) && !(hide_made_arrays && made_array))
                     kept.push_back(i);
             }
             jobs.keep_only(kept);

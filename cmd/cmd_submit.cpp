@@ -95,6 +95,8 @@ std::vector<JobId> submit_all(Client& client, const std::vector<nlohmann::json>&
 std::vector<nlohmann::json> copies_of(const nlohmann::json& jobspec, const std::string& cc) {
     if (cc.empty())
         return {jobspec};
+    if (json_object_at(jobspec, {"attributes", "system"}).contains("array"))
+        fail("--array and --cc: give one (--array makes one job of many; --cc, a job per index)");
     auto set = IdSet::parse(cc);
     if (!set)
         fail("--cc " + set.error().message);
@@ -245,6 +247,9 @@ void add_batch(CLI::App& app, int& exit_code) {
         app.add_subcommand("batch", "Submit a batch script, run by a nested instance on its nodes; print the id");
     add_submit_options(cmd, o);
     cmd->add_option("--cc", cc, "submit a copy for each index in IDSET (e.g. 1-100); {cc} in ARGS is the index");
+    cmd->add_option("--array", o.array,
+                    "a job array: one job per index of SPEC (1-100, 1,3,5-9:2), at most T at once with %T; "
+                    "{{array_index}} in the command and file names is the index");
     cmd->prefix_command();
     cmd->footer(
         "SCRIPT [ARGS...]: the script (starting with #!, with #BANYAN OPTIONS lines in its header) and its "
@@ -313,6 +318,9 @@ void add_submit(CLI::App& app, int& exit_code) {
     auto* cmd = app.add_subcommand("submit", "Submit a job; print its id");
     add_submit_options(cmd, o);
     cmd->add_option("--cc", cc, "submit a copy for each index in IDSET (e.g. 1-100); {cc} in COMMAND is the index");
+    cmd->add_option("--array", o.array,
+                    "a job array: one job per index of SPEC (1-100, 1,3,5-9:2), at most T at once with %T; "
+                    "{{array_index}} in the command and file names is the index");
     cmd->add_flag("--quiet", quiet, "do not print the job ids");
     cmd->add_flag("--progress", progress, "a progress bar on stderr even when it is not a terminal (--cc)");
     cmd->add_flag("--wait", wait, "wait for the jobs to end; exit with the highest exit code");

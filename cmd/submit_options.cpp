@@ -154,7 +154,7 @@ nlohmann::json dependencies(const std::vector<std::string>& specs) {
                 size_t end = std::min(ids.find(':', start), ids.size());
                 std::string target = ids.substr(start, end - start);
                 start = end + 1;
-                if (auto id = parse_jobid(target); !id)
+                if (auto id = parse_job_ref(target); !id)  // an id, or an array's element ID[INDEX]
                     fail(fmt::format("--dependency={}: {}", one, id.error().message));
                 deps.push_back({{"scheme", scheme}, {"value", target}});
             }
@@ -248,6 +248,7 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
                  .name = o.job_name,
                  .queue = o.queue,
                  .reservation = o.reservation,
+                 .array = o.array,
                  .bank = o.bank,
                  .cwd = o.cwd,
                  .environment = environment(o.env)};

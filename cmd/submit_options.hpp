@@ -38,6 +38,7 @@ struct SubmitOptions {
     std::string queue;
     std::string reservation;
     std::string bank;
+    std::string array;  // --array (submit and batch only)
 };
 
 void add_submit_options(CLI::App* cmd, SubmitOptions& o);

@@ -63,6 +63,37 @@ Result<JobId> parse_jobid(std::string_view text) {
     return id;
 }
 
+Result<JobRef> parse_job_ref(std::string_view text) {
+    size_t open = text.find('[');
+    if (open == std::string_view::npos) {
+        auto id = parse_jobid(text);
+        if (!id)
+            return id.error();
+        return JobRef{*id, std::nullopt};
+    }
+    if (!text.ends_with(']'))
+        return not_a_jobid(text, "expected ID or ID[INDEX]");
+    auto id = parse_jobid(text.substr(0, open));
+    if (!id)
+        return id.error();
+    std::string_view digits = text.substr(open + 1, text.size() - open - 2);
+    uint64_t index = 0;
+    if (digits.empty() || digits.size() > 10)
+        return not_a_jobid(text, "the index in [] must be a number");
+    for (char c : digits) {
+        if (c < '0' || c > '9')
+            return not_a_jobid(text, "the index in [] must be a number");
+        index = index * 10 + static_cast<uint64_t>(c - '0');
+    }
+    if (index > UINT32_MAX)
+        return not_a_jobid(text, "the index in [] is too large");
+    return JobRef{*id, static_cast<uint32_t>(index)};
+}
+
+std::string format_element(JobId array, uint32_t index) {
+    return fmt::format("{}[{}]", format_jobid(array), index);
+}
+
 JobIdGenerator::JobIdGenerator(JobId after) : last_ms_(after >> kSequenceBits), sequence_(after & kSequenceMask) {}
 
 JobId JobIdGenerator::next(uint64_t now_ms) {

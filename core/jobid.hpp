@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,16 @@ using JobId = uint64_t;
 std::string format_jobid(JobId id);
 // Accepts fBASE58 (or the Unicode ƒ prefix), or decimal. Error names the text.
 Result<JobId> parse_jobid(std::string_view text);
+
+// A job as a user names it: a job id, or one element of a job array,
+// ID[INDEX] (doc/spec/arrays.md §2).
+struct JobRef {
+    JobId id = 0;
+    std::optional<uint32_t> index;
+};
+Result<JobRef> parse_job_ref(std::string_view text);
+// "fA[7]": element 7 of array fA.
+std::string format_element(JobId array, uint32_t index);
 
 // Makes ids: 40 bits of milliseconds since 2025-01-01 UTC, then 24 bits of
 // sequence within that millisecond. Never goes back in time: ids stay

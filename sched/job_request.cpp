@@ -90,6 +90,8 @@ Result<nlohmann::json> build_jobspec(const JobRequest& r, FieldName name_of) {
         system["queue"] = r.queue;
     if (!r.reservation.empty())
         system["reservation"] = r.reservation;
+    if (!r.array.empty())
+        system["array"] = r.array;
     if (!r.bank.empty())
         system["bank"] = r.bank;
     if (r.constraint)

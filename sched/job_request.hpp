@@ -38,6 +38,7 @@ struct JobRequest {
     std::string name;                  // shown by banyan jobs; empty: the command
     std::string queue;                 // empty: the default queue
     std::string reservation;           // an advance reservation to run in (doc/spec/reservations.md)
+    std::string array;                 // --array: a job array's indexes and throttle (doc/spec/arrays.md)
     std::string bank;                  // empty: the user's default bank (accounting.md §5)
     std::string cwd;                   // the tasks' working directory
     std::map<std::string, std::string> environment;

@@ -89,7 +89,36 @@ Result<ShellJob> ShellJob::parse(const nlohmann::json& m) {
     if (!options)
         return options.error();
     job.options = std::move(*options);
+    if (m.contains("array"))
+        if (auto r = job.set_array_element(json_object_at(m, {"array"})); !r)
+            return r.error();
     return job;
+}
+
+// An element of a job array (doc/spec/arrays.md §3): its index in the
+// environment, Banyan's names and Slurm's, and in the command and file
+// names where {{array_id}} and {{array_index}} stand.
+Result<void> ShellJob::set_array_element(const nlohmann::json& array) {
+    auto id = json_field<uint64_t>(array, "id", 0, "shell.array");
+    auto index = json_field<uint32_t>(array, "index", 0, "shell.array");
+    auto size = json_field<uint64_t>(array, "size", 0, "shell.array");
+    if (auto e = first_error(id, index, size))
+        return *e;
+    std::string array_id = format_jobid(*id), array_index = std::to_string(*index);
+    for (std::string* text : {&options.stdout_path, &options.stderr_path})
+        *text = replace_all(replace_all(std::move(*text), "{{array_id}}", array_id), "{{array_index}}", array_index);
+    for (auto& arg : command)
+        arg = replace_all(replace_all(std::move(arg), "{{array_id}}", array_id), "{{array_index}}", array_index);
+    // Slurm's, for scripts brought from it: its array job id is a number.
+    for (std::string_view prefix : {"SLURM_ARRAY_", "BANYAN_ARRAY_"})
+        std::erase_if(environment, [prefix](const std::string& kv) { return kv.starts_with(prefix); });
+    environment.push_back("BANYAN_ARRAY_JOB_ID=" + array_id);
+    environment.push_back("BANYAN_ARRAY_INDEX=" + array_index);
+    environment.push_back(fmt::format("BANYAN_ARRAY_COUNT={}", *size));
+    environment.push_back(fmt::format("SLURM_ARRAY_JOB_ID={}", *id));
+    environment.push_back("SLURM_ARRAY_TASK_ID=" + array_index);
+    environment.push_back(fmt::format("SLURM_ARRAY_TASK_COUNT={}", *size));
+    return {};
 }
 
 }  // namespace banyan

@@ -38,6 +38,7 @@ struct ShellJob {
     std::string host_of(uint32_t rank) const;
     // Error names the field: "shell.options.cpu-affinity: ...".
     static Result<ShellJob> parse(const nlohmann::json& message);
+    Result<void> set_array_element(const nlohmann::json& array);
 };
 
 // `path` with {{id}}, {{taskid}} and {{node}} replaced.

@@ -161,12 +161,12 @@ Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t 
     static const std::set<std::string, std::less<>> known = {
         "command", "ntasks", "nodes",   "cores_per_task", "gpus_per_task", "time_limit", "name", "queue",
         "cwd",     "env",    "urgency", "exclusive",      "umask",         "J",          "bank",
-        "memory",  "memory_per_cpu", "reservation"};
+        "memory",  "memory_per_cpu", "reservation", "array"};
     for (const auto& [key, value] : body.items())
         if (!known.count(key))
             return make_error(EINVAL, fmt::format("{}: unknown field (expected jobspec, or {})", one_line(key),
                                                   "command, ntasks, nodes, cores_per_task, gpus_per_task, memory, "
-                                                  "memory_per_cpu, time_limit, name, queue, reservation, bank, cwd, env, urgency, "
+                                                  "memory_per_cpu, time_limit, name, queue, reservation, array, bank, cwd, env, urgency, "
                                                   "exclusive, umask, J"));
     auto command = json_field<nlohmann::json>(body, "command", nlohmann::json::array(), "");
     if (!command || command->empty() ||
@@ -181,14 +181,15 @@ Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t 
     auto queue = json_field<std::string>(body, "queue", "", "");
     auto bank = json_field<std::string>(body, "bank", "", "");
     auto reservation = json_field<std::string>(body, "reservation", "", "");
+    auto array = json_field<std::string>(body, "array", "", "");
     auto cwd = json_field<std::string>(body, "cwd", "", "");
     auto exclusive = json_field<bool>(body, "exclusive", false, "");
     auto env = json_field<nlohmann::json>(body, "env", nlohmann::json::object(), "");
     auto mask = json_field<std::string>(body, "umask", "0022", "");
     auto memory = json_field<std::string>(body, "memory", "", "");
     auto memory_per_cpu = json_field<std::string>(body, "memory_per_cpu", "", "");
-    if (auto e = first_error(nodes, ntasks, cores, gpus, limit, name, queue, bank, reservation, cwd, exclusive, env,
-                             mask, memory, memory_per_cpu))
+    if (auto e = first_error(nodes, ntasks, cores, gpus, limit, name, queue, bank, reservation, array, cwd, exclusive,
+                             env, mask, memory, memory_per_cpu))
         return make_error(EINVAL, e->message.substr(e->message.rfind('.') == 0 ? 1 : 0));
     std::map<std::string, std::string> environment;
     for (const auto& [k, v] : env->items()) {
@@ -206,6 +207,7 @@ Result<nlohmann::json> jobspec_from_fields(const nlohmann::json& body, uint32_t 
                  .name = *name,
                  .queue = *queue,
                  .reservation = *reservation,
+                 .array = *array,
                  .bank = *bank,
                  .cwd = *cwd,
                  .environment = std::move(environment)};

@@ -104,9 +104,13 @@ void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, con
     ex.held = !ex.stored;
     for (uint32_t rank : ranks) {
         // Written as text: the jobspec goes on as stored, unparsed.
+        // An element of an array: which, for its environment and file names.
+        std::string array = job->array_id ? fmt::format(R"("array":{{"id":{},"index":{},"size":{}}},)",
+                                                        job->array_id, job->array_index, job->array_size)
+                                          : "";
         Message req = Message::request("exec.run", nlohmann::json::object(), rank);
-        req.payload = fmt::format(R"({{"id":{},"userid":{},{}"R":{},{}}})", id, job->userid,
-                                  ex.held ? R"("hold":true,)" : "", r_text, *spec);
+        req.payload = fmt::format(R"({{"id":{},"userid":{},{}{}"R":{},{}}})", id, job->userid,
+                                  ex.held ? R"("hold":true,)" : "", array, r_text, *spec);
         table_.broker().rpc(std::move(req),
                             [this, id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
     }

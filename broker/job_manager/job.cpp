@@ -170,6 +170,17 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
     if (!requeue)
         return requeue.error();
     requeue_on_node_failure = *requeue;
+    // An array's indexes, checked against the configured limits at submit
+    // (a stored one is read whatever the limits are now).
+    if (system.contains("array")) {
+        auto text = json_field<std::string>(system, "array", "", "attributes.system");
+        if (!text)
+            return text.error();
+        auto parsed = JobArray::parse(*text, ArrayLimits{UINT64_MAX, IdSet::kMaxId});
+        if (!parsed)
+            return make_error(EINVAL, "attributes.system.array: " + parsed.error().message);
+        array = std::make_shared<JobArray>(std::move(*parsed));
+    }
     if (!system.contains("dependencies"))
         return {};
     const auto& deps = system["dependencies"];
@@ -195,10 +206,10 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
             return make_error(EINVAL, fmt::format("{}.scheme: {}: expected afterstart, afterany, afterok, afternotok "
                                                   "or begin-time",
                                                   where, *scheme));
-        auto target = parse_jobid(*value);
+        auto target = parse_job_ref(*value);
         if (!target)
             return make_error(EINVAL, fmt::format("{}.value: {}", where, target.error().message));
-        dependencies.push_back({*scheme, *target, *value});
+        dependencies.push_back({*scheme, target->id, target->index, *value});
     }
     return {};
 }
@@ -251,9 +262,21 @@ nlohmann::json Job::summary() const {
         if (begin_time > 0)
             deps.push_back("begin-time:" + format_moment(begin_time));
         for (const auto& d : dependencies)
-            deps.push_back(fmt::format("{}:{}", d.scheme, format_jobid(d.target)));
+            deps.push_back(fmt::format("{}:{}", d.scheme,
+                                       d.index ? format_element(d.target, *d.index) : format_jobid(d.target)));
         s["dependencies"] = deps;
     }
+    if (array) {
+        nlohmann::json a{{"size", array->size}, {"active", array->active}, {"made", array->made},
+                         {"failed", array->not_ok}};
+        if (IdSet left = array->to_make(); !left.empty() && state < JobState::run)
+            a["to_make"] = left.format();
+        if (array->throttle > 0)
+            a["throttle"] = array->throttle;
+        s["array"] = std::move(a);
+    }
+    if (array_id != 0)
+        s["array_of"] = {{"id", array_id}, {"index", array_index}};
     return s;
 }
 
@@ -261,7 +284,8 @@ const std::vector<std::string>& Job::summary_columns() {
     static const std::vector<std::string> columns = {"id",        "userid",       "name",       "state",    "urgency",
                                                      "priority",  "ntasks",       "nnodes",     "nodelist", "t_submit",
                                                      "t_run",     "t_cleanup",    "t_inactive", "result",   "status",
-                                                     "exception", "dependencies", "queue",      "instance", "bank", "limit"};
+                                                     "exception", "dependencies", "queue",      "instance", "bank", "limit",
+                                                     "array",     "array_of"};
     return columns;
 }
 
@@ -291,6 +315,10 @@ T event_field(const nlohmann::json& context, std::string_view key, T fallback) {
 // jobs.md §3): what the scheduler is sent follows.
 void Job::apply_update(const nlohmann::json& c) {
     name = event_field<std::string>(c, "name", name);
+    if (array) {
+        array->throttle = event_field<uint32_t>(c, "throttle", array->throttle);
+        array->updated = array->updated || c.contains("name") || c.contains("duration") || c.contains("queue");
+    }
     if (!c.contains("duration") && !c.contains("queue"))
         return;
     duration = event_field<double>(c, "duration", duration);
@@ -324,6 +352,14 @@ void Job::reread_jobspec(const nlohmann::json& spec, const NamedQueues& queues) 
         now.erase("queue");  // gone from the config: where read_jobspec put it
     apply_update(now);
     duration_updated = updated;
+    if (array_id != 0)
+        drop_array_parts();
+}
+
+void Job::drop_array_parts() {
+    array.reset();
+    dependencies.clear();
+    begin_time = 0;
 }
 
 void Job::requeued() {
@@ -357,6 +393,29 @@ void apply_event(Job& job, const JobEvent& ev) {
         job.urgency = static_cast<int>(event_field<int64_t>(c, "urgency", job.urgency));
         job.bank = event_field<std::string>(c, "bank", "");
         job.t_submit = ev.timestamp;
+        if (const auto& of = json_object_at(c, {"array_of"}); !of.empty()) {
+            // An element: its jobspec is the array's, whose dependencies,
+            // begin time and indexes were the array's to wait for and make.
+            job.array_id = event_field<JobId>(of, "id", 0);
+            job.array_index = event_field<uint32_t>(of, "index", 0);
+            job.array_size = event_field<uint64_t>(of, "size", 0);
+            job.t_submit = event_field<double>(of, "t_submit", ev.timestamp);
+            job.drop_array_parts();
+        }
+    } else if (job.array && name == "element") {
+        job.array->made_index(event_field<uint32_t>(c, "index", 0));
+    } else if (job.array && name == "element-canceled") {
+        job.array->canceled.insert(event_field<uint32_t>(c, "index", 0));
+    } else if (job.array && name == "element-end") {
+        job.array->not_ok++;
+        if (job.array->first_not_ok.empty())
+            job.array->first_not_ok = event_field<std::string>(c, "note", "");
+    } else if (name == "array-end" && job.state < JobState::run) {
+        // Every element ended (or was canceled before it was made).
+        job.status = static_cast<int>(event_field<int64_t>(c, "status", 1));
+        std::string().swap(job.sched_jobspec);
+        job.state = JobState::inactive;
+        job.t_cleanup = job.t_inactive = ev.timestamp;
     } else if (name == "depend" && job.state == JobState::depend) {
         job.state = JobState::priority;
     } else if (name == "priority") {

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "broker/job_manager/job_array.hpp"
 #include "core/duration.hpp"
 #include "core/jobid.hpp"
 #include "core/result.hpp"
@@ -38,6 +40,7 @@ struct JobEvent {
 struct Dependency {
     std::string scheme;  // afterstart, afterany, afterok, afternotok
     JobId target = 0;
+    std::optional<uint32_t> index;  // target[index]: an element of the array `target`
     std::string given;  // the target as the jobspec wrote it (38, f38): errors echo it
 };
 
@@ -70,6 +73,16 @@ struct Job {
     // limit (0: none).
     int warning_signal = 0;
     double warning_timeleft = 0;
+    // A job array (doc/spec/arrays.md, attributes.system.array): what it
+    // holds beyond a job; null for any other job. Shared only by the copies
+    // of a submission not yet stored.
+    std::shared_ptr<JobArray> array;
+    // An element of an array (its submit event's `array_of`): the array's
+    // id, this element's index, and the number of indexes in the array;
+    // array_id 0: not an element.
+    JobId array_id = 0;
+    uint32_t array_index = 0;
+    uint64_t array_size = 0;
     // While pending: what the scheduler needs of the jobspec (resources,
     // tasks, duration) as JSON text, so a sched.alloc costs no database
     // read and no environment of kilobytes is parsed again.
@@ -126,6 +139,9 @@ struct Job {
     // jobspec's, with the name, time limit and queue the job has now
     // (updates since its submit kept). A queue gone since: the default's.
     void reread_jobspec(const nlohmann::json& jobspec, const NamedQueues& queues);
+    // An element of an array: its jobspec is the array's, whose
+    // dependencies, begin time and indexes it does not have of its own.
+    void drop_array_parts();
     // Back to pending after a requeue: what its run left is forgotten.
     void requeued();
     // completed, failed, canceled or timeout (inactive jobs); "" otherwise.

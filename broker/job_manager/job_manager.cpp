@@ -25,7 +25,9 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
     auto max_active = config.get_int("job-manager.max-active-per-user", 0, int64_t{1} << 32, 0);
     // A default bound: one user's script gone wrong must not fill rank 0.
     auto max_pending = config.get_int("job-manager.max-pending-per-user", 0, int64_t{1} << 32, 10000);
-    if (auto e = first_error(age, limit, output_limit, window, max_active, max_pending))
+    auto max_array_size = config.get_int("job-manager.max-array-size", 1, 10'000'000, 100'000);
+    auto max_array_index = config.get_int("job-manager.max-array-index", 0, IdSet::kMaxId, 9'999'999);
+    if (auto e = first_error(age, limit, output_limit, window, max_active, max_pending, max_array_size, max_array_index))
         return *e;
     JobManagerLimits limits{.inactive_age = static_cast<double>(*age),
                             .inactive_limit = static_cast<size_t>(*limit),
@@ -33,6 +35,7 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
                             .sched_window = static_cast<size_t>(*window),
                             .max_active_per_user = static_cast<size_t>(*max_active),
                             .max_pending_per_user = static_cast<size_t>(*max_pending),
+                            .arrays = {static_cast<uint64_t>(*max_array_size), static_cast<uint32_t>(*max_array_index)},
                             .signed_jobs = config.has("exec.imp")};
     auto queue_policy = queue_policy_from_name(config.get_string("sched.queue-policy", "easy").value_or("easy"));
     auto queues = NamedQueues::read(config, queue_policy.value_or(QueuePolicy::easy));
@@ -104,8 +107,12 @@ void JobManager::post(Job& job, std::string name, nlohmann::json context, double
         counters_.submitted++;
     else if (ev.name == "start")
         counters_.started++;
-    if (ev.name == "start")
+    if (ev.name == "start") {
         dependencies_changed(job);
+        // An array has started once one of its elements has (afterstart:ARRAY).
+        if (Job* array = job.array_id ? find(job.array_id) : nullptr; array && array->array && !array->started)
+            post(*array, "start", {{"element", job.id}});
+    }
     if (job.state != from)
         on_state_change(job, from);
 }
@@ -113,6 +120,10 @@ void JobManager::post(Job& job, std::string name, nlohmann::json context, double
 void JobManager::on_state_change(Job& job, JobState from) {
     if (from == JobState::cleanup && job.state == JobState::priority)
         exec_.forget(job.id);  // requeued: its run is over; the next is a new launch
+    if (job.array_id != 0)
+        element_moved(job, from);
+    if (job.array && job.state == JobState::cleanup)
+        cancel_elements(job, job.exception_note, 0);
     if (job.state == JobState::cleanup) {
         if (from == JobState::sched) {
             sched_.withdraw(job.id);
@@ -163,10 +174,22 @@ void JobManager::check_dependencies(Job& job) {
         return;
     }
     for (const auto& d : job.dependencies) {
-        const Job* t = find(d.target);
+        std::string target = d.index ? format_element(d.target, *d.index) : format_jobid(d.target);
+        const Job* t = d.index ? element_of(d.target, *d.index) : find(d.target);
+        if (!t && d.index) {
+            // An element not made yet: waited for, unless it never will be.
+            const Job* array = find(d.target);
+            const JobArray* a = array ? array->array.get() : nullptr;
+            bool to_make = a && a->to_make().contains(*d.index) && array->state < JobState::run;
+            if (to_make)
+                return;
+            if (a && a->canceled.contains(*d.index))
+                return raise(job, "dependency",
+                             fmt::format("{}:{} can never be met: it was canceled before it ran", d.scheme, target),
+                             0);
+        }
         if (!t)
-            return raise(job, "dependency",
-                         fmt::format("{}:{}: that job is no longer known", d.scheme, format_jobid(d.target)), 0);
+            return raise(job, "dependency", fmt::format("{}:{}: that job is no longer known", d.scheme, target), 0);
         bool ended = t->state == JobState::inactive;
         bool completed = t->result() == "completed";
         bool met = d.scheme == "afterstart" ? t->started
@@ -176,8 +199,8 @@ void JobManager::check_dependencies(Job& job) {
         bool never = !met && ended;
         if (never)
             return raise(job, "dependency",
-                         fmt::format("{}:{} can never be met: that job ended {}{}", d.scheme, format_jobid(d.target),
-                                     t->result(), t->started ? "" : " without starting"),
+                         fmt::format("{}:{} can never be met: that job ended {}{}", d.scheme, target, t->result(),
+                                     t->started ? "" : " without starting"),
                          0);
         if (!met)
             return;
@@ -204,6 +227,9 @@ void JobManager::raise(Job& job, std::string type, std::string note, uint32_t us
 }
 
 std::string JobManager::why_not_requeued(const Job& job) {
+    if (job.array)
+        return fmt::format("{}: a job array is not requeued itself; requeue its elements ({}[INDEX])",
+                           format_jobid(job.id), format_jobid(job.id));
     if (job.state == JobState::run || job.state == JobState::inactive)
         return "";
     if (job.state == JobState::cleanup)
@@ -284,7 +310,7 @@ void JobManager::allocated(Job& job, nlohmann::json R) {
 
 // CLEANUP: once no task runs, resources go back and the job is done.
 void JobManager::release(Job& job) {
-    if (job.state != JobState::cleanup || exec_.executing(job.id))
+    if (job.state != JobState::cleanup || exec_.executing(job.id) || (job.array && job.array->active > 0))
         return;
     if (sched_.holds(job.id)) {
         sched_.free(job.id, [this, id = job.id] {

@@ -7,6 +7,7 @@
 //                             job_manager_{submit,queries,control,running}.cpp
 //                             serves each)
 //   job_manager_banks.cpp     banks, their limits, and priority (accounting.md §5-8)
+//   job_manager_arrays.cpp    job arrays and their elements (arrays.md)
 // The parts below see the jobs through JobTable (job_table.hpp):
 //   sched_client              SCHED, and the R that RUN/CLEANUP jobs hold
 //   exec_client               RUN and CLEANUP: tasks on the ranks of R
@@ -49,6 +50,7 @@ struct JobManagerLimits {
     size_t sched_window = 4096;        // pending jobs asked of the scheduler at once
     size_t max_active_per_user = 0;    // jobs not yet inactive, per user other than the owner; 0: no limit
     size_t max_pending_per_user = 0;   // jobs not yet running, likewise
+    ArrayLimits arrays;                // job-manager.max-array-size, max-array-index
     // exec.imp is set: jobs run as their users, so a user's jobspec must
     // come signed (MUNGE) for banyan-imp to start it.
     bool signed_jobs = false;
@@ -112,8 +114,10 @@ class JobManager final : private JobTable {
     void on_priority(const Message& req);
     // The job a request ({"id": N, ...}) names, if the caller may see it,
     // with the request's body in `body`; else answers the error itself and
-    // returns null.
-    Job* visible_job(const Message& req, nlohmann::json& body);
+    // returns null. {"id": A, "index": I} names element I of array A; one
+    // not made yet is an error, unless `unmade` is given: then the array,
+    // with I in *unmade.
+    Job* visible_job(const Message& req, nlohmann::json& body, std::optional<uint32_t>* unmade = nullptr);
 
     // The lifecycle (job_manager.cpp).
     Job* find(JobId id) override;
@@ -136,6 +140,19 @@ class JobManager final : private JobTable {
     std::string over_user_limits(const Message& req) const;
     void set_urgency(Job& job, int urgency, uint32_t userid);
     void allocated(Job& job, nlohmann::json R) override;
+
+    // Job arrays (job_manager_arrays.cpp). An array in SCHED makes its
+    // next elements while its throttle and the scheduler's window allow
+    // (to_scheduler, and as its elements move on), and ends once none is
+    // left to make and none is active.
+    void make_elements(Job& array);
+    void make_element(Job& array, uint32_t index);
+    void element_moved(Job& element, JobState from);
+    void end_array_if_done(Job& array);
+    void cancel_elements(const Job& array, const std::string& note, uint32_t userid);
+    // The made element `index` of `array` (a scan of the jobs after it), or null.
+    Job* element_of(JobId array, uint32_t index);
+    void cancel_unmade(const Message& req, Job& array, uint32_t index);
 
     // Banks, limits and priority (job_manager_banks.cpp).
     // The table as the accounting service has it now (at start).

@@ -57,6 +57,8 @@ int64_t JobManager::priority_of(const Job& job, PriorityFactors* out) const {
 void JobManager::to_scheduler(Job& job) {
     if (job.priority == 0 || job.state != JobState::sched)
         return;  // held: asked for once its urgency rises
+    if (job.array)
+        return make_elements(job);  // an array is never asked for: its elements are
     if (!banks_.charged(job.id)) {
         if (std::string why = banks_.over_running(job); !why.empty()) {
             if (job.limit != why) {

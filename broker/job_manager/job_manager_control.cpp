@@ -60,12 +60,15 @@ void JobManager::on_queue_enable(const Message& req) {
 
 void JobManager::on_cancel(const Message& req) {
     nlohmann::json body;
-    Job* job = visible_job(req, body);
+    std::optional<uint32_t> unmade;
+    Job* job = visible_job(req, body, &unmade);
     if (!job)
         return;
     auto note = json_field<std::string>(body, "note", "", "cancel");
     if (!note)
         return broker_.respond_error(req, EPROTO, note.error().message);
+    if (unmade)
+        return cancel_unmade(req, *job, *unmade);
     if (job->state == JobState::inactive)
         return broker_.respond_error(req, EINVAL, fmt::format("{}: job is inactive", format_jobid(job->id)));
     raise(*job, "cancel", note->empty() ? fmt::format("canceled by uid {}", req.userid) : *note, req.userid);
@@ -180,10 +183,12 @@ void JobManager::on_update(const Message& req) {
     if (!job)
         return;
     for (const auto& [key, value] : body.items())
-        if (key != "id" && key != "duration" && key != "name" && key != "queue" && key != "urgency")
+        if (key != "id" && key != "duration" && key != "name" && key != "queue" && key != "urgency" &&
+            key != "throttle")
             return broker_.respond_error(
                 req, EINVAL,
-                fmt::format("{}: cannot be updated (expected duration, name, queue or urgency)", one_line(key)));
+                fmt::format("{}: cannot be updated (expected duration, name, queue, urgency or throttle)",
+                            one_line(key)));
     if (body.size() < 2)
         return broker_.respond_error(req, EINVAL, "nothing to update: give duration, name, queue or urgency");
     bool pending = job->state == JobState::depend || job->state == JobState::priority || job->state == JobState::sched;
@@ -196,6 +201,15 @@ void JobManager::on_update(const Message& req) {
             req, EINVAL,
             fmt::format("{}: job is run; only its time limit and name can change now", format_jobid(job->id)));
     nlohmann::json update = {{"userid", req.userid}};
+    if (body.contains("throttle")) {  // a job array's (arrays.md §4); 0: none
+        auto throttle = json_field<uint32_t>(body, "throttle", 0, "update");
+        if (!throttle)
+            return broker_.respond_error(req, EINVAL, "throttle: expected 0 (none) or more elements at once");
+        if (!job->array)
+            return broker_.respond_error(req, EINVAL,
+                                         fmt::format("{}: throttle: not a job array", format_jobid(job->id)));
+        update["throttle"] = *throttle;
+    }
     auto name = json_field<std::string>(body, "name", job->name, "update");
     auto duration = json_field<double>(body, "duration", job->duration, "update");
     auto queue_name = json_field<std::string>(body, "queue", job->queue, "update");
@@ -306,6 +320,8 @@ void JobManager::commit_update(const Message& req, JobId id, const nlohmann::jso
     }
     if (urgency)
         set_urgency(*job, *urgency, req.userid);
+    if (job->array && update.contains("throttle"))
+        make_elements(*job);  // (a higher throttle makes room)
     respond_once_stored(Message::response_to(req, nlohmann::json::object()));
 }
 

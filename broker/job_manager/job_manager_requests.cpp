@@ -61,7 +61,7 @@ void JobManager::register_methods() {
     method("job-manager.queue-enable", true, &JobManager::on_queue_enable);
 }
 
-Job* JobManager::visible_job(const Message& req, nlohmann::json& body) {
+Job* JobManager::visible_job(const Message& req, nlohmann::json& body, std::optional<uint32_t>* unmade) {
     auto parsed = req.json();
     if (!parsed) {
         broker_.respond_error(req, EPROTO, parsed.error().message);
@@ -86,7 +86,32 @@ Job* JobManager::visible_job(const Message& req, nlohmann::json& body) {
         broker_.respond_error(req, EPERM, fmt::format("{}: not your job", format_jobid(*id)));
         return nullptr;
     }
-    return &it->second;
+    if (!body.contains("index"))
+        return &it->second;
+    // ID[INDEX]: an element of the array ID (arrays.md §4).
+    auto index = json_field<uint32_t>(body, "index", 0, req.topic);
+    if (!index) {
+        broker_.respond_error(req, EPROTO, index.error().message);
+        return nullptr;
+    }
+    std::string name = format_element(*id, *index);
+    const JobArray* array = it->second.array.get();
+    if (!array) {
+        broker_.respond_error(req, EINVAL, fmt::format("{}: {} is not a job array", name, format_jobid(*id)));
+        return nullptr;
+    }
+    if (Job* element = element_of(*id, *index))
+        return element;
+    if (unmade && array->to_make().contains(*index)) {
+        *unmade = *index;
+        return &it->second;
+    }
+    broker_.respond_error(req, ENOENT,
+                          !array->indexes.contains(*index) ? fmt::format("{}: no such index in that array", name)
+                          : array->to_make().contains(*index)
+                              ? fmt::format("{}: not made yet (elements are made as they can run)", name)
+                              : fmt::format("{}: no such job (ended and purged, or canceled before it ran)", name));
+    return nullptr;
 }
 
 }  // namespace banyan

@@ -191,6 +191,18 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
             return broker_.respond_error(req, ENOENT, fmt::format("dependency {}:{}: no such job", d.scheme, d.given));
         if (!is_owner(req) && t->second.userid != req.userid)
             return broker_.respond_error(req, EPERM, fmt::format("dependency {}:{}: not your job", d.scheme, d.given));
+        if (d.index && !(t->second.array && t->second.array->indexes.contains(*d.index)))
+            return broker_.respond_error(req, ENOENT,
+                                         fmt::format("dependency {}:{}: {}", d.scheme, d.given,
+                                                     t->second.array ? "no such index in that array"
+                                                                     : "that job is not an array"));
+    }
+    // An array: within the configured limits, and never a copy per index.
+    if (job.array) {
+        auto text = json_field<std::string>(system, "array", "", "jobspec: attributes.system");
+        auto within = text ? JobArray::parse(*text, limits_.arrays) : Result<JobArray>(text.error());
+        if (!within)
+            return broker_.respond_error(req, EINVAL, "--array " + within.error().message);
     }
     job.urgency = static_cast<int>(*urgency);
     if (job.reservation.empty())
@@ -238,7 +250,12 @@ void JobManager::store_submission(const Message& req, const nlohmann::json& spec
     job.id = ids_.next();
     job.userid = req.userid;
     job.t_submit = wall_now();
-    db_->add_job(job.id, job.userid, job.t_submit, stored_text(*req.payload, spec), signature);
+    std::string text = stored_text(*req.payload, spec);
+    db_->add_job(job.id, job.userid, job.t_submit, text, signature);
+    if (job.array) {  // its elements are made from these
+        job.array->jobspec = std::move(text);
+        job.array->signature = signature;
+    }
     auto [it, inserted] = jobs_.emplace(job.id, std::move(job));
     Job& j = it->second;
     for (const auto& d : j.dependencies)

@@ -55,10 +55,24 @@ Result<void> Recovery::restore() {
             inactive.push_back(job.id);
             continue;
         }
+        if (job.array) {  // its elements to come are made from these
+            job.array->jobspec = std::move(s.jobspec);
+            auto signature = db.read_now([id = job.id](JobDbReader& r) { return r.signature(id); });
+            if (!signature)
+                return signature.error();
+            job.array->signature = std::move(*signature);
+        }
         for (const auto& d : job.dependencies)
             if (job.state == JobState::depend)
                 jm_.dependents_.emplace(d.target, job.id);
     }
+    // Arrays' active and waiting elements, counted (not events).
+    for (const auto& [id, job] : jm_.jobs_)
+        if (Job* array = job.array_id && job.state != JobState::inactive ? jm_.find(job.array_id) : nullptr;
+            array && array->array) {
+            array->array->active++;
+            array->array->pending += job.state < JobState::run;
+        }
     if (!jm_.jobs_.empty())
         log::info("job-manager", "restored {} jobs ({} inactive)", jm_.jobs_.size(), inactive.size());
     // Their records again (a commit may have died with the last rank 0;
