@@ -112,6 +112,66 @@ TEST_CASE("events drive the states; results follow from them", "[job]") {
     CHECK(killed.status == 143);
 }
 
+TEST_CASE("an array's indexes to make follow its events; an element's jobspec is the array's", "[job][array]") {
+    Job array;
+    REQUIRE(array.read_jobspec(jobspec_with({{"array", "1-3,7,9-20:5%2"}})));
+    REQUIRE(array.array);
+    JobArray& a = *array.array;
+    CHECK(a.size == 7);  // 1 2 3 7 9 14 19
+    CHECK(a.throttle == 2);
+    CHECK(a.next_to_make() == 1u);
+    apply_event(array, ev("submit", {{"userid", 5}}));
+    apply_event(array, ev("element", {{"index", 1}, {"id", 100}}));
+    apply_event(array, ev("element-canceled", {{"index", 2}}));
+    CHECK(a.next_to_make() == 3u);
+    apply_event(array, ev("element", {{"index", 3}, {"id", 101}}));
+    CHECK(a.next_to_make() == 7u);
+    CHECK(a.to_make().format() == "7,9,14,19");
+    apply_event(array, ev("element-canceled", {{"index", 14}}));
+    CHECK(a.to_make().format() == "7,9,19");
+    apply_event(array, ev("element-end", {{"index", 3}, {"note", "fA[3] failed (exit 1)"}}));
+    apply_event(array, ev("element-end", {{"index", 1}, {"note", "later"}}));
+    CHECK(a.not_ok == 2);
+    CHECK(a.first_not_ok == "fA[3] failed (exit 1)");
+    for (uint32_t i : {7u, 9u, 19u})
+        apply_event(array, ev("element", {{"index", i}, {"id", 102 + i}}));
+    CHECK(a.made == 5);
+    CHECK(!a.next_to_make());
+    CHECK(a.to_make().empty());
+    apply_event(array, ev("update", {{"throttle", 4}}));
+    CHECK(a.throttle == 4);
+    apply_event(array, ev("depend"));
+    apply_event(array, ev("priority", {{"priority", 10}}));
+    CHECK(array.state == JobState::sched);
+    apply_event(array, ev("array-end", {{"status", 1}}));
+    CHECK(array.state == JobState::inactive);
+    CHECK(array.result() == "failed");
+
+    // An element: the same jobspec, with dependencies and the array of its
+    // own dropped once its submit event says what it is.
+    Job element;
+    REQUIRE(element.read_jobspec(
+        jobspec_with({{"array", "1-3"}, {"dependencies", {{{"scheme", "afterok"}, {"value", "f2Ubq7dL[2]"}}}}})));
+    CHECK(element.dependencies.at(0).index == 2u);
+    apply_event(element, ev("submit", {{"userid", 5},
+                                       {"array_of", {{"id", 77}, {"index", 2}, {"size", 3}, {"t_submit", 500.0}}}}));
+    CHECK(!element.array);
+    CHECK(element.dependencies.empty());
+    CHECK(element.array_id == 77);
+    CHECK(element.array_index == 2);
+    CHECK(element.array_size == 3);
+    CHECK(element.t_submit == 500.0);
+    CHECK(element.summary()["array_of"] == nlohmann::json{{"id", 77}, {"index", 2}});
+    // Read again for a requeue: still an element, not an array.
+    element.reread_jobspec(jobspec_with({{"array", "1-3"}}), NamedQueues{});
+    CHECK(!element.array);
+
+    Job bad;
+    auto refused = bad.read_jobspec(jobspec_with({{"array", "9-1"}}));
+    REQUIRE(!refused);
+    CHECK(refused.error().message == "attributes.system.array: '9-1': the range '9-1' is reversed");
+}
+
 TEST_CASE("the job database commits in groups and reads back what it stored", "[jobdb]") {
     auto dir = std::filesystem::temp_directory_path() / ("banyan-jobdb-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);

@@ -25,6 +25,24 @@ TEST_CASE("job ids print as f + base58 and read back, also in decimal", "[jobid]
     CHECK_FALSE(parse_jobid("fjpXCZedGfVR").ok());  // 2^64 in base58
 }
 
+TEST_CASE("a job as users name it: an id, or an array's element ID[INDEX]", "[jobid]") {
+    auto plain = parse_job_ref("f2Ubq7dL");
+    REQUIRE(plain);
+    CHECK(plain->id == parse_jobid("f2Ubq7dL").value());
+    CHECK(!plain->index);
+    auto element = parse_job_ref("f2Ubq7dL[7]");
+    REQUIRE(element);
+    CHECK(element->id == plain->id);
+    CHECK(element->index == 7u);
+    CHECK(format_element(element->id, 7) == "f2Ubq7dL[7]");
+    CHECK(parse_job_ref("1234[4294967295]").value().index == 4294967295u);
+    for (const char* bad : {"f2Ubq7dL[", "f2Ubq7dL[]", "f2Ubq7dL[x]", "f2Ubq7dL[-1]", "f2Ubq7dL[4294967296]",
+                            "[7]", "f2Ubq7dL[7]x", "f2Ubq7dL[7][8]", "f0[1]"}) {
+        INFO(bad);
+        CHECK(!parse_job_ref(bad));
+    }
+}
+
 TEST_CASE("job ids are ordered by time and never repeat, across restarts too", "[jobid]") {
     const uint64_t t = 1795300924000;  // ms
     JobIdGenerator gen;
