@@ -26,9 +26,17 @@ void add_cancel(CLI::App& app, int& exit_code) {
         // not yet), {"id", "index"}.
         std::vector<nlohmann::json> targets;
         if (all) {
+            // An array's elements end with it: canceled once, as the array.
             JobList listing = list_jobs(client, nlohmann::json::object());
+            std::set<JobId> arrays;
             for (size_t i = 0; i < listing.size(); i++)
-                targets.push_back({{"id", listing.get(i, "id").get<JobId>()}});
+                if (listing.get(i, "array").is_object())
+                    arrays.insert(listing.get(i, "id").get<JobId>());
+            for (size_t i = 0; i < listing.size(); i++) {
+                const auto& of = listing.get(i, "array_of");
+                if (!of.is_object() || !arrays.count(json_field<JobId>(of, "id", 0, "array_of").value_or(0)))
+                    targets.push_back({{"id", listing.get(i, "id").get<JobId>()}});
+            }
         } else {
             for (const auto& text : ids)
                 targets.push_back(job_request(text));

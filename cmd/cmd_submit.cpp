@@ -145,6 +145,13 @@ std::optional<std::vector<std::string>> shell_words(std::string_view text) {
     return words;
 }
 
+// --array (submit and batch, and #BANYAN --array).
+void add_array_option(CLI::App* cmd, std::string& array) {
+    cmd->add_option("--array", array,
+                    "a job array: one job per index of SPEC (1-100, 1,3,5-9:2), at most T at once with %T; "
+                    "{{array_index}} in the command and file names is the index");
+}
+
 // The #BANYAN directives of `script`'s comment header (after #!, up to the
 // first line that is neither a comment nor blank), applied to `cmd`'s
 // options that the command line did not give: the command line wins.
@@ -153,6 +160,7 @@ void apply_directives(CLI::App* cmd, SubmitOptions& o, const std::string& path, 
     SubmitOptions from_script;
     CLI::App directives("#BANYAN", "#BANYAN");
     add_submit_options(&directives, from_script);
+    add_array_option(&directives, from_script.array);
     std::vector<std::string> all;
     size_t line_no = 1;
     for (size_t start = script.find('\n'); start != std::string::npos && start + 1 < script.size();) {
@@ -178,6 +186,7 @@ void apply_directives(CLI::App* cmd, SubmitOptions& o, const std::string& path, 
         SubmitOptions scratch;
         CLI::App check("#BANYAN", "#BANYAN");
         add_submit_options(&check, scratch);
+        add_array_option(&check, scratch.array);
         try {
             std::vector<std::string> reversed(words->rbegin(), words->rend());
             check.parse(reversed);
@@ -247,9 +256,7 @@ void add_batch(CLI::App& app, int& exit_code) {
         app.add_subcommand("batch", "Submit a batch script, run by a nested instance on its nodes; print the id");
     add_submit_options(cmd, o);
     cmd->add_option("--cc", cc, "submit a copy for each index in IDSET (e.g. 1-100); {cc} in ARGS is the index");
-    cmd->add_option("--array", o.array,
-                    "a job array: one job per index of SPEC (1-100, 1,3,5-9:2), at most T at once with %T; "
-                    "{{array_index}} in the command and file names is the index");
+    add_array_option(cmd, o.array);
     cmd->prefix_command();
     cmd->footer(
         "SCRIPT [ARGS...]: the script (starting with #!, with #BANYAN OPTIONS lines in its header) and its "
@@ -318,9 +325,7 @@ void add_submit(CLI::App& app, int& exit_code) {
     auto* cmd = app.add_subcommand("submit", "Submit a job; print its id");
     add_submit_options(cmd, o);
     cmd->add_option("--cc", cc, "submit a copy for each index in IDSET (e.g. 1-100); {cc} in COMMAND is the index");
-    cmd->add_option("--array", o.array,
-                    "a job array: one job per index of SPEC (1-100, 1,3,5-9:2), at most T at once with %T; "
-                    "{{array_index}} in the command and file names is the index");
+    add_array_option(cmd, o.array);
     cmd->add_flag("--quiet", quiet, "do not print the job ids");
     cmd->add_flag("--progress", progress, "a progress bar on stderr even when it is not a terminal (--cc)");
     cmd->add_flag("--wait", wait, "wait for the jobs to end; exit with the highest exit code");

@@ -172,7 +172,7 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
     requeue_on_node_failure = *requeue;
     // An array's indexes, checked against the configured limits at submit
     // (a stored one is read whatever the limits are now).
-    if (system.contains("array")) {
+    if (system.contains("array") && array_id == 0) {
         auto text = json_field<std::string>(system, "array", "", "attributes.system");
         if (!text)
             return text.error();
@@ -268,7 +268,7 @@ nlohmann::json Job::summary() const {
     }
     if (array) {
         nlohmann::json a{{"size", array->size}, {"active", array->active}, {"made", array->made},
-                         {"failed", array->not_ok}};
+                         {"failed", array->not_ok.count()}};
         if (IdSet left = array->to_make(); !left.empty() && state < JobState::run)
             a["to_make"] = left.format();
         if (array->throttle > 0)
@@ -404,10 +404,11 @@ void apply_event(Job& job, const JobEvent& ev) {
         }
     } else if (job.array && name == "element") {
         job.array->made_index(event_field<uint32_t>(c, "index", 0));
+        job.array->elements[event_field<uint32_t>(c, "index", 0)] = event_field<JobId>(c, "id", 0);
     } else if (job.array && name == "element-canceled") {
         job.array->canceled.insert(event_field<uint32_t>(c, "index", 0));
     } else if (job.array && name == "element-end") {
-        job.array->not_ok++;
+        job.array->not_ok.insert(event_field<uint32_t>(c, "index", 0));
         if (job.array->first_not_ok.empty())
             job.array->first_not_ok = event_field<std::string>(c, "note", "");
     } else if (name == "array-end" && job.state < JobState::run) {

@@ -23,11 +23,21 @@ std::optional<uint32_t> JobArray::next_to_make() const {
     // The first range that reaches `next` (ranges are sorted and apart).
     auto r = std::lower_bound(ranges.begin(), ranges.end(), next,
                               [](const IdSet::Range& range, uint32_t id) { return range.last < id; });
+    const auto& holes = canceled.ranges();
     for (; r != ranges.end(); ++r)
-        for (uint64_t i = std::max(r->first, next); i <= r->last; i++)
-            if (!canceled.contains(static_cast<uint32_t>(i)))  // (few: canceled before they were made)
+        for (uint64_t i = std::max(r->first, next); i <= r->last;) {
+            // Past a run of canceled indexes in one step.
+            auto hole = std::lower_bound(holes.begin(), holes.end(), i,
+                                         [](const IdSet::Range& h, uint64_t id) { return h.last < id; });
+            if (hole == holes.end() || hole->first > i)
                 return static_cast<uint32_t>(i);
+            i = uint64_t{hole->last} + 1;
+        }
     return std::nullopt;
+}
+
+bool JobArray::will_make(uint32_t index) const {
+    return !all_made && index >= next && indexes.contains(index) && !canceled.contains(index);
 }
 
 IdSet JobArray::to_make() const {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "core/idset.hpp"
 #include "core/result.hpp"
@@ -27,8 +28,10 @@ struct JobArray {
     bool all_made = false;  // `next` passed the last index
     IdSet canceled;
     uint64_t made = 0;
+    // The made elements still known (not purged): index -> job id.
+    std::unordered_map<uint32_t, uint64_t> elements;
     bool updated = false;  // its name, time limit or queue changed (event `update`): elements made since take them
-    uint64_t not_ok = 0;         // made elements that ended other than completed (event `element-end`)
+    IdSet not_ok;                // made elements that ended other than completed (event `element-end`)
     std::string first_not_ok;    // "fA[7] failed: exit 1", for the array's own end
     // Live, not events (counted again at a restart): elements made and not
     // yet inactive, and of those the ones not yet running.
@@ -44,6 +47,8 @@ struct JobArray {
     static Result<JobArray> parse(std::string_view text, const ArrayLimits& limits);
     // The lowest index not yet made nor canceled, if any.
     std::optional<uint32_t> next_to_make() const;
+    // Whether `index` is one still to make.
+    bool will_make(uint32_t index) const;
     // The indexes still to make (for listings).
     IdSet to_make() const;
     // Event `element`: index `index` was made.

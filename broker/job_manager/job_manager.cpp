@@ -88,6 +88,9 @@ Job* JobManager::find(JobId id) {
 }
 
 void JobManager::remove(JobId id) {
+    if (const Job* job = find(id); job && job->array_id)
+        if (Job* array = find(job->array_id); array && array->array)
+            array->array->elements.erase(job->array_index);
     jobs_.erase(id);
     db_->remove_job(id);
 }
@@ -109,9 +112,13 @@ void JobManager::post(Job& job, std::string name, nlohmann::json context, double
         counters_.started++;
     if (ev.name == "start") {
         dependencies_changed(job);
-        // An array has started once one of its elements has (afterstart:ARRAY).
-        if (Job* array = job.array_id ? find(job.array_id) : nullptr; array && array->array && !array->started)
-            post(*array, "start", {{"element", job.id}});
+        // An array has started once one of its elements has (afterstart:ARRAY);
+        // afterstart:ARRAY[INDEX] waits under the array's id.
+        if (Job* array = job.array_id ? find(job.array_id) : nullptr; array && array->array) {
+            if (!array->started)
+                post(*array, "start", {{"element", job.id}});
+            dependencies_changed(*array);
+        }
     }
     if (job.state != from)
         on_state_change(job, from);
@@ -122,8 +129,11 @@ void JobManager::on_state_change(Job& job, JobState from) {
         exec_.forget(job.id);  // requeued: its run is over; the next is a new launch
     if (job.array_id != 0)
         element_moved(job, from);
-    if (job.array && job.state == JobState::cleanup)
+    if (job.array && job.state == JobState::cleanup) {
         cancel_elements(job, job.exception_note, 0);
+        if (job.state != JobState::cleanup)
+            return;  // its last element's end ended it (release), all that follows done there
+    }
     if (job.state == JobState::cleanup) {
         if (from == JobState::sched) {
             sched_.withdraw(job.id);
@@ -180,7 +190,7 @@ void JobManager::check_dependencies(Job& job) {
             // An element not made yet: waited for, unless it never will be.
             const Job* array = find(d.target);
             const JobArray* a = array ? array->array.get() : nullptr;
-            bool to_make = a && a->to_make().contains(*d.index) && array->state < JobState::run;
+            bool to_make = a && a->will_make(*d.index) && array->state < JobState::run;
             if (to_make)
                 return;
             if (a && a->canceled.contains(*d.index))
@@ -242,6 +252,8 @@ std::string JobManager::why_not_requeued(const Job& job) {
 void JobManager::requeue(Job& job, std::string note, uint32_t userid, std::function<void(const std::string&)> done) {
     if (std::string why = why_not_requeued(job); !why.empty())
         return done ? done(why) : void();
+    if (std::string why = why_element_not_requeued(job); !why.empty())
+        return done ? done(why) : void();
     // The scheduler's copy of its jobspec again, read off this loop; the
     // event once it is here (the job may have moved on meanwhile).
     // As it was asked: a job that moved on meanwhile (a run ended, was
@@ -276,6 +288,22 @@ void JobManager::requeue(Job& job, std::string note, uint32_t userid, std::funct
                   post(*j, "requeue", {{"userid", userid}, {"note", note}});
                   answer("");
               });
+}
+
+// An element runs again only within its array: while the array is active,
+// and (once ended) within its throttle.
+std::string JobManager::why_element_not_requeued(const Job& job) {
+    if (job.array_id == 0)
+        return "";
+    std::string name = format_element(job.array_id, job.array_index);
+    const Job* array = find(job.array_id);
+    if (!array || !array->array || array->state != JobState::sched)
+        return fmt::format("{}: its array has ended; submit it again", name);
+    const JobArray& a = *array->array;
+    if (job.state == JobState::inactive && a.throttle > 0 && a.active >= a.throttle)
+        return fmt::format("{}: its array has {} active elements, its throttle; requeue it once one ends", name,
+                           a.active);
+    return "";
 }
 
 void JobManager::set_urgency(Job& job, int urgency, uint32_t userid) {
@@ -329,6 +357,10 @@ void JobManager::release(Job& job) {
 }
 
 void JobManager::became_inactive(Job& job) {
+    if (job.array) {  // nothing more is made from them
+        std::string().swap(job.array->jobspec);
+        std::string().swap(job.array->signature);
+    }
     counters_.completed++;
     counters_.by_result[std::string(job.result())]++;
     banks_.ended(job);

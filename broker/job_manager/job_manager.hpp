@@ -137,6 +137,7 @@ class JobManager final : private JobTable {
                  std::function<void(const std::string&)> done) override;
     // Why `job` cannot be requeued now ("" when it can).
     static std::string why_not_requeued(const Job& job);
+    std::string why_element_not_requeued(const Job& job);
     std::string over_user_limits(const Message& req) const;
     void set_urgency(Job& job, int urgency, uint32_t userid);
     void allocated(Job& job, nlohmann::json R) override;

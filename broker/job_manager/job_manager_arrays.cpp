@@ -82,7 +82,9 @@ void JobManager::element_moved(Job& element, JobState from) {
     a.active = a.active + active(element.state) - active(from);
     array->summary_cache.clear();
     if (element.state == JobState::inactive) {
-        if (std::string_view result = element.result(); result != "completed") {
+        // (Once per index: a requeued element may fail again.)
+        if (std::string_view result = element.result();
+            result != "completed" && !a.not_ok.contains(element.array_index)) {
             std::string why = element.exception_type.empty()
                                   ? fmt::format("exit {}", element.status.value_or(1))
                                   : fmt::format("{}: {}", element.exception_type, element.exception_note);
@@ -105,10 +107,11 @@ void JobManager::end_array_if_done(Job& array) {
     const JobArray& a = *array.array;
     if (array.state >= JobState::run || a.active > 0 || a.next_to_make())
         return;
-    bool all_completed = a.not_ok == 0 && a.canceled.empty();
-    nlohmann::json end = {{"status", all_completed ? 0 : 1}, {"made", a.made}, {"failed", a.not_ok}};
+    bool all_completed = a.not_ok.empty() && a.canceled.empty();
+    uint64_t failed = a.not_ok.count();
+    nlohmann::json end = {{"status", all_completed ? 0 : 1}, {"made", a.made}, {"failed", failed}};
     if (!a.first_not_ok.empty())
-        end["note"] = fmt::format("{} of {} elements did not complete; the first: {}", a.not_ok, a.size,
+        end["note"] = fmt::format("{} of {} elements did not complete; the first: {}", failed, a.size,
                                   a.first_not_ok);
     else if (!a.canceled.empty())
         end["note"] = fmt::format("indexes {} were canceled before they ran", a.canceled.format());
@@ -127,11 +130,11 @@ void JobManager::cancel_elements(const Job& array, const std::string& note, uint
 }
 
 Job* JobManager::element_of(JobId array, uint32_t index) {
-    // Elements are made after their array: their ids are larger.
-    for (auto it = jobs_.upper_bound(array); it != jobs_.end(); ++it)
-        if (it->second.array_id == array && it->second.array_index == index)
-            return &it->second;
-    return nullptr;
+    const Job* a = find(array);
+    if (!a || !a->array)
+        return nullptr;
+    auto it = a->array->elements.find(index);
+    return it == a->array->elements.end() ? nullptr : find(it->second);
 }
 
 // job-manager.cancel {id, index} of an index still to make (visible_job

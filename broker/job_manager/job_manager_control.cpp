@@ -183,13 +183,13 @@ void JobManager::on_update(const Message& req) {
     if (!job)
         return;
     for (const auto& [key, value] : body.items())
-        if (key != "id" && key != "duration" && key != "name" && key != "queue" && key != "urgency" &&
-            key != "throttle")
+        if (key != "id" && key != "index" && key != "duration" && key != "name" && key != "queue" &&
+            key != "urgency" && key != "throttle")
             return broker_.respond_error(
                 req, EINVAL,
                 fmt::format("{}: cannot be updated (expected duration, name, queue, urgency or throttle)",
                             one_line(key)));
-    if (body.size() < 2)
+    if (body.size() < (body.contains("index") ? 3u : 2u))
         return broker_.respond_error(req, EINVAL, "nothing to update: give duration, name, queue or urgency");
     bool pending = job->state == JobState::depend || job->state == JobState::priority || job->state == JobState::sched;
     if (!pending && job->state != JobState::run)
@@ -268,6 +268,7 @@ void JobManager::on_update(const Message& req) {
         return commit_update(req, job->id, update, new_urgency);
     update["queue"] = *queue ? (*queue)->name : "";
     Job moved = *job;
+    moved.array.reset();  // (shared: the trial must not change the array)
     moved.apply_update(update);
     auto spec = parse_json(moved.sched_jobspec);
     if (!spec)

@@ -102,14 +102,14 @@ Job* JobManager::visible_job(const Message& req, nlohmann::json& body, std::opti
     }
     if (Job* element = element_of(*id, *index))
         return element;
-    if (unmade && array->to_make().contains(*index)) {
+    bool to_make = array->will_make(*index) && it->second.state < JobState::run;
+    if (unmade && to_make) {
         *unmade = *index;
         return &it->second;
     }
     broker_.respond_error(req, ENOENT,
                           !array->indexes.contains(*index) ? fmt::format("{}: no such index in that array", name)
-                          : array->to_make().contains(*index)
-                              ? fmt::format("{}: not made yet (elements are made as they can run)", name)
+                          : to_make ? fmt::format("{}: not made yet (elements are made as they can run)", name)
                               : fmt::format("{}: no such job (ended and purged, or canceled before it ran)", name));
     return nullptr;
 }

@@ -168,6 +168,14 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
     auto queue = queues_.resolve(*asked);
     if (!queue)
         return broker_.respond_error(req, EINVAL, queue.error().message);
+    // An array within the configured limits, checked before it is read:
+    // read, its indexes are made into ranges.
+    if (system.contains("array")) {
+        auto text = json_field<std::string>(system, "array", "", "jobspec: attributes.system");
+        auto within = text ? ArraySpec::parse(*text, limits_.arrays) : Result<ArraySpec>(text.error());
+        if (!within)
+            return broker_.respond_error(req, EINVAL, "--array " + within.error().message);
+    }
     Job job;
     if (auto r = job.read_jobspec(spec, queues_); !r)
         return broker_.respond_error(req, EINVAL, "jobspec: " + r.error().message);
@@ -196,13 +204,6 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
                                          fmt::format("dependency {}:{}: {}", d.scheme, d.given,
                                                      t->second.array ? "no such index in that array"
                                                                      : "that job is not an array"));
-    }
-    // An array: within the configured limits, and never a copy per index.
-    if (job.array) {
-        auto text = json_field<std::string>(system, "array", "", "jobspec: attributes.system");
-        auto within = text ? JobArray::parse(*text, limits_.arrays) : Result<JobArray>(text.error());
-        if (!within)
-            return broker_.respond_error(req, EINVAL, "--array " + within.error().message);
     }
     job.urgency = static_cast<int>(*urgency);
     if (job.reservation.empty())

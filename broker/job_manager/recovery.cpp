@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "broker/job_manager/job_manager.hpp"
+#include "core/json_field.hpp"
 #include "core/json_parse.hpp"
 #include "core/log.hpp"
 
@@ -30,6 +31,11 @@ Result<void> Recovery::restore() {
         // A job whose queue is gone from the config is kept: in the default
         // queue, else in none (the scheduler takes it in its first). It was
         // accepted, and losing it would lose a job.
+        // An element's jobspec is its array's: known as an element first
+        // (its submit event), it is not read as an array again.
+        if (!s.events.empty() && s.events.front().name == "submit")
+            job.array_id = json_field<JobId>(json_object_at(s.events.front().context, {"array_of"}), "id", 0)
+                               .value_or(0);
         auto spec = parse_json(s.jobspec);
         if (spec && !job.read_jobspec(*spec, jm_.queues_)) {
             nlohmann::json without = *spec;

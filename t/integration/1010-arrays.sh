@@ -78,6 +78,31 @@ check_output "... with its running elements" "^CA$" result_of "$long[2]"
 check_output "no element after 3 was made" "^3$" \
     sh -c "banyan jobs -a --no-header -o '{id}' | grep -cF '$long['"
 
+# Canceled while its elements wait: each ends once, the array once; and
+# `banyan cancel --all` cancels an array with its elements, in one go.
+wide=$(banyan submit --array 1-4 -N2 -x $(sim 3600) true)
+wait_for "its first element runs, and three wait" 20 \
+    sh -c "[ \"\$(banyan jobs --no-header -o '{id} {st}' | grep -cF '$wide[')\" -eq 4 ]"
+check "an element is renamed by ID[INDEX]" banyan job update "$wide[3]" name=third
+check_output "... and lists so" "^third$" sh -c "banyan jobs --no-header -o '{id} {name}' | grep -F '$wide[3]' | awk '{print \$2}'"
+check "banyan cancel --all cancels the array and its elements, and succeeds" banyan cancel --all
+check "... the array ends" banyan job wait-event -t 20s "$wide" clean
+check_output "... once" "^1$" sh -c "banyan job eventlog $wide | grep -c ' clean'"
+check_output "... as every element does" "^4$" \
+    sh -c "banyan jobs -a --no-header -o '{id} {st}' | grep -F '$wide[' | grep -c ' CA$'"
+
+# A batch script with #BANYAN --array: each element a nested instance.
+cat >array.sh <<'SCRIPT'
+#!/bin/sh
+#BANYAN --array=1-3
+#BANYAN --output=batch.{{array_index}}.out
+echo "batch element $BANYAN_ARRAY_INDEX"
+SCRIPT
+batch=$(banyan batch -N1 array.sh)
+check "a batch array ends" timeout 60 banyan job wait "$batch"
+check_output "... each element's script saw its index and wrote its own file" \
+    "^batch element 1 batch element 2 batch element 3 $" sh -c 'cat batch.1.out batch.2.out batch.3.out | tr "\n" " "'
+
 # Dependencies: on a whole array, on one element; and on an array with
 # an element that fails.
 ok=$(banyan submit --array 1-3 true)

@@ -131,7 +131,7 @@ TEST_CASE("an array's indexes to make follow its events; an element's jobspec is
     CHECK(a.to_make().format() == "7,9,19");
     apply_event(array, ev("element-end", {{"index", 3}, {"note", "fA[3] failed (exit 1)"}}));
     apply_event(array, ev("element-end", {{"index", 1}, {"note", "later"}}));
-    CHECK(a.not_ok == 2);
+    CHECK(a.not_ok.count() == 2);
     CHECK(a.first_not_ok == "fA[3] failed (exit 1)");
     for (uint32_t i : {7u, 9u, 19u})
         apply_event(array, ev("element", {{"index", i}, {"id", 102 + i}}));
