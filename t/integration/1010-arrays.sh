@@ -146,4 +146,3 @@ check "the array is canceled" banyan cancel "$slow"
 check "... and ends" banyan job wait-event -t 20s "$slow" clean
 check_output "... canceled" "^CA$" result_of "$slow"
 
-finish

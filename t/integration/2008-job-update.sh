@@ -83,7 +83,7 @@ unlimited=$(cat unlimited.id)
 check_output "a job whose limit the owner removed (and released, in one update) runs" "^ *$unlimited completed$" \
     grep "^ *$unlimited" results
 check_output "... with no end in its R" "^none$" cat unlimited.R
-check_output "an unknown field" "^banyan job update: colour: cannot be updated \(time-limit, name, queue, urgency\)$" \
+check_output "an unknown field" "^banyan job update: colour: cannot be updated \(time-limit, name, queue, urgency, throttle\)$" \
     cat field.out
 check_output "a bad time limit" "^banyan job update: time-limit=soon: expected a duration like 30m, 2h or 1d, or none$" \
     cat limit.out
