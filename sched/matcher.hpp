@@ -61,9 +61,10 @@ class Matcher {
     Matcher& operator=(const Matcher&) = delete;
 
     // Whether the slots of one job may take from the same pool (a memory
-    // vertex, with an amount): the live scheduler's, where Banyan's graphs
-    // have one memory pool per socket. Off, as in Fluxion (and
-    // banyan-sched-query), a match takes each vertex once.
+    // vertex, with an amount), each what it asks: the live scheduler's,
+    // where Banyan's graphs have one memory pool per socket. Off, as in
+    // Fluxion (and banyan-sched-query), a match takes each vertex once,
+    // and a slot's member takes the whole of it (Fluxion's granules).
     void share_pools(bool on) { share_pools_ = on; }
 
     const ResourcePool& pool() const { return pool_; }
@@ -216,7 +217,10 @@ class Matcher {
     void push_claim(const Claim& c);
     // Takes up to `want` of leaf pool u for r; what it took (0: nothing,
     // or u already claimed in this match and pools are not shared).
-    int64_t take_from_pool(uint32_t u, const Request& r, int64_t want, bool exclusive);
+    // Up to `want` of pool vertex u's free amount; `whole`: all of it (a
+    // slot's member under Fluxion's policies, pools not shared: as its
+    // dom_slot, a slot takes whole vertices, however little it asks).
+    int64_t take_from_pool(uint32_t u, const Request& r, int64_t want, bool exclusive, bool whole = false);
     // u is claimed as a unit in this match and r may not take from it too.
     bool taken_for(uint32_t u, const Request& r) const {
         return taken_[u] == epoch_ && !(share_pools_ && r.leaf && pool_.type(u) == r.type);

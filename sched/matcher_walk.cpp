@@ -81,7 +81,8 @@ bool Matcher::match_request(uint32_t v, const Request& r, bool exclusive, bool d
         rollback(cp);
         return false;
     }
-    if (static_cast<int64_t>(legal) < found) {
+    // (A slot's members are whole vertices: more than asked is theirs.)
+    if (static_cast<int64_t>(legal) < found && !(direct && r.leaf && !share_pools_)) {
         // Take the allowed count again, from the same first candidates.
         rollback(cp);
         collect(v, r, static_cast<int64_t>(legal), exclusive, direct);
@@ -172,7 +173,7 @@ int64_t Matcher::collect_in_order(uint32_t v, const Request& r, int64_t want, bo
             return true;
         if (pool_.type(u) == r.type) {
             if (r.leaf) {
-                found += take_from_pool(u, r, want - found, exclusive);
+                found += take_from_pool(u, r, want - found, exclusive, direct && !share_pools_);
             } else if (claim_unit(u, r, exclusive)) {
                 ++found;
             }
@@ -535,10 +536,11 @@ int64_t Matcher::claimed_here(uint32_t u) const {
     return sum;
 }
 
-int64_t Matcher::take_from_pool(uint32_t u, const Request& r, int64_t want, bool exclusive) {
+int64_t Matcher::take_from_pool(uint32_t u, const Request& r, int64_t want, bool exclusive, bool whole) {
     if (marked_[u] == epoch_ && !share_pools_)
         return 0;
-    int64_t take = std::min(pool_.avail(u, r.type, start_, end_, ignore_use_) - claimed_here(u), want);
+    int64_t free = pool_.avail(u, r.type, start_, end_, ignore_use_) - claimed_here(u);
+    int64_t take = whole ? free : std::min(free, want);
     if (take <= 0)
         return 0;
     push_claim({u, take, exclusive || r.exclusive, true, true});

@@ -81,28 +81,27 @@ std::string format_claims(const Matcher& matcher, std::span<const Claim> claims,
                           QueryFormat format) {
     const ResourcePool& pool = matcher.pool();
     switch (format) {
-    case QueryFormat::simple: {
-        // Postorder from preorder: a vertex is printed once the walk leaves
-        // its subtree.
-        std::string out;
+    case QueryFormat::simple:
+    case QueryFormat::pretty_simple: {
+        // Fluxion's writers take the vertices in postorder, as its walk
+        // leaves each subtree; pretty_simple puts each at the front (its
+        // pretty_sim writer's push_front): the postorder reversed.
+        std::vector<Claim> postorder;
         std::vector<Claim> open;
         for (const Claim& c : shown_in_preorder(claims)) {
             while (!open.empty() && c.vertex >= pool.subtree_end(open.back().vertex)) {
-                out += vertex_line(pool, open.back(), false);
+                postorder.push_back(open.back());
                 open.pop_back();
             }
             open.push_back(c);
         }
-        while (!open.empty()) {
-            out += vertex_line(pool, open.back(), false);
-            open.pop_back();
-        }
-        return out;
-    }
-    case QueryFormat::pretty_simple: {
+        postorder.insert(postorder.end(), open.rbegin(), open.rend());
+        bool pretty = format == QueryFormat::pretty_simple;
+        if (pretty)
+            std::reverse(postorder.begin(), postorder.end());
         std::string out;
-        for (const Claim& c : shown_in_preorder(claims))
-            out += vertex_line(pool, c, true);
+        for (const Claim& c : postorder)
+            out += vertex_line(pool, c, pretty);
         return out;
     }
     case QueryFormat::jgf:

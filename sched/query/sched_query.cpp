@@ -98,14 +98,19 @@ class Session {
     bool run(const std::string& line);
 
   private:
+    // As Fluxion's resource-query: match output goes to the -t file when
+    // there is one, else to stdout; errors go to stderr; info, stat and the
+    // -e counts to stdout.
     void out(const std::string& text) {
-        std::fputs(text.c_str(), stdout);
         if (test_out_)
             *test_out_ << text;
+        else
+            std::fputs(text.c_str(), stdout);
     }
-    // As Fluxion's resource-query: errors go to stderr, not to the -t file.
+    static void to_stdout(const std::string& text) { std::fputs(text.c_str(), stdout); }
     void error(const std::string& text) { std::fprintf(stderr, "%s\n", text.c_str()); }
-    void match(const std::string& op_name, const std::string& path, const char* who);
+    // False when the jobspec was not matched (multi-match stops there).
+    bool match(const std::string& op_name, const std::string& path);
     void cancel(const std::string& id, bool stats);
     void partial_cancel(const std::string& id, const std::string& format, const std::string& path, bool stats);
     void info(const std::string& id);
@@ -134,12 +139,15 @@ bool Session::run(const std::string& raw) {
     const std::string& cmd = words[0];
     if (cmd == "quit" || cmd == "q")
         return false;
-    if (cmd == "match" && words.size() == 3)
-        match(words[1], words[2], "match");
-    else if (cmd == "multi-match" && words.size() >= 3)
-        for (size_t i = 2; i < words.size(); ++i)
-            match(words[1], words[i], "multi-match");
-    else if (cmd == "cancel" && (words.size() == 2 || (words.size() == 3 && words[2] == "stats")))
+    if (cmd == "match" || cmd == "multi-match") {
+        // multi-match: two jobspecs or more, and it stops at the first
+        // that is not matched.
+        if (cmd == "match" ? words.size() != 3 : words.size() < 4)
+            error("ERROR: malformed command");
+        else
+            for (size_t i = 2; i < words.size() && match(words[1], words[i]); ++i) {
+            }
+    } else if (cmd == "cancel" && (words.size() == 2 || (words.size() == 3 && words[2] == "stats")))
         cancel(words[1], words.size() == 3);
     else if (cmd == "partial-cancel" && (words.size() == 4 || (words.size() == 5 && words[4] == "stats")))
         partial_cancel(words[1], words[2], words[3], words.size() == 5);
@@ -160,51 +168,75 @@ bool Session::run(const std::string& raw) {
     return true;
 }
 
-void Session::match(const std::string& op_name, const std::string& path, const char* who) {
+bool Session::match(const std::string& op_name, const std::string& path) {
     auto op = match_op_from_name(op_name);
-    if (!op)
-        return error(fmt::format("{}: ERROR: {}", who, op.error().message));
+    if (!op) {
+        error("ERROR: unknown subcmd " + op_name);
+        return false;
+    }
     auto text = read_text_file(path);
-    if (!text)
-        return error(fmt::format("{}: ERROR: {}", who, text.error().message));
+    if (!text) {
+        error("ERROR: can't open " + path);
+        return false;
+    }
     auto jobspec = Jobspec::parse(*text);
-    if (!jobspec)
-        return error(
-            fmt::format("{}: ERROR: jobspec error for {}: {}: {}", who, next_jobid_, path, jobspec.error().message));
+    if (!jobspec) {
+        error(fmt::format("ERROR: Jobspec error for {}: {}: {}", next_jobid_, path, jobspec.error().message));
+        return false;
+    }
     bool satisfiability = *op == MatchOp::satisfiability;
     uint64_t jobid = satisfiability ? 0 : next_jobid_++;
     auto t0 = std::chrono::steady_clock::now();
     auto res = matcher_.match(*jobspec, *op, 0, jobid);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!res)
-        return error(fmt::format("{}: ERROR: {}", who, res.error().message));
+    if (!res) {
+        error("ERROR: " + res.error().message);
+        return false;
+    }
     std::string frame = "INFO: =============================\n";
+    std::string elapsed = fmt::format("INFO: ELAPSE={:.6f}\n", seconds);
+    std::string visits = fmt::format("INFO: VISITS={}\n", res->visits);
     std::string text_out;
     if (satisfiability) {
-        text_out = frame + (res->matched ? "INFO: Satisfiable request\n" : "INFO: Unsatisfiable request\n");
-    } else if (res->matched) {
+        text_out = frame + (res->matched ? "INFO: Satisfiable request\n" : "INFO: Unsatisfiable request\n") + frame;
+        out(text_out);
+        if (elapse_)
+            to_stdout(elapsed + visits);
+        return res->matched;
+    }
+    if (res->matched) {
         ++matched_;
         match_seconds_[jobid] = seconds;
         text_out = format_claims(matcher_, res->claims, res->start, res->end, format_);
         text_out += frame + fmt::format("INFO: JOBID={}\n", jobid);
         text_out += fmt::format("INFO: RESOURCES={}\n", res->reserved ? "RESERVED" : "ALLOCATED");
         text_out += res->reserved ? fmt::format("INFO: SCHEDULED AT={}\n", res->start) : "INFO: SCHEDULED AT=Now\n";
-    } else {
-        text_out = frame + "INFO: No matching resources found\n";
-        if (res->unsatisfiable)
-            text_out += "INFO: Unsatisfiable request\n";
-        text_out += fmt::format("INFO: JOBID={}\n", jobid);
+        out(text_out);
+        if (elapse_)
+            to_stdout(elapsed + visits);
+        out(frame);
+        return true;
     }
+    // A plain allocate only says it found nothing now: Fluxion asks
+    // whether the request could ever be met only for the other operations.
+    text_out = frame + "INFO: No matching resources found\n";
+    if (res->unsatisfiable && *op != MatchOp::allocate)
+        text_out += "INFO: Unsatisfiable request\n";
+    text_out += fmt::format("INFO: JOBID={}\n", jobid);
     if (elapse_)
-        text_out += fmt::format("INFO: ELAPSE={:.6f}\nINFO: VISITS={}\n", seconds, res->visits);
-    out(text_out + frame);
+        text_out += elapsed;
+    out(text_out);
+    if (elapse_)
+        to_stdout(visits);
+    out(frame);
+    return false;
 }
 
 void Session::cancel(const std::string& id, bool stats) {
     uint64_t jobid = std::strtoull(id.c_str(), nullptr, 10);
     const Matcher::Job* job = matcher_.job(jobid);
     if (!job)
-        return error(fmt::format("cancel: ERROR: job {} holds no resources", jobid));
+        return error(fmt::format("ERROR: nonexistent job {}", jobid));
     // Fluxion's cancel walk enters the root and every child of each vertex
     // the job holds (preorder), and leaves each vertex it holds (postorder).
     const ResourcePool& pool = matcher_.pool();
@@ -284,7 +316,7 @@ void Session::info(const std::string& id) {
     uint64_t jobid = std::strtoull(id.c_str(), nullptr, 10);
     const Matcher::Job* job = matcher_.job(jobid);
     if (!job)
-        return error(fmt::format("info: ERROR: job {} holds no resources", id));
+        return to_stdout(fmt::format("ERROR: jobid doesn't exist: {}\n", id));
     std::fputs(fmt::format("INFO: {}, {}, {}, {:.6f}\n", jobid, job->reserved ? "RESERVED" : "ALLOCATED", job->start,
                            match_seconds_.count(jobid) ? match_seconds_[jobid] : 0.0)
                    .c_str(),
@@ -292,18 +324,15 @@ void Session::info(const std::string& id) {
 }
 
 void Session::stat() {
-    const ResourcePool& pool = matcher_.pool();
     double total = 0, least = 0, most = 0;
     for (const auto& [jobid, s] : match_seconds_) {
         least = total == 0 ? s : std::min(least, s);
         most = std::max(most, s);
         total += s;
     }
-    out(
-        fmt::format("INFO: Num. of Vertices: {}\nINFO: Num. of Edges: {}\nINFO: Num. of Jobs Matched: {}\n"
-                    "INFO: Min. Match Time: {:.6f}\nINFO: Max. Match Time: {:.6f}\nINFO: Avg. Match Time: {:.6f}\n",
-                    pool.size(), pool.size() - pool.roots().size(), matched_, least, most,
-                    matched_ ? total / static_cast<double>(match_seconds_.size()) : 0.0));
+    to_stdout(fmt::format("INFO: Num. of Jobs Matched: {}\nINFO: Min. Match Time: {:g}\nINFO: Max. Match Time: "
+                          "{:g}\nINFO: Avg. Match Time: {:g}\n",
+                          matched_, least, most, matched_ ? total / static_cast<double>(match_seconds_.size()) : 0.0));
 }
 
 std::optional<uint32_t> Session::vertex_at(const std::string& path) const {
@@ -413,6 +442,30 @@ void Session::find(const std::vector<std::string>& words) {
 
 }  // namespace
 
+// -p/--prune-filters as resource-query's getopt takes them: a value that is
+// blank keeps the default, and each given adds to the list. Taken out of
+// the arguments here (CLI11 would read `-p ""` as the next option's value).
+std::vector<std::string> take_prune_filters(int argc, char** argv, std::string& filters) {
+    std::vector<std::string> rest;
+    auto add = [&filters](std::string value) {
+        if (value.find_first_not_of(" \t") == std::string::npos)
+            return;
+        filters += (filters.empty() ? "" : ",") + value;
+    };
+    for (int i = 0; i < argc; ++i) {
+        std::string a = argv[i];
+        if ((a == "-p" || a == "--prune-filters") && i + 1 < argc)
+            add(argv[++i]);
+        else if (a.starts_with("--prune-filters="))
+            add(a.substr(16));
+        else if (a.starts_with("-p") && a.size() > 2 && !a.starts_with("--"))
+            add(a.substr(2));
+        else
+            rest.push_back(std::move(a));
+    }
+    return rest;
+}
+
 int main(int argc, char** argv) {
     CLI::App app("banyan-sched-query: match jobspecs on a resource graph, commands from stdin", "banyan-sched-query");
     std::string load_file, load_format = "grug", subsystems = "CA", policy_name = "first", format_name = "simple",
@@ -427,13 +480,16 @@ int main(int argc, char** argv) {
                    "hinodex, locality");
     app.add_option("-F,--match-format", format_name, "simple (default), pretty_simple, jgf, rv1, rv1_nosched");
     app.add_option("-p,--prune-filters", prune_filters,
-                   "Fluxion's pruning filters, e.g. ALL:core,ALL:node: accepted and checked; every vertex "
-                   "here keeps an aggregate of each type below it, which is every filter at once");
-    app.add_option("-t,--test-output", test_output, "also write the match output to this file");
+                   "Fluxion's pruning filters, e.g. ALL:core,ALL:node (given again: added; blank: the default): "
+                   "accepted and checked; every vertex here keeps an aggregate of each type below it, which is "
+                   "every filter at once");
+    app.add_option("-t,--test-output", test_output, "write the match output to this file instead of stdout");
     app.add_flag("-e,--elapse-time", elapse, "print the time and vertex visits of each match");
     app.add_flag("-d,--disable-prompt", no_prompt, "no prompt");
+    std::vector<std::string> args = take_prune_filters(argc, argv, prune_filters);
     try {
-        app.parse(argc, argv);
+        std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);  // (without the program's name)
+        app.parse(reversed);
     } catch (const CLI::ParseError& e) {
         return app.exit(e);
     }

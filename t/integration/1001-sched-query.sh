@@ -49,12 +49,45 @@ check_output "info names the job, its state and start" "^INFO: 1, ALLOCATED, 0, 
 echo "match allocate $js/test001.yaml" >"$T_DIR/one"
 check_output "pretty_simple starts at the root" "^      ---tiny0\[1:shared\]" \
     bash -c "banyan-sched-query -L '$conf/grugs/tiny.graphml' -d -F pretty_simple <'$T_DIR/one' | head -1"
+# Fluxion's pretty writer puts each vertex in front as the walk leaves it:
+# the simple (postorder) lines reversed, the last child first.
+banyan-sched-query -L "$conf/grugs/tiny.graphml" -d -P low <"$T_DIR/one" | grep '^      ' >"$T_DIR/simple.lines"
+banyan-sched-query -L "$conf/grugs/tiny.graphml" -d -P low -F pretty_simple <"$T_DIR/one" | grep '^      ' |
+    sed 's/:shared]/:s]/; s/:exclusive]/:x]/' >"$T_DIR/pretty.lines"
+check "pretty_simple is the simple lines in reverse order" diff <(tac "$T_DIR/simple.lines") "$T_DIR/pretty.lines"
 check_output "rv1 is R with the node and the core" \
     '"R_lite":\[\{"children":\{"core":"0"\},"rank":"0"\}\]' \
     bash -c "banyan-sched-query -L '$conf/grugs/tiny.graphml' -P low -d -F rv1_nosched <'$T_DIR/one' | head -1"
 check_output "jgf has the vertices' paths" '"containment":"/tiny0/rack0/node0/socket0/core0"' \
     bash -c "banyan-sched-query -L '$conf/grugs/tiny.graphml' -P low -d -F jgf <'$T_DIR/one' | head -1"
 check_output "-e prints the time and the visits" "^INFO: VISITS=[0-9]+" q -e <"$T_DIR/one"
+check "with -t the matches go to the file, not to stdout" \
+    sh -c "[ -z \"\$(banyan-sched-query -L '$conf/grugs/tiny.graphml' -d -t '$T_DIR/only.out' <'$T_DIR/one')\" ] &&
+           grep -q JOBID=1 '$T_DIR/only.out'"
+check_output "-p given blank keeps the default, as resource-query's" "JOBID=1" \
+    banyan-sched-query -L "$conf/grugs/tiny.graphml" -d -p "" <"$T_DIR/one"
+check_output "... and each -p adds filters" "JOBID=1" \
+    banyan-sched-query -L "$conf/grugs/tiny.graphml" -d -p ALL:core -p ALL:node <"$T_DIR/one"
+
+# A slot takes pool vertices whole (Fluxion's granules): four slots of a
+# core and 1 of memory take four whole memory vertices of a socket, so
+# tiny's four sockets hold four such jobs and the fifth finds nothing.
+for i in 1 2 3 4 5; do echo "match allocate $conf/jobspecs/granule/test001.yaml"; done >"$T_DIR/granule"
+q -P high <"$T_DIR/granule" >"$T_DIR/granule.out"
+check_output "a slot's memory vertex is taken whole" "^ +-+memory4\[2:x\]$" head -20 "$T_DIR/granule.out"
+check_output "... four jobs, and the fifth finds nothing" "^4 1$" \
+    sh -c "echo \$(grep -c 'RESOURCES=ALLOCATED' '$T_DIR/granule.out') \$(grep -c 'No matching' '$T_DIR/granule.out')"
+# A plain allocate says only that nothing was found; Fluxion asks whether
+# it could ever be met with allocate_with_satisfiability alone.
+q <<<"match allocate $conf/jobspecs/satisfiability/test009.yaml" >"$T_DIR/plain.out"
+check "a plain allocate of an unknown type says no match, not unsatisfiable" \
+    sh -c "grep -q 'No matching' '$T_DIR/plain.out' && ! grep -q Unsatisfiable '$T_DIR/plain.out'"
+# multi-match: two jobspecs or more; it stops at the first not matched.
+check_output "multi-match of one jobspec is malformed" "^ERROR: malformed command$" \
+    q <<<"multi-match allocate $js/test001.yaml"
+q <<<"multi-match allocate $conf/jobspecs/satisfiability/test009.yaml $js/test001.yaml" >"$T_DIR/multi.out"
+check_output "multi-match stops at the first jobspec not matched" "^1 1$" \
+    sh -c "echo \$(grep -c 'JOBID=' '$T_DIR/multi.out') \$(grep -c 'No matching' '$T_DIR/multi.out')"
 check_output "find lists what is allocated" "core0\[1:x\]" \
     bash -c "(cat '$T_DIR/one'; echo 'find sched-now=allocated') | banyan-sched-query -L '$conf/grugs/tiny.graphml' -P low -d"
 
@@ -94,18 +127,19 @@ check_fails "a malformed pruning filter is named" "--prune-filters: 'core' is no
 # Errors go to stderr only: the -t file holds matches, as Fluxion's does.
 printf 'cancel 7\nbogus\nmatch allocate %s\n' "$js/test001.yaml" | q -t "$T_DIR/errs.out" >/dev/null 2>"$T_DIR/errs.err"
 check "errors are not in the -t file" test "$(grep -c ERROR "$T_DIR/errs.out")" = 0
-check_output "errors are on stderr, one line each" "^cancel: ERROR: job 7 holds no resources$" cat "$T_DIR/errs.err"
+check_output "errors are on stderr, one line each, as resource-query's" "^ERROR: nonexistent job 7$" cat "$T_DIR/errs.err"
 check_fails "a missing graph file is named" "-L /nonexistent: .*cannot read" \
     banyan-sched-query -L /nonexistent -d </dev/null
 check_fails "a graph that is not GraphML is refused" "-L .*" banyan-sched-query -L "$T_DIR/cmds" -d </dev/null
-check_output "a missing jobspec is named" "match: ERROR: .*nosuch.yaml" \
+check_output "a missing jobspec is named" "^ERROR: can't open .*nosuch.yaml" \
     q <<<"match allocate $T_DIR/nosuch.yaml"
-check_output "an unknown match op is named" "unknown match operation 'grab'" q <<<"match grab $js/test001.yaml"
+check_output "an unknown match op is named" "^ERROR: unknown subcmd grab$" q <<<"match grab $js/test001.yaml"
 echo "version: 9999" >"$T_DIR/bad.yaml"
-check_output "an invalid jobspec gives its reason" "jobspec error for 1: .*resources" \
+check_output "an invalid jobspec gives its reason" "^ERROR: Jobspec error for 1: .*resources" \
     q <<<"match allocate $T_DIR/bad.yaml"
 check_output "a bad command says what the commands are" "ERROR: bad command 'frobnicate'" q <<<"frobnicate"
-check_output "cancel of an unknown job" "cancel: ERROR: job 9 holds no resources" q <<<"cancel 9"
+check_output "cancel of an unknown job" "^ERROR: nonexistent job 9$" q <<<"cancel 9"
+check_output "info of an unknown job, on stdout" "^ERROR: jobid doesn't exist: 9$" q <<<"info 9"
 check_output "an unknown type is unsatisfiable" "Unsatisfiable request" \
     q <<<"match allocate_with_satisfiability $conf/jobspecs/satisfiability/test009.yaml"
 
