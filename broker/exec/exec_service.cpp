@@ -264,6 +264,8 @@ void ExecService::on_run(const Message& req) {
     auto test = test_raw && *test_raw ? parse_json(**test_raw) : Result<nlohmann::json>(nlohmann::json::object());
     if (auto e = first_error(test_raw, test))
         return broker_.respond_error(req, EPROTO, "exec.run.jobspec: " + e->message);
+    if (auto old = jobs_.find(*id); old != jobs_.end() && old->second->over)
+        remove_job(*id);  // its last run ended and was answered; its removal had not yet come
     if (jobs_.count(*id))
         return broker_.respond_error(req, EEXIST, fmt::format("{} already runs here", format_jobid(*id)));
     auto credential = json_field<std::string>(p, "J", "", "exec.run");
@@ -454,7 +456,8 @@ void ExecService::fail(JobId id, const std::string& note) {
     else
         log::error("exec", "{}: {}", format_jobid(id), note);
     // Not here: this runs inside the shell's own exit callback.
-    broker_.reactor().post([this, id] { remove_job(id); });
+    it->second->over = true;
+    remove_soon(id, it->second->launch);
 }
 
 void ExecService::finish(JobId id, int status, double time) {
@@ -468,9 +471,17 @@ void ExecService::finish(JobId id, int status, double time) {
     // this broker with it (rank 0's own jobs): kept in a file too.
     // Ends are kept for exec.reattach-timeout (EndedShares).
     ended_->add({id, status, time, it->second->tasks_ran, it->second->usage}, std::exchange(it->second->kept, {}));
-    broker_.reactor().post([this, id] { remove_job(id); });
+    it->second->over = true;
+    remove_soon(id, it->second->launch);
     for (auto f = fences_.lower_bound({id, 0}); f != fences_.end() && f->first.first == id;)
         f = fences_.erase(f);
+}
+
+void ExecService::remove_soon(JobId id, uint64_t launch) {
+    broker_.reactor().post([this, id, launch] {
+        if (auto it = jobs_.find(id); it != jobs_.end() && it->second->launch == launch)  // (not a later run's)
+            remove_job(id);
+    });
 }
 
 void ExecService::remove_job(JobId id) {

@@ -130,6 +130,10 @@ class ExecService {
     // Forgets a job; its cgroup goes once the kernel has reaped what was
     // killed in it, retried on a timer (the loop never sleeps for it).
     void remove_job(JobId id);
+    // ... on the next loop turn (not inside the shell's own callbacks), if
+    // the job there is still run `launch` (a requeued job's next run may
+    // have taken its place: exec.run).
+    void remove_soon(JobId id, uint64_t launch);
     void retry_cgroup_removal();
 
     Broker& broker_;

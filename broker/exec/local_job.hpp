@@ -48,6 +48,10 @@ struct ExecService::LocalJob {
         ending,    // the shell finished or is gone: the epilog, then the answer
     };
     Phase phase = Phase::starting;
+    // Its end is answered (finish, fail): only its removal, posted to the
+    // loop, is left. A run of the same job that comes meanwhile (requeued
+    // at once) takes its place.
+    bool over = false;
     bool tasks_ran = false;  // it was running: said with its end
     // What rank 0 did not take (no route to it), and all after it, in
     // order: sent again at exec.reattach.
