@@ -81,8 +81,7 @@ bool Matcher::match_request(uint32_t v, const Request& r, bool exclusive, bool d
         rollback(cp);
         return false;
     }
-    // (A slot's members are whole vertices: more than asked is theirs.)
-    if (static_cast<int64_t>(legal) < found && !(direct && r.leaf && !share_pools_)) {
+    if (static_cast<int64_t>(legal) < found) {
         // Take the allowed count again, from the same first candidates.
         rollback(cp);
         collect(v, r, static_cast<int64_t>(legal), exclusive, direct);

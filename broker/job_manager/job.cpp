@@ -407,6 +407,10 @@ void apply_event(Job& job, const JobEvent& ev) {
         job.array->elements[event_field<uint32_t>(c, "index", 0)] = event_field<JobId>(c, "id", 0);
     } else if (job.array && name == "element-canceled") {
         job.array->canceled.insert(event_field<uint32_t>(c, "index", 0));
+    } else if (job.array && name == "element-requeued") {
+        job.array->not_ok.erase(event_field<uint32_t>(c, "index", 0));
+        if (job.array->not_ok.empty())
+            job.array->first_not_ok.clear();
     } else if (job.array && name == "element-end") {
         job.array->not_ok.insert(event_field<uint32_t>(c, "index", 0));
         if (job.array->first_not_ok.empty())

@@ -272,6 +272,8 @@ void JobManager::requeue(Job& job, std::string note, uint32_t userid, std::funct
                       return answer(fmt::format("{}: no such job (purged)", format_jobid(id)));
                   if (std::string why = why_not_requeued(*j); !why.empty())
                       return answer(why);
+                  if (std::string why = why_element_not_requeued(*j); !why.empty())
+                      return answer(why);  // (its array moved on meanwhile)
                   if (!as_asked(*j))
                       return answer(fmt::format("{}: job changed while asked ({} now); ask again",
                                                 format_jobid(id), state_name(j->state)));
@@ -286,6 +288,11 @@ void JobManager::requeue(Job& job, std::string note, uint32_t userid, std::funct
                   if (was_inactive)
                       banks_.submitted(*j);  // active again: counted against its banks' limits
                   post(*j, "requeue", {{"userid", userid}, {"note", note}});
+                  // An element that failed runs again: its array counts it by
+                  // its next end.
+                  if (Job* array = j->array_id ? find(j->array_id) : nullptr;
+                      array && array->array && array->array->not_ok.contains(j->array_index))
+                      post(*array, "element-requeued", {{"index", j->array_index}, {"id", j->id}});
                   answer("");
               });
 }

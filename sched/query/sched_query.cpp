@@ -177,7 +177,7 @@ bool Session::match(const std::string& op_name, const std::string& path) {
     auto text = read_text_file(path);
     if (!text) {
         error("ERROR: can't open " + path);
-        return false;
+        return true;  // (multi-match goes on, as resource-query's)
     }
     auto jobspec = Jobspec::parse(*text);
     if (!jobspec) {
@@ -488,7 +488,9 @@ int main(int argc, char** argv) {
     app.add_flag("-d,--disable-prompt", no_prompt, "no prompt");
     std::vector<std::string> args = take_prune_filters(argc, argv, prune_filters);
     try {
-        std::vector<std::string> reversed(args.rbegin(), args.rend() - 1);  // (without the program's name)
+        std::vector<std::string> reversed(args.rbegin(), args.rend());
+        if (!reversed.empty())
+            reversed.pop_back();  // the program's name
         app.parse(reversed);
     } catch (const CLI::ParseError& e) {
         return app.exit(e);

@@ -133,6 +133,10 @@ TEST_CASE("an array's indexes to make follow its events; an element's jobspec is
     apply_event(array, ev("element-end", {{"index", 1}, {"note", "later"}}));
     CHECK(a.not_ok.count() == 2);
     CHECK(a.first_not_ok == "fA[3] failed (exit 1)");
+    // Requeued, a failed element counts again by its next end.
+    apply_event(array, ev("element-requeued", {{"index", 3}}));
+    CHECK(a.not_ok.format() == "1");
+    apply_event(array, ev("element-end", {{"index", 3}, {"note", "again"}}));
     for (uint32_t i : {7u, 9u, 19u})
         apply_event(array, ev("element", {{"index", i}, {"id", 102 + i}}));
     CHECK(a.made == 5);
