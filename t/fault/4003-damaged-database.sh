@@ -10,7 +10,7 @@ refused() {  # DESC REGEX STATEDIR
     local before
     before=$(md5sum "$3/jobs.db")
     check_fails "$1: refused" "$2" banyan start --test-size=1 --statedir "$3" true
-    cp "$T_DIR/last.out" "$T_DIR/refusal.out"
+    last_out; cp "$LAST_OUT" "$T_DIR/refusal.out"
     check_output "$1: the broker said it in one line" "^1 $3/jobs.db: " \
         sh -c "grep -c '^banyan-broker' $T_DIR/refusal.out | tr '\n' ' '; grep '^banyan-broker' $T_DIR/refusal.out | cut -d' ' -f2-"
     check_output "$1: the file is left as it was" "^$before$" md5sum "$3/jobs.db"

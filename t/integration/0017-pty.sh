@@ -16,11 +16,11 @@ inside() {
     check_output "without --pty a task has none, even from a terminal" "^not a tty$" $D -- banyan run tty
     check_output "an interactive shell reads what is typed" "hi-42$" \
         $D "expect:[#$] " 'send:echo hi-$((40+2))\r' "expect:hi-42" 'send:exit 7\r' -- banyan run --pty bash --norc -i
-    cp "$T_DIR/last.out" "$T_DIR/driven.out"
+    last_out; cp "$LAST_OUT" "$T_DIR/driven.out"
     check_output "... and its exit status is run's" "^status 7$" cat "$T_DIR/driven.out"
     check_output "Ctrl-C is the task's interrupt" "got-INT$" \
         $D expect:ready 'send:\x03' -- banyan run --pty sh -c 'trap "echo got-INT; exit 3" INT; echo ready; while :; do sleep 0.1; done'
-    cp "$T_DIR/last.out" "$T_DIR/driven.out"
+    last_out; cp "$LAST_OUT" "$T_DIR/driven.out"
     check_output "... which ends as it chose" "^status 3$" cat "$T_DIR/driven.out"
     check_output "Ctrl-D ends the task's input" "^status 0$" \
         $D expect:ready 'send:abc\r' 'expect:abc\s+abc' 'send:\x04' -- banyan run --pty sh -c 'echo ready; exec cat'
@@ -34,7 +34,7 @@ inside() {
         $D -- sh -c 'banyan run --pty true; stty -a | grep -o " -*icanon"'
     check_output "an interactive shell in banyan alloc --pty (the foreground of its terminal)" "in-5$" \
         $D "expect:[#$] " 'send:echo in-$((2+3))\r' "expect:in-5" 'send:exit 5\r' -- banyan alloc --pty -N1 bash --norc -i
-    cp "$T_DIR/last.out" "$T_DIR/driven.out"
+    last_out; cp "$LAST_OUT" "$T_DIR/driven.out"
     check_output "... and its exit status is alloc's" "^status 5$" cat "$T_DIR/driven.out"
     check_fails "--pty with --output is refused in one line" \
         "^banyan run: --pty: task 0 reads and writes its terminal: not with --input, --output, --error or -l$" \

@@ -97,7 +97,7 @@ cat >"$T_DIR/pmix-fails.sh" <<'SCRIPT'
 set -u
 check_fails "the PMIx library cannot start: the job fails and its stderr says why" '^banyan-shell: PMIx server init: ' \
     env -u PMIX_MCA_bfrops banyan run -n2 "$MPI_DIR/mpi-hello"
-cp "$T_DIR/last.out" "$T_DIR/pmix-fails.out"
+last_out; cp "$LAST_OUT" "$T_DIR/pmix-fails.out"
 check_output "... once" '^1$' grep -c '^banyan-shell: PMIx' "$T_DIR/pmix-fails.out"
 check_output "a job that does not call PMIx runs as before" '^ok$' env -u PMIX_MCA_bfrops banyan run echo ok
 SCRIPT

@@ -9,52 +9,69 @@ export RESULTS=$T_DIR/results
 : >"$RESULTS"
 export SKIP_CODE=77
 
+# What the last check's command printed: $T_DIR/last.out in the test
+# itself (tests copy it), a file of its own in any other process that
+# checks (a script the test runs in an instance, polling with wait_for),
+# which would otherwise empty the test's file under its grep.
+export T_MAIN_PID=$$
+last_out() {
+    if [ "$BASHPID" = "$T_MAIN_PID" ]; then LAST_OUT=$T_DIR/last.out; else LAST_OUT=$T_DIR/last.$BASHPID.out; fi
+}
+
 ok() { echo "ok - $*"; echo ok >>"$RESULTS"; }
 not_ok() { echo "not ok - $*"; echo fail >>"$RESULTS"; }
 
 # check DESC CMD...: CMD must succeed.
 check() {
+    local LAST_OUT
+    last_out
     local desc=$1
     shift
-    if "$@" >"$T_DIR/last.out" 2>&1; then ok "$desc"; else
+    if "$@" >"$LAST_OUT" 2>&1; then ok "$desc"; else
         not_ok "$desc"
-        sed 's/^/    | /' "$T_DIR/last.out"
+        sed 's/^/    | /' "$LAST_OUT"
     fi
 }
 
 # check_output DESC REGEX CMD...: CMD's output (stdout and stderr) must match REGEX.
 check_output() {
+    local LAST_OUT
+    last_out
     local desc=$1 regex=$2
     shift 2
-    "$@" >"$T_DIR/last.out" 2>&1
-    if grep -Eq -- "$regex" "$T_DIR/last.out"; then ok "$desc"; else
+    "$@" >"$LAST_OUT" 2>&1
+    if grep -Eq -- "$regex" "$LAST_OUT"; then ok "$desc"; else
         not_ok "$desc (expected /$regex/)"
-        sed 's/^/    | /' "$T_DIR/last.out"
+        sed 's/^/    | /' "$LAST_OUT"
     fi
 }
 
 # check_fails DESC REGEX CMD...: CMD must fail and say something matching REGEX.
 check_fails() {
+    local LAST_OUT
+    last_out
     local desc=$1 regex=$2
     shift 2
-    if "$@" >"$T_DIR/last.out" 2>&1; then
+    if "$@" >"$LAST_OUT" 2>&1; then
         not_ok "$desc (it succeeded)"
-        sed 's/^/    | /' "$T_DIR/last.out"
-    elif grep -Eq -- "$regex" "$T_DIR/last.out"; then ok "$desc"; else
+        sed 's/^/    | /' "$LAST_OUT"
+    elif grep -Eq -- "$regex" "$LAST_OUT"; then ok "$desc"; else
         not_ok "$desc (expected /$regex/)"
-        sed 's/^/    | /' "$T_DIR/last.out"
+        sed 's/^/    | /' "$LAST_OUT"
     fi
 }
 
 # wait_for DESC SECONDS CMD...: retries CMD every 50 ms until it succeeds.
 wait_for() {
+    local LAST_OUT
+    last_out
     local desc=$1 seconds=$2
     shift 2
     local start=$SECONDS
-    while ! "$@" >"$T_DIR/last.out" 2>&1; do
+    while ! "$@" >"$LAST_OUT" 2>&1; do
         if ((SECONDS - start >= seconds)); then
             not_ok "$desc (not within ${seconds}s)"
-            sed 's/^/    | /' "$T_DIR/last.out"
+            sed 's/^/    | /' "$LAST_OUT"
             return 1
         fi
         sleep 0.05
@@ -184,7 +201,7 @@ finish() {
 }
 trap finish EXIT
 
-export -f ok not_ok check check_output check_fails wait_for lacks instance_dir broker_pid state_dir sanitized no_brokers_left \
+export -f ok not_ok last_out check check_output check_fails wait_for lacks instance_dir broker_pid state_dir sanitized no_brokers_left \
     open_without_cloexec
 
 # need_root WHY: skip (77), saying why, unless this test runs as root.
