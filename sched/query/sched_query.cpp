@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <iostream>
 #include <sstream>
 
@@ -92,7 +93,14 @@ Result<ResourceGraph> load_graph(const std::string& path, const std::string& for
 class Session {
   public:
     Session(Matcher& matcher, QueryFormat format, bool elapse, std::ofstream* test_out)
-        : matcher_(matcher), format_(format), elapse_(elapse), test_out_(test_out) {}
+        : matcher_(matcher), format_(format), elapse_(elapse), test_out_(test_out) {
+        // Fluxion closes its set of resource types once the graph is
+        // loaded: the graph's, and those it always knows.
+        for (const char* t : {"cluster", "rack", "node", "socket", "core", "gpu", "slot"})
+            known_types_.insert(t);
+        for (TypeId t = 0; t < matcher_.pool().type_count(); ++t)
+            known_types_.insert(std::string(matcher_.pool().type_name(t)));
+    }
 
     // False on quit.
     bool run(const std::string& line);
@@ -111,6 +119,7 @@ class Session {
     void error(const std::string& text) { std::fprintf(stderr, "%s\n", text.c_str()); }
     // False when the jobspec was not matched (multi-match stops there).
     bool match(const std::string& op_name, const std::string& path);
+    std::string unknown_type(const std::vector<JobspecResource>& resources) const;
     void cancel(const std::string& id, bool stats);
     void partial_cancel(const std::string& id, const std::string& format, const std::string& path, bool stats);
     void info(const std::string& id);
@@ -123,6 +132,7 @@ class Session {
     QueryFormat format_;
     bool elapse_;
     std::ofstream* test_out_;
+    std::set<std::string, std::less<>> known_types_;
     uint64_t next_jobid_ = 1;
     std::map<uint64_t, double> match_seconds_;
     size_t matched_ = 0;
@@ -179,12 +189,21 @@ bool Session::match(const std::string& op_name, const std::string& path) {
         error("ERROR: can't open " + path);
         return true;  // (multi-match goes on, as resource-query's)
     }
+    bool satisfiability = *op == MatchOp::satisfiability;
+    std::string frame = "INFO: =============================\n";
     auto jobspec = Jobspec::parse(*text);
-    if (!jobspec) {
-        error(fmt::format("ERROR: Jobspec error for {}: {}: {}", next_jobid_, path, jobspec.error().message));
+    std::string unknown = jobspec ? unknown_type(jobspec->resources) : "";
+    if (!jobspec || !unknown.empty()) {
+        // As resource-query: the error, and the job found nothing; the
+        // job id is not used up.
+        error(fmt::format("match_allocate: ERROR: Jobspec error for {}: {}", next_jobid_,
+                          jobspec ? std::string("Value of \"type\" must be a resource type known to fluxion")
+                                  : jobspec.error().message));
+        out(satisfiability ? frame + "INFO: Unsatisfiable request\n" + frame
+                           : frame + "INFO: No matching resources found\n" +
+                                 fmt::format("INFO: JOBID={}\n", next_jobid_) + frame);
         return false;
     }
-    bool satisfiability = *op == MatchOp::satisfiability;
     uint64_t jobid = satisfiability ? 0 : next_jobid_++;
     auto t0 = std::chrono::steady_clock::now();
     auto res = matcher_.match(*jobspec, *op, 0, jobid);
@@ -193,7 +212,6 @@ bool Session::match(const std::string& op_name, const std::string& path) {
         error("ERROR: " + res.error().message);
         return false;
     }
-    std::string frame = "INFO: =============================\n";
     std::string elapsed = fmt::format("INFO: ELAPSE={:.6f}\n", seconds);
     std::string visits = fmt::format("INFO: VISITS={}\n", res->visits);
     std::string text_out;
@@ -230,6 +248,18 @@ bool Session::match(const std::string& op_name, const std::string& path) {
         to_stdout(visits);
     out(frame);
     return false;
+}
+
+// The first type in `resources` (depth first) that the graph does not
+// have and Fluxion does not know; "" if none.
+std::string Session::unknown_type(const std::vector<JobspecResource>& resources) const {
+    for (const auto& r : resources) {
+        if (!known_types_.count(r.type))
+            return r.type;
+        if (std::string below = unknown_type(r.with); !below.empty())
+            return below;
+    }
+    return "";
 }
 
 void Session::cancel(const std::string& id, bool stats) {
