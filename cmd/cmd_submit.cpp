@@ -7,12 +7,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "cmd/cli_util.hpp"
 #include "cmd/job_signature.hpp"
 #include "cmd/progress.hpp"
+#include "cmd/slurm_options.hpp"
 #include "cmd/submit_options.hpp"
 #include "core/idset.hpp"
 #include "core/json_field.hpp"
@@ -145,23 +147,93 @@ std::optional<std::vector<std::string>> shell_words(std::string_view text) {
     return words;
 }
 
-// --array (submit and batch, and #BANYAN --array).
-void add_array_option(CLI::App* cmd, std::string& array) {
-    cmd->add_option("--array", array,
-                    "a job array: one job per index of SPEC (1-100, 1,3,5-9:2), at most T at once with %T; "
-                    "{{array_index}} in the command and file names is the index");
+// Flux's `flux batch` options that are Banyan's own (doc/spec/slurm.md §2):
+// what a #FLUX: line may give.
+bool is_flux_option(const std::string& word) {
+    static const std::set<std::string> names = {
+        "-N",           "--nodes",  "-n",          "--ntasks", "-c",          "--cores-per-task", "-g",
+        "--gpus-per-task", "-t",    "--time-limit", "--job-name", "--output", "--error",  "-q",
+        "--queue",      "--dependency", "-S",      "--setattr", "-o",         "--setopt", "--urgency",
+        "--begin-time", "--env",    "--env-remove", "--env-file", "--requires", "--signal", "-x",
+        "--exclusive",  "--cwd",    "--input"};
+    std::string name = word.substr(0, word.find('='));
+    if (name.size() > 2 && name[1] != '-')  // -N4
+        name = name.substr(0, 2);
+    return names.count(name) > 0;
 }
 
-// The #BANYAN directives of `script`'s comment header (after #!, up to the
-// first line that is neither a comment nor blank), applied to `cmd`'s
-// options that the command line did not give: the command line wins.
-// Fails naming SCRIPT:LINE and what is wrong.
-void apply_directives(CLI::App* cmd, SubmitOptions& o, const std::string& path, const std::string& script) {
-    SubmitOptions from_script;
-    CLI::App directives("#BANYAN", "#BANYAN");
-    add_submit_options(&directives, from_script);
-    add_array_option(&directives, from_script.array);
-    std::vector<std::string> all;
+// The options one kind of directive gave (#BANYAN, or #SBATCH and #FLUX:
+// together), parsed as `banyan batch` parses its own.
+struct DirectiveLayer {
+    SubmitOptions options;
+    CLI::App app{"directives", "directives"};
+    DirectiveLayer() {
+        add_submit_options(&app, options);
+        add_array_option(&app, options.array);
+    }
+    // Fails naming `where` (SCRIPT:LINE and the line) and the option.
+    void check(const std::vector<std::string>& words, const std::string& where) {
+        SubmitOptions scratch;
+        CLI::App one("directive", "directive");
+        add_submit_options(&one, scratch);
+        add_array_option(&one, scratch.array);
+        parse(one, words, where);
+    }
+    void parse_all(const std::vector<std::string>& words, const std::string& where) { parse(app, words, where); }
+
+  private:
+    static void parse(CLI::App& into, const std::vector<std::string>& words, const std::string& where) {
+        try {
+            std::vector<std::string> reversed(words.rbegin(), words.rend());
+            into.parse(reversed);
+        } catch (const CLI::ParseError& e) {
+            fail(fmt::format("{}: {}", where, e.what()));
+        }
+    }
+};
+
+// Applies `layer`'s options to `cmd`'s where nothing above it gave them
+// (`cmd`'s own count: the command line, then layers applied before).
+// The environment rules are one list: a layer's count only when nothing
+// above gave any.
+const std::vector<std::string> kEnvOptions = {"--env", "--env-remove", "--env-file"};
+
+bool gives_env_rules(CLI::App* app) {
+    for (const auto& name : kEnvOptions)
+        if (app->get_option(name)->count() > 0)
+            return true;
+    return false;
+}
+
+void apply_layer(CLI::App* cmd, SubmitOptions& o, DirectiveLayer& layer, bool& env_set) {
+    const auto& env_options = kEnvOptions;
+    if (!env_set && gives_env_rules(&layer.app)) {
+        o.env = layer.options.env;
+        env_set = true;
+    }
+    for (CLI::Option* given : layer.app.get_options()) {
+        if (given->count() == 0 ||
+            std::find(env_options.begin(), env_options.end(), given->get_name()) != env_options.end())
+            continue;
+        CLI::Option* target = cmd->get_option_no_throw(given->get_name());
+        if (!target || target->count() > 0)
+            continue;  // given above: it wins
+        target->add_result(given->results());
+        target->run_callback();
+    }
+}
+
+// The directives of `script`'s comment header (after #!, up to the first
+// line that is neither a comment nor blank), applied to `cmd`'s options
+// that the command line did not give: the command line wins over #BANYAN
+// lines, which win over #SBATCH and #FLUX: lines (doc/spec/slurm.md §1).
+// Fails naming SCRIPT:LINE and what is wrong. Returns whether the script
+// has #SBATCH lines (its tasks then get Slurm's variables).
+bool apply_directives(CLI::App* cmd, SubmitOptions& o, const std::string& path, const std::string& script) {
+    DirectiveLayer banyan_layer, foreign_layer;
+    std::vector<std::string> banyan_words, foreign_words;
+    SlurmOptions slurm;
+    bool any_slurm = false;
     size_t line_no = 1;
     for (size_t start = script.find('\n'); start != std::string::npos && start + 1 < script.size();) {
         line_no++;
@@ -174,51 +246,47 @@ void apply_directives(CLI::App* cmd, SubmitOptions& o, const std::string& path, 
         if (line[first] != '#')
             break;
         line.remove_prefix(first);
-        if (!line.starts_with("#BANYAN"))
+        std::string_view kind;
+        for (std::string_view k : {"#BANYAN", "#SBATCH", "#FLUX:", "# flux:", "#flux:"})
+            if (line.starts_with(k))
+                kind = k;
+        if (kind.empty())
             continue;
-        std::string_view rest = line.substr(7);
+        std::string_view rest = line.substr(kind.size());
         if (!rest.empty() && rest[0] != ' ' && rest[0] != '\t')
             continue;  // #BANYANISH: another comment
+        std::string where = fmt::format("{}:{}: {}", path, line_no, kind);
         auto words = shell_words(rest);
         if (!words)
-            fail(fmt::format("{}:{}: #BANYAN{}: a quote is not closed", path, line_no, rest));
-        // Each line alone first, so an error names its line.
-        SubmitOptions scratch;
-        CLI::App check("#BANYAN", "#BANYAN");
-        add_submit_options(&check, scratch);
-        add_array_option(&check, scratch.array);
-        try {
-            std::vector<std::string> reversed(words->rbegin(), words->rend());
-            check.parse(reversed);
-        } catch (const CLI::ParseError& e) {
-            fail(fmt::format("{}:{}: #BANYAN{}: {}", path, line_no, rest, e.what()));
+            fail(fmt::format("{}{}: a quote is not closed", where, rest));
+        if (kind == "#BANYAN") {
+            banyan_layer.check(*words, where + std::string(rest));  // each line alone first, so an error names its line
+            banyan_words.insert(banyan_words.end(), words->begin(), words->end());
+        } else if (kind == "#SBATCH") {
+            any_slurm = true;
+            auto used = slurm.parse(*words, SlurmCommand::directive, where);
+            if (!used)
+                fail(used.error().message);
+            if (*used < words->size())
+                fail(fmt::format("{} {}: not an option (a directive holds options only)", where, (*words)[*used]));
+        } else {
+            for (const auto& w : *words)
+                if (w.starts_with("-") && !is_flux_option(w))
+                    fail(fmt::format("{} {}: not supported (banyan-slurm(7) lists what is)", where, w));
+            foreign_layer.check(*words, where + std::string(rest));
+            foreign_words.insert(foreign_words.end(), words->begin(), words->end());
         }
-        all.insert(all.end(), words->begin(), words->end());
     }
-    try {
-        std::vector<std::string> reversed(all.rbegin(), all.rend());
-        directives.parse(reversed);
-    } catch (const CLI::ParseError& e) {
-        fail(fmt::format("{}: #BANYAN directives: {}", path, e.what()));
-    }
-    // The environment options feed one list of rules, in order: the
-    // script's rules count only when the command line gives none.
-    const std::vector<std::string> env_options = {"--env", "--env-remove", "--env-file"};
-    bool env_on_command_line = false;
-    for (const auto& name : env_options)
-        env_on_command_line = env_on_command_line || cmd->get_option(name)->count() > 0;
-    if (!env_on_command_line)
-        o.env = from_script.env;
-    for (CLI::Option* given : directives.get_options()) {
-        if (given->count() == 0 ||
-            std::find(env_options.begin(), env_options.end(), given->get_name()) != env_options.end())
-            continue;
-        CLI::Option* target = cmd->get_option_no_throw(given->get_name());
-        if (!target || target->count() > 0)
-            continue;  // given on the command line too: it wins
-        target->add_result(given->results());
-        target->run_callback();
-    }
+    auto translated = slurm.banyan_words();
+    if (!translated)
+        fail(translated.error().message);
+    foreign_words.insert(foreign_words.begin(), translated->begin(), translated->end());
+    banyan_layer.parse_all(banyan_words, path + ": #BANYAN directives");
+    foreign_layer.parse_all(foreign_words, path + ": #SBATCH and #FLUX: directives");
+    bool env_set = gives_env_rules(cmd);
+    apply_layer(cmd, o, banyan_layer, env_set);
+    apply_layer(cmd, o, foreign_layer, env_set);
+    return any_slurm;
 }
 
 // A nested instance's jobspec: one broker per node of the allocation.
@@ -249,6 +317,47 @@ void request_pty(nlohmann::json& jobspec) {
 
 }  // namespace
 
+void add_array_option(CLI::App* cmd, std::string& array) {
+    cmd->add_option("--array", array,
+                    "a job array: one job per index of SPEC (1-100, 1,3,5-9:2), at most T at once with %T; "
+                    "{{array_index}} in the command and file names is the index");
+}
+
+BatchScript read_batch_script(const std::string& path) {
+    auto text = read_text_file(path);
+    if (!text)
+        fail(text.error().message);
+    if (!text->starts_with("#!"))
+        fail(fmt::format("{}:1: the first line must be #! and an interpreter (as #!/bin/sh)", path));
+    // As sbatch does: its interpreter would be "/bin/sh\r".
+    if (text->find("\r\n") != std::string::npos)
+        fail(fmt::format("{}: has DOS line breaks (\\r\\n); convert it first (dos2unix {})", path, path));
+    return {.path = path, .text = std::move(*text), .args = {}};
+}
+
+std::vector<JobId> submit_batch(CLI::App* cmd, SubmitOptions& o, const BatchScript& script, const std::string& cc,
+                                BatchDefaults defaults, bool print) {
+    bool slurm = apply_directives(cmd, o, script.path, script.text) || defaults == BatchDefaults::slurm;
+    if (o.job_name.empty())
+        o.job_name = std::filesystem::path(script.path).filename().string();
+    if (o.output.empty())
+        o.output = defaults == BatchDefaults::banyan ? "banyan-{{id}}.out"
+                   : o.array.empty()                 ? "slurm-{{id.dec}}.out"
+                                                     : "slurm-{{array_id.dec}}_{{array_index}}.out";
+    std::vector<std::string> args = {"--batch", "--"};
+    args.insert(args.end(), script.args.begin(), script.args.end());
+    int64_t ntasks = o.ntasks.value_or(o.nodes.value_or(1));
+    nlohmann::json jobspec = instance_jobspec(o, args);
+    jobspec["attributes"]["system"]["batch"] = {{"script", script.text}};
+    // Slurm's variables for the script, with the task count it asked for
+    // (the job's own tasks are its instance's brokers).
+    if (slurm)
+        jobspec["attributes"]["system"]["shell"]["options"]["slurm"] = {{"ntasks", ntasks}};
+    check_size(jobspec);
+    Client client = connect_to_instance();
+    return submit_all(client, copies_of(jobspec, cc), o.urgency, print, false);
+}
+
 void add_batch(CLI::App& app, int& exit_code) {
     static SubmitOptions o;
     static std::string cc;
@@ -265,27 +374,9 @@ void add_batch(CLI::App& app, int& exit_code) {
         std::vector<std::string> words = command_of(cmd);
         if (words.empty())
             fail("no SCRIPT given");
-        const std::string path = words.front();
-        auto script = read_text_file(path);
-        if (!script)
-            fail(script.error().message);
-        if (!script->starts_with("#!"))
-            fail(fmt::format("{}:1: the first line must be #! and an interpreter (as #!/bin/sh)", path));
-        // As sbatch does: its interpreter would be "/bin/sh\r".
-        if (script->find("\r\n") != std::string::npos)
-            fail(fmt::format("{}: has DOS line breaks (\\r\\n); convert it first (dos2unix {})", path, path));
-        apply_directives(cmd, o, path, *script);
-        if (o.job_name.empty())
-            o.job_name = std::filesystem::path(path).filename().string();
-        if (o.output.empty())
-            o.output = "banyan-{{id}}.out";
-        std::vector<std::string> args = {"--batch", "--"};
-        args.insert(args.end(), words.begin() + 1, words.end());
-        nlohmann::json jobspec = instance_jobspec(o, args);
-        jobspec["attributes"]["system"]["batch"] = {{"script", *script}};
-        check_size(jobspec);
-        Client client = connect_to_instance();
-        submit_all(client, copies_of(jobspec, cc), o.urgency, true, false);
+        BatchScript script = read_batch_script(words.front());
+        script.args.assign(words.begin() + 1, words.end());
+        submit_batch(cmd, o, script, cc, BatchDefaults::banyan, true);
         exit_code = 0;
     });
 }

@@ -9,6 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/jobid.hpp"
+
 namespace banyan::cli {
 
 struct SubmitOptions {
@@ -46,5 +48,28 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o);
 // The jobspec for COMMAND. Fails (cli::fail) with a line naming the option
 // that is wrong.
 nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::string>& command);
+
+// --array (submit and batch, and #BANYAN --array).
+void add_array_option(CLI::App* cmd, std::string& array);
+
+// A batch script (banyan batch, sbatch), read and checked: #! first, no
+// DOS line breaks. Fails naming the file.
+struct BatchScript {
+    std::string path;
+    std::string text;
+    std::vector<std::string> args;
+};
+BatchScript read_batch_script(const std::string& path);
+
+// Whose defaults a batch job gets: Banyan's (banyan-ID.out), or sbatch's
+// (slurm-ID.out, slurm-A_I.out for an array; Slurm's variables in its tasks).
+enum class BatchDefaults { banyan, slurm };
+
+// Submits `script` as a batch job: `cmd`'s options as its command line gave
+// them, the script's directives under them (doc/spec/slurm.md §1); with
+// `cc`, a copy per index. Prints each id as it is accepted with `print`.
+// Returns the ids. Fails (cli::fail) with one line.
+std::vector<JobId> submit_batch(CLI::App* cmd, SubmitOptions& o, const BatchScript& script, const std::string& cc,
+                                BatchDefaults defaults, bool print);
 
 }  // namespace banyan::cli

@@ -10,13 +10,17 @@
 
 namespace banyan {
 
-std::vector<std::string> split_commas(std::string_view text) {
+std::vector<std::string> split(std::string_view text, char separator) {
     std::vector<std::string> items;
     size_t start = 0;
-    for (size_t comma; (comma = text.find(',', start)) != std::string_view::npos; start = comma + 1)
-        items.emplace_back(text.substr(start, comma - start));
+    for (size_t at; (at = text.find(separator, start)) != std::string_view::npos; start = at + 1)
+        items.emplace_back(text.substr(start, at - start));
     items.emplace_back(text.substr(start));
     return items;
+}
+
+std::vector<std::string> split_commas(std::string_view text) {
+    return split(text, ',');
 }
 
 std::string replace_all(std::string text, std::string_view from, std::string_view to) {

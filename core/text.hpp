@@ -9,7 +9,9 @@
 
 namespace banyan {
 
-// The comma-separated items of `text` ("a,,b" has an empty middle one).
+// The items of `text` between `separator`s ("a,,b" has an empty middle one).
+std::vector<std::string> split(std::string_view text, char separator);
+// The comma-separated items of `text`.
 std::vector<std::string> split_commas(std::string_view text);
 
 // `text` with every `from` replaced by `to` (left to right, no rescans).

@@ -16,7 +16,7 @@ namespace {
 // its own options).
 constexpr std::string_view kKnownOptions[] = {"cpu-affinity", "gpu-affinity", "exit-timeout", "rlimit",
                                               "output",       "input",        "stdin",        "signal",
-                                              "profile",      "pmi",          "pty"};
+                                              "profile",      "pmi",          "pty",          "slurm"};
 
 Result<Affinity> affinity(const nlohmann::json& options, const char* key) {
     auto it = options.find(key);
@@ -97,7 +97,7 @@ Result<ShellOptions> read_shell_options(const nlohmann::json& system) {
         if (std::find(std::begin(kKnownOptions), std::end(kKnownOptions), name) == std::end(kKnownOptions))
             return make_error(EINVAL, fmt::format("-o {}: unknown shell option (known: cpu-affinity, gpu-affinity, "
                                                   "exit-timeout, rlimit.NAME, output, input, stdin, signal, "
-                                                  "profile, pmi, pty)",
+                                                  "profile, pmi, pty, slurm)",
                                                   name));
     ShellOptions opts;
     if (o.contains("profile")) {
@@ -153,6 +153,16 @@ Result<ShellOptions> read_shell_options(const nlohmann::json& system) {
     if (input.contains("path") && input["path"].is_string())
         opts.input_path = input["path"].get<std::string>();
     opts.forward_stdin = o.contains("stdin") && o["stdin"] == "forward";
+    if (o.contains("slurm")) {
+        // true, or {"ntasks": N}: a batch job's task count as asked (its
+        // tasks are its instance's brokers, one a node).
+        const auto& s = o["slurm"];
+        auto ntasks = json_field<uint32_t>(json_object_at(o, {"slurm"}), "ntasks", 0);
+        if (!(s.is_boolean() || s.is_number_integer() || s.is_object()) || !ntasks)
+            return make_error(EINVAL, fmt::format("-o slurm={}: expected true, false or {{\"ntasks\": N}}", s.dump()));
+        opts.slurm = s != false && s != 0;
+        opts.slurm_ntasks = *ntasks;
+    }
     if (o.contains("pty")) {
         // true, or the size it starts with (the CLI's terminal's).
         const auto& p = o["pty"];

@@ -32,6 +32,8 @@ struct ShellOptions {
     bool forward_stdin = false;             // task 0 reads what `banyan run` sends
     bool pty = false;                       // task 0 runs on a pseudo-terminal (--pty)
     uint16_t pty_rows = 24, pty_cols = 80;  // its size at start
+    bool slurm = false;                     // the tasks get Slurm's SLURM_* variables too (doc/spec/slurm.md §6)
+    uint32_t slurm_ntasks = 0;              // SLURM_NTASKS when not the job's task count; 0: that count
     std::vector<std::pair<int, rlim_t>> rlimits;
     // --signal=SIG@TIME: signal the tasks this many seconds before the
     // time limit. Carried out by the job manager, which keeps the limit.

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sched.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
@@ -368,6 +369,9 @@ void Shell::start(const nlohmann::json& request) {
     if (!job)
         return refuse_job(job.error().message);
     job_ = std::move(*job);
+    // {{user}} in an output name (Slurm's %u): the job runs as its user.
+    const passwd* pw = getpwuid(getuid());
+    job_->expand_job_templates(pw ? pw->pw_name : std::to_string(getuid()));
     auto socket = json_field<std::string>(message, "reattach_socket", "", "job");
     auto timeout = json_field<double>(message, "reattach_timeout", 300, "job");
     auto broker_uid = json_field<uint32_t>(message, "broker_uid", getuid(), "job");
@@ -557,6 +561,10 @@ Result<void> Shell::launch_tasks() {
         env.push_back(fmt::format("BANYAN_JOB_NNODES={}", job.nnodes));
         env.push_back("BANYAN_URI=" + job.uri);
         env.push_back("BANYAN_JOB_TMPDIR=" + job.tmpdir);
+        if (job.options.slurm) {
+            auto slurm = job.slurm_environment(rank, i, mine.cores.count());
+            env.insert(env.end(), slurm.begin(), slurm.end());
+        }
         if (!bindings[i].gpus.empty())
             env.push_back("CUDA_VISIBLE_DEVICES=" + bindings[i].gpus);
         if (pmix_) {

@@ -34,6 +34,21 @@ bool is_launcher_variable(std::string_view name) {
     return name.starts_with("BANYAN_") || name.starts_with("PMIX_") || name.starts_with("PMI_");
 }
 
+// The cores of each slot (-c), found where the slot is in the tree.
+uint64_t slot_cores(const std::vector<JobspecResource>& resources) {
+    for (const auto& r : resources) {
+        if (r.type == "slot") {
+            for (const auto& w : r.with)
+                if (w.type == "core")
+                    return w.count.min;
+            return 1;
+        }
+        if (uint64_t n = slot_cores(r.with))
+            return n;
+    }
+    return 0;
+}
+
 }  // namespace
 
 Result<ShellJob> ShellJob::parse(const nlohmann::json& m) {
@@ -71,6 +86,7 @@ Result<ShellJob> ShellJob::parse(const nlohmann::json& m) {
         return make_error(EINVAL, fmt::format("R holds no resources on rank {}", job.rank));
     job.local = *local;
     job.command = spec->tasks[0].command;
+    job.cores_per_task = std::max<uint64_t>(slot_cores(spec->resources), 1);
     if (job.command.empty())
         return make_error(EINVAL, "jobspec: tasks[0].command: empty");
     const auto& system = json_object_at(m["jobspec"], {"attributes", "system"});
@@ -85,6 +101,10 @@ Result<ShellJob> ShellJob::parse(const nlohmann::json& m) {
     }
     if (system.contains("cwd") && system["cwd"].is_string())
         job.cwd = system["cwd"].get<std::string>();
+    auto name = json_field<std::string>(json_object_at(system, {"job"}), "name", "", "attributes.system.job");
+    if (!name)
+        return name.error();
+    job.name = *name;
     auto options = read_shell_options(system);
     if (!options)
         return options.error();
@@ -105,8 +125,10 @@ Result<void> ShellJob::set_array_element(const nlohmann::json& array) {
     if (auto e = first_error(id, index, size))
         return *e;
     std::string array_id = format_jobid(*id), array_index = std::to_string(*index);
-    for (std::string* text : {&options.stdout_path, &options.stderr_path})
+    for (std::string* text : {&options.stdout_path, &options.stderr_path}) {
+        *text = replace_all(std::move(*text), "{{array_id.dec}}", std::to_string(*id));
         *text = replace_all(replace_all(std::move(*text), "{{array_id}}", array_id), "{{array_index}}", array_index);
+    }
     for (auto& arg : command)
         arg = replace_all(replace_all(std::move(arg), "{{array_id}}", array_id), "{{array_index}}", array_index);
     // Slurm's, for scripts brought from it: its array job id is a number.
@@ -119,6 +141,44 @@ Result<void> ShellJob::set_array_element(const nlohmann::json& array) {
     environment.push_back("SLURM_ARRAY_TASK_ID=" + array_index);
     environment.push_back(fmt::format("SLURM_ARRAY_TASK_COUNT={}", *size));
     return {};
+}
+
+void ShellJob::expand_job_templates(const std::string& user) {
+    for (std::string* text : {&options.stdout_path, &options.stderr_path}) {
+        *text = replace_all(std::move(*text), "{{array_id.dec}}", std::to_string(id));  // not an element
+        *text = replace_all(std::move(*text), "{{array_index}}", "4294967294");
+        *text = replace_all(std::move(*text), "{{id.dec}}", std::to_string(id));
+        *text = replace_all(std::move(*text), "{{name}}", name);
+        *text = replace_all(std::move(*text), "{{user}}", user);
+    }
+}
+
+std::vector<std::string> ShellJob::slurm_environment(uint32_t task_rank, uint32_t local_id, size_t cores_here) const {
+    uint32_t node_index = 0;
+    for (const auto& [r, children] : R.ranks) {
+        if (r == rank)
+            break;
+        node_index++;
+    }
+    uint64_t ntasks = options.slurm_ntasks > 0 ? options.slurm_ntasks : map.ntasks;
+    std::string nodelist = R.nodelist.size() > 0 ? R.nodelist.format() : R.rank_set().format();
+    return {
+        fmt::format("SLURM_JOB_ID={}", id),
+        fmt::format("SLURM_JOBID={}", id),
+        "SLURM_JOB_NAME=" + name,
+        fmt::format("SLURM_NTASKS={}", ntasks),
+        fmt::format("SLURM_NPROCS={}", ntasks),
+        fmt::format("SLURM_CPUS_PER_TASK={}", cores_per_task),
+        "SLURM_JOB_NODELIST=" + nodelist,
+        "SLURM_NODELIST=" + nodelist,
+        fmt::format("SLURM_JOB_NUM_NODES={}", nnodes),
+        fmt::format("SLURM_NNODES={}", nnodes),
+        "SLURM_SUBMIT_DIR=" + cwd,
+        fmt::format("SLURM_PROCID={}", task_rank),
+        fmt::format("SLURM_LOCALID={}", local_id),
+        fmt::format("SLURM_NODEID={}", node_index),
+        fmt::format("SLURM_CPUS_ON_NODE={}", cores_here),
+    };
 }
 
 }  // namespace banyan

@@ -25,6 +25,8 @@ struct ShellJob {
     TaskMap::Block local;  // this rank's tasks
     uint32_t nnodes = 0;
     std::vector<std::string> command;
+    std::string name;             // attributes.system.job.name
+    uint64_t cores_per_task = 1;  // each slot's
     std::vector<std::string> environment;  // "K=V", BANYAN_* left out
     std::string cwd;
     std::string uri;     // the broker's socket, for BANYAN_URI
@@ -39,6 +41,14 @@ struct ShellJob {
     // Error names the field: "shell.options.cpu-affinity: ...".
     static Result<ShellJob> parse(const nlohmann::json& message);
     Result<void> set_array_element(const nlohmann::json& array);
+    // Replaces the templates of the output files that are the same for
+    // every task: {{id.dec}}, {{name}}, {{user}}, and outside an array
+    // Slurm's %A and %a ({{array_id.dec}}: the job's id; {{array_index}}:
+    // 4294967294, Slurm's NO_VAL).
+    void expand_job_templates(const std::string& user);
+    // The variables Slurm gives each task (doc/spec/slurm.md §6), for task
+    // `local` of this rank's, with global rank `rank`.
+    std::vector<std::string> slurm_environment(uint32_t rank, uint32_t local, size_t cores_here) const;
 };
 
 // `path` with {{id}}, {{taskid}} and {{node}} replaced.
