@@ -317,6 +317,28 @@ void request_pty(nlohmann::json& jobspec) {
 
 }  // namespace
 
+nlohmann::json allocation_jobspec(SubmitOptions& o, std::vector<std::string> command) {
+    command = command_or_shell(std::move(command));
+    if (o.job_name.empty())
+        o.job_name = std::filesystem::path(command.front()).filename().string();
+    std::vector<std::string> args = {"--"};
+    args.insert(args.end(), command.begin(), command.end());
+    return instance_jobspec(o, args);
+}
+
+int run_attached(nlohmann::json jobspec, const SubmitOptions& o, bool pty) {
+    // Task 0 reads this command's stdin, unless it reads a file (--input).
+    bool with_stdin = o.input.empty();
+    if (with_stdin)
+        jobspec["attributes"]["system"]["shell"]["options"]["stdin"] = "forward";
+    if (pty)
+        request_pty(jobspec);
+    check_size(jobspec);
+    Client client = connect_to_instance();
+    JobId id = submit_all(client, {jobspec}, o.urgency, false, false).front();
+    return attach_job(client, id, true, with_stdin, pty);
+}
+
 void add_array_option(CLI::App* cmd, std::string& array) {
     cmd->add_option("--array", array,
                     "a job array: one job per index of SPEC (1-100, 1,3,5-9:2), at most T at once with %T; "
@@ -389,24 +411,7 @@ void add_alloc(CLI::App& app, int& exit_code) {
     add_pty_option(cmd, pty);
     cmd->prefix_command();
     cmd->footer("COMMAND...: what rank 0 of the instance runs, with BANYAN_URI set to it (default: $SHELL)");
-    cmd->callback([cmd, &exit_code] {
-        std::vector<std::string> command = command_of(cmd);
-        command = command_or_shell(std::move(command));
-        if (o.job_name.empty())
-            o.job_name = std::filesystem::path(command.front()).filename().string();
-        std::vector<std::string> args = {"--"};
-        args.insert(args.end(), command.begin(), command.end());
-        nlohmann::json jobspec = instance_jobspec(o, args);
-        bool with_stdin = o.input.empty();
-        if (with_stdin)
-            jobspec["attributes"]["system"]["shell"]["options"]["stdin"] = "forward";
-        if (pty)
-            request_pty(jobspec);
-        check_size(jobspec);
-        Client client = connect_to_instance();
-        JobId id = submit_all(client, {jobspec}, o.urgency, false, false).front();
-        exit_code = attach_job(client, id, true, with_stdin, pty);
-    });
+    cmd->callback([cmd, &exit_code] { exit_code = run_attached(allocation_jobspec(o, command_of(cmd)), o, pty); });
 }
 
 void add_submit(CLI::App& app, int& exit_code) {
@@ -450,20 +455,7 @@ void add_run(CLI::App& app, int& exit_code) {
     add_pty_option(cmd, pty);
     cmd->prefix_command();
     cmd->footer("COMMAND...: the command to run and its arguments");
-    cmd->callback([cmd, &exit_code] {
-        std::vector<std::string> command = command_of(cmd);
-        nlohmann::json jobspec = build_jobspec(o, command);
-        check_size(jobspec);
-        // Task 0 reads run's stdin, unless it reads a file (--input).
-        bool with_stdin = o.input.empty();
-        if (with_stdin)
-            jobspec["attributes"]["system"]["shell"]["options"]["stdin"] = "forward";
-        if (pty)
-            request_pty(jobspec);
-        Client client = connect_to_instance();
-        JobId id = submit_all(client, {jobspec}, o.urgency, false, false).front();
-        exit_code = attach_job(client, id, true, with_stdin, pty);
-    });
+    cmd->callback([cmd, &exit_code] { exit_code = run_attached(build_jobspec(o, command_of(cmd)), o, pty); });
 }
 
 }  // namespace banyan::cli

@@ -605,8 +605,9 @@ std::string slurm_duration(double seconds, bool short_form) {
     uint64_t days = s / 86400;
     if (days > 0)
         return fmt::format("{}-{:02}:{:02}:{:02}", days, s % 86400 / 3600, s % 3600 / 60, s % 60);
-    if (short_form && s < 3600)
-        return fmt::format("{}:{:02}", s / 60, s % 60);
+    if (short_form)  // squeue's: hours only when needed, unpadded
+        return s < 3600 ? fmt::format("{}:{:02}", s / 60, s % 60)
+                        : fmt::format("{}:{:02}:{:02}", s / 3600, s % 3600 / 60, s % 60);
     return fmt::format("{:02}:{:02}:{:02}", s / 3600, s % 3600 / 60, s % 60);
 }
 

@@ -53,8 +53,8 @@ Result<std::string> slurm_filename(const std::string& pattern);
 // D-HH:MM:SS), in seconds; 0 for UNLIMITED or INFINITE.
 Result<uint64_t> slurm_minutes_time(const std::string& text);
 
-// "1-02:03:04", as Slurm prints a duration (sacct's Elapsed, squeue's %M):
-// [D-]HH:MM:SS, or M:SS under an hour when `short_form`.
+// A duration as Slurm prints it: [D-]HH:MM:SS (sacct's Elapsed), or with
+// `short_form` hours only when needed (squeue's %M and %l: 5:03, 1:02:03).
 std::string slurm_duration(double seconds, bool short_form = false);
 
 }  // namespace banyan::cli

@@ -49,6 +49,16 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o);
 // that is wrong.
 nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::string>& command);
 
+// The jobspec of a nested instance whose rank 0 runs COMMAND (default:
+// the user's shell): banyan alloc, salloc.
+nlohmann::json allocation_jobspec(SubmitOptions& o, std::vector<std::string> command);
+
+// Submits `jobspec` and streams its output as `banyan run` does: this
+// command's stdin goes to task 0 (unless --input), Ctrl-C to the tasks;
+// with `pty`, task 0 runs on a terminal of its own. Returns the job's exit
+// code. Fails (cli::fail) with one line.
+int run_attached(nlohmann::json jobspec, const SubmitOptions& o, bool pty);
+
 // --array (submit and batch, and #BANYAN --array).
 void add_array_option(CLI::App* cmd, std::string& array);
 

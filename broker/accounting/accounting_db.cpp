@@ -165,6 +165,10 @@ Result<std::vector<UsageRecord>> select(SqlStore& db, const std::string& cluster
         where += " AND bank = ?";
         params.emplace_back(f.bank);
     }
+    if (f.id != 0) {
+        where += " AND id = ?";
+        params.emplace_back(static_cast<int64_t>(f.id));
+    }
     if (!f.results.empty()) {
         where += " AND result IN (?";
         for (size_t i = 1; i < f.results.size(); ++i)

@@ -67,6 +67,7 @@ struct HistoryFilter {
     std::string name;                  // "": any
     std::string bank;                  // "": any
     std::string node;                  // "": any; else jobs that ran on this host
+    uint64_t id = 0;                   // 0: any; else that job's record
     uint64_t count = 1000;
 };
 

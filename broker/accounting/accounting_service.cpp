@@ -215,7 +215,7 @@ void AccountingService::on_record(const Message& req) {
     });
 }
 
-// accounting.history {userid?, all?, since?, until?, results?, name?, count?}
+// accounting.history {userid?, all?, since?, until?, results?, name?, bank?, node?, id?, count?}
 void AccountingService::on_history(const Message& req) {
     auto body = req.json();
     if (!body)
@@ -229,7 +229,8 @@ void AccountingService::on_history(const Message& req) {
     auto bank = json_field<std::string>(*body, "bank", "", "");
     auto node = json_field<std::string>(*body, "node", "", "");
     auto count = json_field<uint64_t>(*body, "count", 1000, "");
-    if (auto e = first_error(userid, all, since, until, results, name, bank, node, count))
+    auto id = json_field<uint64_t>(*body, "id", 0, "");
+    if (auto e = first_error(userid, all, since, until, results, name, bank, node, count, id))
         return broker_.respond_error(req, EINVAL, e->message);
     bool owner = req.rolemask & role::owner;
     if ((*all || *userid != req.userid) && !owner)
@@ -238,7 +239,7 @@ void AccountingService::on_history(const Message& req) {
     if (*count < 1 || *count > kMaxHistory)
         return broker_.respond_error(req, EINVAL, fmt::format("count: expected 1 to {}", kMaxHistory));
     HistoryFilter filter{
-        .since = *since, .until = *until, .name = *name, .bank = *bank, .node = *node, .count = *count};
+        .since = *since, .until = *until, .name = *name, .bank = *bank, .node = *node, .id = *id, .count = *count};
     if (!*all)
         filter.userid = *userid;
     // A set of the four known names: at most 15 shapes of query, whatever

@@ -245,6 +245,10 @@ nlohmann::json Job::summary() const {
         s["limit"] = limit;
     if (!instance_uri.empty())
         s["instance"] = instance_uri;
+    if (duration > 0)
+        s["duration"] = duration;
+    if (alloc_cores > 0)
+        s["ncores"] = alloc_cores;
     if (t_run > 0)
         s["t_run"] = t_run;
     if (t_cleanup > 0)
@@ -285,7 +289,7 @@ const std::vector<std::string>& Job::summary_columns() {
                                                      "priority",  "ntasks",       "nnodes",     "nodelist", "t_submit",
                                                      "t_run",     "t_cleanup",    "t_inactive", "result",   "status",
                                                      "exception", "dependencies", "queue",      "instance", "bank", "limit",
-                                                     "array",     "array_of"};
+                                                     "array",     "array_of",     "duration",   "ncores"};
     return columns;
 }
 
