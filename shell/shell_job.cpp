@@ -34,19 +34,20 @@ bool is_launcher_variable(std::string_view name) {
     return name.starts_with("BANYAN_") || name.starts_with("PMIX_") || name.starts_with("PMI_");
 }
 
-// The cores of each slot (-c), found where the slot is in the tree.
-uint64_t slot_cores(const std::vector<JobspecResource>& resources) {
+// How many of `type` each slot has (-c, -g), found where the slot is in
+// the tree; nullopt when there is no slot.
+std::optional<uint64_t> per_slot(const std::vector<JobspecResource>& resources, std::string_view type) {
     for (const auto& r : resources) {
         if (r.type == "slot") {
             for (const auto& w : r.with)
-                if (w.type == "core")
+                if (w.type == type)
                     return w.count.min;
-            return 1;
+            return 0;
         }
-        if (uint64_t n = slot_cores(r.with))
+        if (auto n = per_slot(r.with, type))
             return n;
     }
-    return 0;
+    return std::nullopt;
 }
 
 }  // namespace
@@ -86,7 +87,8 @@ Result<ShellJob> ShellJob::parse(const nlohmann::json& m) {
         return make_error(EINVAL, fmt::format("R holds no resources on rank {}", job.rank));
     job.local = *local;
     job.command = spec->tasks[0].command;
-    job.cores_per_task = std::max<uint64_t>(slot_cores(spec->resources), 1);
+    job.cores_per_task = std::max<uint64_t>(per_slot(spec->resources, "core").value_or(1), 1);
+    job.gpus_per_task = per_slot(spec->resources, "gpu").value_or(0);
     if (job.command.empty())
         return make_error(EINVAL, "jobspec: tasks[0].command: empty");
     const auto& system = json_object_at(m["jobspec"], {"attributes", "system"});
@@ -162,15 +164,16 @@ std::vector<std::string> ShellJob::slurm_environment(uint32_t task_rank, uint32_
     }
     uint64_t ntasks = options.slurm_ntasks > 0 ? options.slurm_ntasks : map.ntasks;
     std::string nodelist = R.nodelist.size() > 0 ? R.nodelist.format() : R.rank_set().format();
-    return {
+    // Not Slurm's older names SLURM_JOBID and SLURM_NODELIST: with both
+    // set, Open MPI takes itself for srun-launched and ignores PMIx (every
+    // rank a singleton).
+    std::vector<std::string> env = {
         fmt::format("SLURM_JOB_ID={}", id),
-        fmt::format("SLURM_JOBID={}", id),
         "SLURM_JOB_NAME=" + name,
         fmt::format("SLURM_NTASKS={}", ntasks),
         fmt::format("SLURM_NPROCS={}", ntasks),
         fmt::format("SLURM_CPUS_PER_TASK={}", cores_per_task),
         "SLURM_JOB_NODELIST=" + nodelist,
-        "SLURM_NODELIST=" + nodelist,
         fmt::format("SLURM_JOB_NUM_NODES={}", nnodes),
         fmt::format("SLURM_NNODES={}", nnodes),
         "SLURM_SUBMIT_DIR=" + cwd,
@@ -178,7 +181,11 @@ std::vector<std::string> ShellJob::slurm_environment(uint32_t task_rank, uint32_
         fmt::format("SLURM_LOCALID={}", local_id),
         fmt::format("SLURM_NODEID={}", node_index),
         fmt::format("SLURM_CPUS_ON_NODE={}", cores_here),
+        "SLURMD_NODENAME=" + host_of(rank),
     };
+    if (gpus_per_task > 0)  // srun inside the job reads it, as Slurm's does
+        env.push_back(fmt::format("SLURM_GPUS_PER_TASK={}", gpus_per_task));
+    return env;
 }
 
 }  // namespace banyan

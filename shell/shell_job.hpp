@@ -27,6 +27,7 @@ struct ShellJob {
     std::vector<std::string> command;
     std::string name;             // attributes.system.job.name
     uint64_t cores_per_task = 1;  // each slot's
+    uint64_t gpus_per_task = 0;
     std::vector<std::string> environment;  // "K=V", BANYAN_* left out
     std::string cwd;
     std::string uri;     // the broker's socket, for BANYAN_URI

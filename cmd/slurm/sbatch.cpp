@@ -37,18 +37,21 @@ void apply(CLI::App& app, SubmitOptions& o, const SlurmOptions& options, bool wi
     app.parse(reversed);
 }
 
-// srun and salloc inside a job take the job's sizes when not given, as
-// Slurm's read SLURM_NTASKS, SLURM_NNODES and SLURM_CPUS_PER_TASK.
+// srun inside a job takes the job's sizes when not given, as Slurm's
+// reads SLURM_NTASKS, SLURM_CPUS_PER_TASK and SLURM_GPUS_PER_TASK. (Not
+// SLURM_NNODES: the job's instance holds just its cores, so its tasks
+// land where the job's did.)
 void inherit_sizes(SlurmOptions& options) {
-    if (options.has("ntasks") || options.has("nodes") || options.has("ntasks-per-node"))
-        return;
     Args inherited;
-    for (auto [variable, option] : {std::pair{"SLURM_NTASKS", "--ntasks="}, std::pair{"SLURM_NNODES", "--nodes="}})
-        if (const char* v = std::getenv(variable))
-            inherited.push_back(option + std::string(v));
+    if (!options.has("ntasks") && !options.has("nodes") && !options.has("ntasks-per-node"))
+        if (const char* v = std::getenv("SLURM_NTASKS"))
+            inherited.push_back("--ntasks=" + std::string(v));
     if (!options.has("cpus-per-task"))
         if (const char* v = std::getenv("SLURM_CPUS_PER_TASK"))
             inherited.push_back("--cpus-per-task=" + std::string(v));
+    if (!options.has("gpus-per-task") && !options.has("gpus") && !options.has("gres"))
+        if (const char* v = std::getenv("SLURM_GPUS_PER_TASK"))
+            inherited.push_back("--gpus-per-task=" + std::string(v));
     must(options.parse(inherited, SlurmCommand::srun, "the job's SLURM_* variables:"));
 }
 

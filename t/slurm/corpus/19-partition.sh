@@ -1,0 +1,4 @@
+#!/bin/bash
+#SBATCH --partition=debug
+#EXPECT attributes/system/queue="debug"
+true

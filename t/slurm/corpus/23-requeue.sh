@@ -1,0 +1,4 @@
+#!/bin/bash
+#SBATCH --requeue
+#EXPECT attributes/system/requeue=true
+true

@@ -1,0 +1,5 @@
+#!/bin/bash
+#SBATCH -J first
+#SBATCH -J second
+#EXPECT attributes/system/job/name="second"
+true

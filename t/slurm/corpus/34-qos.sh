@@ -1,0 +1,5 @@
+#!/bin/bash
+# A QOS names one of Banyan's queues.
+#SBATCH --qos=debug
+#EXPECT attributes/system/queue="debug"
+true
