@@ -83,3 +83,83 @@ for f in "$corpus"/corpus/*.sh; do
         check "$name: $test_line" env ID="$ID" sh -c "$test_line"
     done < <(sed -n 's/^#CHECK //p' "$f")
 done
+
+# sbatch: Slurm's answer, --parsable, --wrap, a script on stdin, and
+# slurm-N.out by default.
+check_output "sbatch says 'Submitted batch job N'" "^Submitted batch job [0-9]+$" sbatch --wrap='echo wrapped'
+wrapped=$(sbatch --parsable --wrap='echo wrapped $SLURM_JOB_NAME')
+check "--parsable prints the id alone, in decimal" grep -Eqx '[0-9]+' <<<"$wrapped"
+from_stdin=$(printf '#!/bin/sh\n#SBATCH -J from-stdin\necho read from stdin\n' | sbatch --parsable)
+check "sbatch reads the script from stdin" test -n "$from_stdin"
+check "sbatch --wait waits and gives the job's exit code" sh -c "sbatch --wait --wrap='exit 4' >/dev/null; test \$? = 4"
+wait_for "the wrapped job ends" 30 sh -c "sacct -P -n -o State -j $wrapped | grep -qx COMPLETED"
+check_output "--wrap's default output is slurm-N.out, named wrap" "^wrapped wrap$" cat "slurm-$wrapped.out"
+wait_for "the stdin job ends" 30 sh -c "sacct -P -n -o State -j $from_stdin | grep -qx COMPLETED"
+check_output "the script from stdin ran with its directives" "^read from stdin$" cat "slurm-$from_stdin.out"
+
+# srun inside an sbatch job runs in the job's own instance (its
+# allocation): its step is a job there, not in the instance outside.
+before=$(count_jobs)
+inner=$(sbatch --parsable -n2 --wrap='srun sh -c "echo step \$SLURM_PROCID of \$SLURM_NTASKS in \${BANYAN_URI##*/}"; banyan jobs -a --no-header | wc -l')
+wait_for "the job with a step ends" 30 sh -c "sacct -P -n -o State -j $inner | grep -qx COMPLETED"
+check_output "srun in the job runs the job's task count" "^step 1 of 2 in local.sock$" cat "slurm-$inner.out"
+check_output "the step was a job of the job's instance" "^1$" tail -1 "slurm-$inner.out"
+check "the step was no job of the instance outside" test "$(count_jobs)" = $((before + 1))
+check_output "srun outside a job runs one task" "^1 0$" srun sh -c 'echo $SLURM_NTASKS $SLURM_PROCID'
+check_output "srun -n2 -l labels each task" "^1: 1$" srun -n2 -l sh -c 'echo $SLURM_PROCID'
+check_output "srun exits with the job's code" "^7$" sh -c 'srun sh -c "exit 7"; echo $?'
+
+# squeue: Slurm's formats, field by field, and its default layout.
+held=$(sbatch --parsable --hold -J held-one -t 1-02:00:00 -p debug --wrap=true)
+check_output "squeue's default header is Slurm's" \
+    "^ +JOBID PARTITION +NAME +USER ST +TIME +NODES NODELIST\(REASON\)$" squeue
+check_output "squeue -h -o: id, name, user, state, times, nodes, reason, partition" \
+    "^$held\|held-one\|$(id -un)\|PD\|PENDING\|0:00\|1-02:00:00\|1\|\(JobHeldUser\)\|debug\|JobHeldUser$" \
+    squeue -h -j "$held" -o '%i|%j|%u|%t|%T|%M|%l|%D|%R|%P|%r'
+check_output "squeue cuts a name to its width, never an id" "^$held held-on$" squeue -h -j "$held" -o '%.5i %.7j'
+check_output "squeue --json lists the job with Slurm's keys" "\"job_state\": \"PENDING\"" squeue --json -j "$held"
+check "squeue -t R lists no held job" test -z "$(squeue -h -t R -o %i)"
+check_fails "squeue refuses a field it does not have" "%Z is not supported" squeue -o %Z
+check_fails "squeue refuses an unknown state" "Invalid job state specified: BOGUS" squeue -t bogus
+
+# scontrol: Key=Value lines; hold, release, update.
+check_output "scontrol show job: JobId and JobName" "^JobId=$held JobName=held-one$" scontrol show job "$held"
+check_output "scontrol show job: JobState and Reason" "^   JobState=PENDING Reason=JobHeldUser Dependency=\(null\)$" \
+    scontrol show job "$held"
+check_output "scontrol show job: TimeLimit" "RunTime=00:00:00 TimeLimit=1-02:00:00" scontrol show job "$held"
+check_output "scontrol show job: WorkDir" "^   WorkDir=$T_DIR$" scontrol show job "$held"
+check_output "scontrol show job: StdOut is slurm-N.out" "^   StdOut=$T_DIR/slurm-$held.out$" scontrol show job "$held"
+check "scontrol update TimeLimit" scontrol update JobId="$held" TimeLimit=30
+check_output "the new limit shows" "TimeLimit=00:30:00" scontrol show job "$held"
+check_fails "scontrol update refuses what it cannot change" "NumNodes: not supported" \
+    scontrol update JobId="$held" NumNodes=3
+check_fails "scontrol show job of no such job" "Invalid job id specified" scontrol show job 123
+check_output "scontrol show hostnames expands a list" "^node0 node1 node2$" \
+    sh -c "scontrol show hostnames 'node[0-2]' | paste -sd' '"
+check_output "scontrol show partition: the queues" "^PartitionName=debug$" scontrol show partition
+check_output "scontrol show node: a node's state" "^   State=(IDLE|MIXED|ALLOCATED)" scontrol show node node0
+
+# scancel: by id; an ended job is said so and is no error.
+check "scancel cancels the held job" scancel "$held"
+check_output "sacct: CANCELLED" "^$held\|CANCELLED$" sacct -P -n -o JobIDRaw,State -j "$held"
+check_output "scancel of an ended job says so, and exits 0" "already completing or completed" scancel "$held"
+check_fails "scancel of nothing" "No job identification provided" scancel
+
+# sacct: fields and -p/-P; the default header and its dashes.
+check_output "sacct -P: fields as Slurm's" \
+    "^$wrapped\|$wrapped\|wrap\|COMPLETED\|0:0\|00:00:0[0-9]\|1\|UNLIMITED$" \
+    sacct -P -n -j "$wrapped" --format=JobID,JobIDRaw,JobName,State,ExitCode,Elapsed,NNodes,Timelimit
+check_output "sacct -p ends each line with |" "^$wrapped\|COMPLETED\|$" sacct -p -n -j "$wrapped" -o JobIDRaw,State
+check_output "sacct's default header" "^JobID +JobName +Partition +Account +AllocCPUS +State +ExitCode $" sacct
+check_output "sacct's dashes under it" "^-{20} -{10} -{10}" sacct
+check_output "sacct: a job's exit code" "^FAILED\|4:0$" sacct -P -n -o State,ExitCode -s F
+check_fails "sacct refuses a field it does not know" "Invalid field requested: \"Bogus\"" sacct -o Bogus
+check_output "an element of an array is A_I" "^${ids[04-array.sh]}_3\|COMPLETED$" \
+    sh -c "sacct -P -n -o JobID,State -j ${ids[04-array.sh]} | grep _3"
+
+# sinfo and sacctmgr.
+check_output "sinfo: the default layout" "^PARTITION +AVAIL +TIMELIMIT +NODES +STATE +NODELIST$" sinfo
+check_output "sinfo -o %P marks the default queue" "^batch\*$" sinfo -h -o %P
+check_output "sinfo: nodes by state" "^debug +up +UNLIMITED +2 +idle +node\[0-1\]$" sinfo -p debug
+check "sacctmgr shows no account for a cluster without banks" test -z "$(sacctmgr -n show user "$(id -un)" format=account%20)"
+check_fails "sacctmgr changes nothing" "only 'show' and 'list'" sacctmgr add account x
