@@ -30,6 +30,27 @@ check_output "a 2-broker instance runs a job on both" "^2$" \
     in_root "banyan start --test-size=2 banyan run -N2 hostname | wc -l"
 check_output "man finds banyan-submit" "^/usr/share/man/man1/banyan-submit.1.gz$" in_root "man -w banyan-submit"
 check_output "the config is in /etc/banyan" "imp = " in_root "cat /etc/banyan/banyan.toml"
+check_output "the Snakemake profile is installed" "^cluster: \"banyan batch" \
+    in_root "test -x /usr/share/banyan/snakemake/status && cat /usr/share/banyan/snakemake/config.yaml"
+
+# banyan-slurm, Slurm's commands: beside banyan, never beside Slurm's.
+slurm_deb=$("$BANYAN_SOURCE_DIR/scripts/package-slurm" "$BANYAN_BUILD_DIR" 2>>"$T_DIR/package.log")
+check "scripts/package-slurm prints the .deb it made" test -f "$slurm_deb"
+check_output "banyan-slurm needs banyan of its version and conflicts with slurm-client" \
+    "^banyan \(= [0-9.]+\) slurm-client, slurm-wlm-torque$" \
+    sh -c "echo \$(dpkg-deb -f '$slurm_deb' Depends) \$(dpkg-deb -f '$slurm_deb' Conflicts)"
+cp "$slurm_deb" "$R/tmp/banyan-slurm.deb"
+in_root "apt-get install -y -q /tmp/banyan-slurm.deb" >>"$T_DIR/apt.log" 2>&1
+check "apt installs banyan-slurm" test $? = 0 || tail -20 "$T_DIR/apt.log"
+check_output "its sbatch submits and squeue lists, in a 1-broker instance" "^Submitted batch job [0-9]+ (R|PD)$" \
+    in_root "banyan start --test-size=1 sh -c 'echo \$(sbatch --wrap=\"sleep 2\") \$(squeue -h -o %t)'"
+check_output "man finds banyan-slurm(7)" "^/usr/share/man/man7/banyan-slurm.7.gz$" in_root "man -w banyan-slurm"
+in_root "dpkg -L banyan-slurm" >"$T_DIR/slurm-files"
+in_root "apt-get purge -y -q banyan-slurm" >"$T_DIR/purge.log" 2>&1
+check "apt purges banyan-slurm" test $? = 0
+check "purge leaves no file of banyan-slurm" \
+    sh -c "! while read -r f; do [ -e '$R'\"\$f\" ] && [ ! -d '$R'\"\$f\" ] && echo \"\$f\"; done <'$T_DIR/slurm-files' | grep ."
+
 in_root "dpkg -L banyan" >"$T_DIR/files"
 in_root "apt-get purge -y -q banyan" >"$T_DIR/purge.log" 2>&1
 check "apt purges it" test $? = 0

@@ -152,7 +152,7 @@ check_output "sacct -P: fields as Slurm's" \
 check_output "sacct -p ends each line with |" "^$wrapped\|COMPLETED\|$" sacct -p -n -j "$wrapped" -o JobIDRaw,State
 check_output "sacct's default header" "^JobID +JobName +Partition +Account +AllocCPUS +State +ExitCode $" sacct
 check_output "sacct's dashes under it" "^-{20} -{10} -{10}" sacct
-check_output "sacct: a job's exit code" "^FAILED\|4:0$" sacct -P -n -o State,ExitCode -s F
+check_output "sacct: a job's exit code" "^FAILED\|4:0$" sacct -S 2020-01-01 -P -n -o State,ExitCode -s F
 check_fails "sacct refuses a field it does not know" "Invalid field requested: \"Bogus\"" sacct -o Bogus
 check_output "an element of an array is A_I" "^${ids[04-array.sh]}_3\|COMPLETED$" \
     sh -c "sacct -P -n -o JobID,State -j ${ids[04-array.sh]} | grep _3"
