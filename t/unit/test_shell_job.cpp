@@ -87,6 +87,34 @@ TEST_CASE("shell job: options and their errors", "[shell]") {
     CHECK(ShellJob::parse(missing).error().message == "R holds no resources on rank 5");
 }
 
+TEST_CASE("shell job: Slurm's variables and file names (-o slurm)", "[shell][slurm]") {
+    auto msg = message({{"slurm", {{"ntasks", 3}}}, {"output", {{"stdout", {{"path", "{{name}}-{{id.dec}}-{{user}}-{{array_id.dec}}_{{array_index}}"}}}}}});
+    msg["jobspec"]["attributes"]["system"]["job"] = {{"name", "sim"}};
+    auto job = ShellJob::parse(msg).value();
+    CHECK(job.options.slurm);
+    job.expand_job_templates("ann");
+    CHECK(job.options.stdout_path == "sim-58-ann-58_4294967294");  // outside an array, as Slurm's %A_%a
+    auto env = job.slurm_environment(3, 1, 2);
+    auto has = [&](const std::string& kv) { return std::find(env.begin(), env.end(), kv) != env.end(); };
+    CHECK(has("SLURM_JOB_ID=58"));
+    CHECK(has("SLURM_JOB_NAME=sim"));
+    CHECK(has("SLURM_NTASKS=3"));  // as the job asked (a batch job's own tasks are brokers)
+    CHECK(has("SLURM_PROCID=3"));
+    CHECK(has("SLURM_LOCALID=1"));
+    CHECK(has("SLURM_NODEID=1"));
+    CHECK(has("SLURMD_NODENAME=n8"));
+    CHECK(has("SLURM_JOB_NODELIST=n[7-8]"));
+    CHECK(has("SLURM_CPUS_PER_TASK=1"));
+    CHECK(has("SLURM_CPUS_ON_NODE=2"));
+    // Open MPI takes SLURM_JOBID with SLURM_NODELIST for an srun launch.
+    CHECK_FALSE(std::any_of(env.begin(), env.end(), [](const std::string& kv) {
+        return kv.starts_with("SLURM_JOBID=") || kv.starts_with("SLURM_NODELIST=");
+    }));
+    CHECK(ShellJob::parse(message({{"slurm", "yes"}})).error().message.starts_with("-o slurm=\"yes\": expected"));
+    auto plain = ShellJob::parse(message(nlohmann::json::object())).value();
+    CHECK_FALSE(plain.options.slurm);
+}
+
 TEST_CASE("binding: on, per-task and off, for CPUs and GPUs", "[shell]") {
     std::vector<std::vector<int>> core_cpus{{0, 4}, {1, 5}, {2, 6}, {3, 7}};  // two hyperthreads a core
     IdSet cores = IdSet::parse("1-3").value(), gpus = IdSet::parse("0-1").value();
