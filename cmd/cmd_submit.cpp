@@ -280,6 +280,8 @@ bool apply_directives(CLI::App* cmd, SubmitOptions& o, const std::string& path, 
     auto translated = slurm.banyan_words();
     if (!translated)
         fail(translated.error().message);
+    if (std::string warning = slurm.mail_warning(); !warning.empty())
+        fmt::print(stderr, "warning: {}\n", warning);
     foreign_words.insert(foreign_words.begin(), translated->begin(), translated->end());
     banyan_layer.parse_all(banyan_words, path + ": #BANYAN directives");
     foreign_layer.parse_all(foreign_words, path + ": #SBATCH and #FLUX: directives");

@@ -106,17 +106,16 @@ Result<std::string> slurm_memory(const std::string& text) {
     return size;
 }
 
-// One dependency of Slurm's list: TYPE:ID[:ID...] or singleton.
+// One dependency of Slurm's list: TYPE:ID[:ID...] (singleton: refused,
+// the job manager has no such scheme).
 Result<std::string> slurm_dependency(const std::string& term) {
-    if (term == "singleton")
-        return term;
     auto colon = term.find(':');
     std::string type = term.substr(0, colon);
     static const std::map<std::string, std::string> types = {
         {"after", "afterstart"}, {"afterok", "afterok"}, {"afternotok", "afternotok"}, {"afterany", "afterany"}};
     auto it = types.find(type);
     if (it == types.end())
-        return make_error(EINVAL, fmt::format("'{}': {}; after, afterok, afternotok, afterany and singleton are",
+        return make_error(EINVAL, fmt::format("'{}': {}; after, afterok, afternotok and afterany are",
                                               type, kSeeManual));
     if (colon == std::string::npos || colon + 1 == term.size())
         return make_error(EINVAL, fmt::format("'{}': expected {}:JOBID[:JOBID...]", term, type));
@@ -483,7 +482,7 @@ Result<std::vector<std::string>> SlurmOptions::banyan_words() const {
     }
     for (const auto& r : requires_)
         out.push_back("--requires=" + r);
-    if (has("mail-type"))
+    if (has("mail-type"))  // stored; no mail is sent (mail_warning)
         out.push_back("--setattr=system.mail.type=" + value("mail-type"));
     if (has("mail-user"))
         out.push_back("--setattr=system.mail.user=" + value("mail-user"));
@@ -507,6 +506,13 @@ Result<std::vector<std::string>> SlurmOptions::banyan_words() const {
             return bad("mpi", fmt::format("'{}': Banyan offers PMIx and PMI-1 to every job (pmix, pmi2, none)", v));
     }
     return out;
+}
+
+std::string SlurmOptions::mail_warning() const {
+    if (!has("mail-type") && !has("mail-user"))
+        return "";
+    return fmt::format("{}: stored with the job, but this cluster sends no mail",
+                       given_.at(has("mail-type") ? "mail-type" : "mail-user").where);
 }
 
 Result<std::string> slurm_filename(const std::string& pattern) {

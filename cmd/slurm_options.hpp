@@ -29,6 +29,10 @@ class SlurmOptions {
     // Errors name the line of the option they are about.
     Result<std::vector<std::string>> banyan_words() const;
 
+    // The warning a submit with --mail-type or --mail-user prints once
+    // (Banyan sends no mail); "" without them.
+    std::string mail_warning() const;
+
     bool empty() const { return given_.empty(); }
     bool has(const std::string& name) const { return given_.count(name) > 0; }
     // The last value of option `name` (its long name); "" when not given.

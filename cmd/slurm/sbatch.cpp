@@ -33,6 +33,8 @@ void apply(CLI::App& app, SubmitOptions& o, const SlurmOptions& options, bool wi
     if (with_array)
         add_array_option(&app, o.array);
     auto words = must(options.banyan_words());
+    if (std::string warning = options.mail_warning(); !warning.empty())
+        fmt::print(stderr, "warning: {}\n", warning);
     std::vector<std::string> reversed(words.rbegin(), words.rend());
     app.parse(reversed);
 }

@@ -87,6 +87,9 @@ done
 # sbatch: Slurm's answer, --parsable, --wrap, a script on stdin, and
 # slurm-N.out by default.
 check_output "sbatch says 'Submitted batch job N'" "^Submitted batch job [0-9]+$" sbatch --wrap='echo wrapped'
+check_output "a mail request is stored, with a warning that no mail is sent" \
+    "^warning: --mail-type=END: stored with the job, but this cluster sends no mail$" \
+    sbatch --mail-type=END --wrap=true
 wrapped=$(sbatch --parsable --wrap='echo wrapped $SLURM_JOB_NAME')
 check "--parsable prints the id alone, in decimal" grep -Eqx '[0-9]+' <<<"$wrapped"
 from_stdin=$(printf '#!/bin/sh\n#SBATCH -J from-stdin\necho read from stdin\n' | sbatch --parsable)

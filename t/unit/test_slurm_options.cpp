@@ -112,6 +112,7 @@ TEST_CASE("Slurm's dependencies", "[slurm]") {
     CHECK(error_of({"-d", "afterok:1?afterok:2"}).find("any-of lists") != std::string::npos);
     CHECK(error_of({"-d", "afterok:1+30"}).find("a delay") != std::string::npos);
     CHECK(error_of({"-d", "aftercorr:1"}).find("'aftercorr': not supported") != std::string::npos);
+    CHECK(error_of({"-d", "singleton"}).find("'singleton': not supported") != std::string::npos);
     CHECK(error_of({"-d", "afterok"}).find("expected afterok:JOBID") != std::string::npos);
     CHECK(error_of({"-d", "afterok:x1"}).find("'x1': not a job id") != std::string::npos);
 }
@@ -143,6 +144,15 @@ TEST_CASE("A refused option names the line and the option as written", "[slurm]"
     CHECK(error_of({"-C", "[a*2]"}).find("counts and brackets") != std::string::npos);
     CHECK(error_of({"-n", "0"}).find("expected a positive whole number") != std::string::npos);
     CHECK(error_of({"-n", "99999999999999999999"}).find("expected a positive whole number") != std::string::npos);
+}
+
+TEST_CASE("Mail is stored, and a submit says none is sent", "[slurm]") {
+    SlurmOptions o;
+    REQUIRE(o.parse({"--mail-type=END", "--mail-user=a@b"}, SlurmCommand::directive, "job.sh:4: #SBATCH"));
+    CHECK(*o.banyan_words() == W{"--setattr=system.mail.type=END", "--setattr=system.mail.user=a@b"});
+    CHECK(o.mail_warning() == "job.sh:4: #SBATCH --mail-type=END: stored with the job, but this cluster sends no mail");
+    SlurmOptions none;
+    CHECK(none.mail_warning().empty());
 }
 
 TEST_CASE("A command line stops at the script or command", "[slurm]") {
