@@ -115,8 +115,9 @@ std::vector<nlohmann::json> copies_of(const nlohmann::json& jobspec, const std::
 }
 
 // The words of a directive, as sh splits them: quotes ('...', "...") and
-// backslashes; nullopt when a quote is not closed.
-std::optional<std::vector<std::string>> shell_words(std::string_view text) {
+// backslashes; nullopt when a quote is not closed. With `comments`, an
+// unquoted # ends the line, as sbatch reads #SBATCH lines.
+std::optional<std::vector<std::string>> shell_words(std::string_view text, bool comments = false) {
     std::vector<std::string> words;
     std::string word;
     bool in_word = false;
@@ -129,6 +130,8 @@ std::optional<std::vector<std::string>> shell_words(std::string_view text) {
             in_word = false;
             continue;
         }
+        if (c == '#' && comments)
+            break;
         in_word = true;
         if (c == '\\' && i + 1 < text.size()) {
             word += text[++i];
@@ -170,6 +173,11 @@ struct DirectiveLayer {
     DirectiveLayer() {
         add_submit_options(&app, options);
         add_array_option(&app, options.array);
+        // Among lines of one kind, the last of an option wins (CLI11
+        // refuses a repeated single-value option by default).
+        for (CLI::Option* option : app.get_options())
+            if (option->get_items_expected_max() == 1)
+                option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     }
     // Fails naming `where` (SCRIPT:LINE and the line) and the option.
     void check(const std::vector<std::string>& words, const std::string& where) {
@@ -229,7 +237,8 @@ void apply_layer(CLI::App* cmd, SubmitOptions& o, DirectiveLayer& layer, bool& e
 // lines, which win over #SBATCH and #FLUX: lines (doc/spec/slurm.md §1).
 // Fails naming SCRIPT:LINE and what is wrong. Returns whether the script
 // has #SBATCH lines (its tasks then get Slurm's variables).
-bool apply_directives(CLI::App* cmd, SubmitOptions& o, const std::string& path, const std::string& script) {
+bool apply_directives(CLI::App* cmd, SubmitOptions& o, const std::string& path, const std::string& script,
+                      const SlurmOptions* slurm_command_line) {
     DirectiveLayer banyan_layer, foreign_layer;
     std::vector<std::string> banyan_words, foreign_words;
     SlurmOptions slurm;
@@ -255,8 +264,10 @@ bool apply_directives(CLI::App* cmd, SubmitOptions& o, const std::string& path, 
         std::string_view rest = line.substr(kind.size());
         if (!rest.empty() && rest[0] != ' ' && rest[0] != '\t')
             continue;  // #BANYANISH: another comment
+        if (kind == "#SBATCH" && first != 0)
+            continue;  // sbatch reads its lines at the start of a line only
         std::string where = fmt::format("{}:{}: {}", path, line_no, kind);
-        auto words = shell_words(rest);
+        auto words = shell_words(rest, kind == "#SBATCH");
         if (!words)
             fail(fmt::format("{}{}: a quote is not closed", where, rest));
         if (kind == "#BANYAN") {
@@ -276,6 +287,10 @@ bool apply_directives(CLI::App* cmd, SubmitOptions& o, const std::string& path, 
             foreign_layer.check(*words, where + std::string(rest));
             foreign_words.insert(foreign_words.end(), words->begin(), words->end());
         }
+    }
+    if (slurm_command_line) {  // sbatch's options over the script's, translated as one
+        slurm.overlay(*slurm_command_line);
+        any_slurm = true;
     }
     auto translated = slurm.banyan_words();
     if (!translated)
@@ -319,6 +334,14 @@ void request_pty(nlohmann::json& jobspec) {
 
 }  // namespace
 
+nlohmann::json slurm_shell_option(int64_t ntasks) {
+    std::error_code ec;
+    nlohmann::json option{{"submit_dir", std::filesystem::current_path(ec).string()}};
+    if (ntasks > 0)
+        option["ntasks"] = ntasks;
+    return option;
+}
+
 nlohmann::json allocation_jobspec(SubmitOptions& o, std::vector<std::string> command) {
     command = command_or_shell(std::move(command));
     if (o.job_name.empty())
@@ -360,8 +383,9 @@ BatchScript read_batch_script(const std::string& path) {
 }
 
 std::vector<JobId> submit_batch(CLI::App* cmd, SubmitOptions& o, const BatchScript& script, const std::string& cc,
-                                BatchDefaults defaults, bool print) {
-    bool slurm = apply_directives(cmd, o, script.path, script.text) || defaults == BatchDefaults::slurm;
+                                BatchDefaults defaults, bool print, const SlurmOptions* slurm_command_line) {
+    bool slurm =
+        apply_directives(cmd, o, script.path, script.text, slurm_command_line) || defaults == BatchDefaults::slurm;
     if (o.job_name.empty())
         o.job_name = std::filesystem::path(script.path).filename().string();
     if (o.output.empty())
@@ -376,7 +400,7 @@ std::vector<JobId> submit_batch(CLI::App* cmd, SubmitOptions& o, const BatchScri
     // Slurm's variables for the script, with the task count it asked for
     // (the job's own tasks are its instance's brokers).
     if (slurm)
-        jobspec["attributes"]["system"]["shell"]["options"]["slurm"] = {{"ntasks", ntasks}};
+        jobspec["attributes"]["system"]["shell"]["options"]["slurm"] = slurm_shell_option(ntasks);
     check_size(jobspec);
     Client client = connect_to_instance();
     return submit_all(client, copies_of(jobspec, cc), o.urgency, print, false);

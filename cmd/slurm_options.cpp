@@ -144,8 +144,8 @@ Result<std::string> slurm_begin(const std::string& text) {
         static const std::map<std::string, std::string> units = {
             {"", "s"},        {"seconds", "s"}, {"second", "s"}, {"minutes", "m"}, {"minute", "m"},
             {"hours", "h"},   {"hour", "h"},    {"days", "d"},   {"day", "d"}};
-        if (number.empty())
-            return make_error(EINVAL, "expected now+COUNT[seconds|minutes|hours|days|weeks]");
+        if (!is_count(number))
+            return make_error(EINVAL, "expected now+COUNT[seconds|minutes|hours|days|weeks], COUNT at most 9 digits");
         if (unit == "weeks" || unit == "week")
             return "+" + std::to_string(std::stoull(number) * 7) + "d";
         auto it = units.find(unit);
@@ -180,9 +180,16 @@ std::string SlurmOptions::value(const std::string& name) const {
     return it == given_.end() || it->second.values.empty() ? "" : it->second.values.back();
 }
 
+void SlurmOptions::overlay(const SlurmOptions& above) {
+    for (const auto& [name, given] : above.given_)
+        given_[name] = given;
+    batch_ = batch_ || above.batch_;
+}
+
 Result<size_t> SlurmOptions::parse(const std::vector<std::string>& words, SlurmCommand command,
                                    const std::string& where) {
     const unsigned bit = 1u << static_cast<unsigned>(command);
+    batch_ = batch_ || command == SlurmCommand::directive || command == SlurmCommand::sbatch;
     auto prefix = [&](const std::string& text) { return where.empty() ? text : where + " " + text; };
     size_t i = 0;
     while (i < words.size()) {
@@ -239,7 +246,7 @@ Result<size_t> SlurmOptions::parse(const std::vector<std::string>& words, SlurmC
     return i;
 }
 
-Result<std::vector<std::string>> SlurmOptions::banyan_words() const {
+Result<std::vector<std::string>> SlurmOptions::banyan_words(bool complete) const {
     std::vector<std::string> out;
     auto bad = [this](const std::string& name, const std::string& why) {
         return make_error(EINVAL, fmt::format("{}: {}", given_.at(name).where, why));
@@ -274,13 +281,18 @@ Result<std::vector<std::string>> SlurmOptions::banyan_words() const {
         auto per = count_of("ntasks-per-node");
         if (!per)
             return per.error();
-        if (nodes == 0)
+        if (nodes == 0 && complete)
             return bad("ntasks-per-node", "needs --nodes (-N): Banyan places a count of tasks, not tasks per node");
-        if (ntasks != 0 && ntasks != nodes * *per)
+        if (nodes != 0 && ntasks != 0 && ntasks != nodes * *per)
             return bad("ntasks-per-node",
                        fmt::format("and --ntasks={} disagree ({} nodes); give one of them", ntasks, nodes));
-        ntasks = nodes * *per;
+        if (nodes != 0)  // else given with the node count, once complete
+            ntasks = nodes * *per;
     }
+    // Slurm's default: a task a node, on nodes shared with other jobs
+    // (banyan batch -N alone asks for whole nodes, as flux batch does).
+    if (ntasks == 0 && nodes != 0 && complete)
+        ntasks = nodes;
     if (ntasks != 0)
         out.push_back(fmt::format("--ntasks={}", ntasks));
     if (has("cpus-per-task")) {
@@ -424,6 +436,11 @@ Result<std::vector<std::string>> SlurmOptions::banyan_words() const {
         std::string v = value("signal");
         if (v.find(':') != std::string::npos)
             return bad("signal", "B: and R: (the batch shell only, reservations) are " + std::string(kSeeManual));
+        // A batch job's tasks are its instance's brokers, which the signal
+        // would end: Slurm sends it to the job's steps, which Banyan does
+        // not yet pass it on to.
+        if (batch_)
+            return bad("signal", "on a batch job is " + std::string(kSeeManual) + "; srun --signal is");
         out.push_back("--signal=" + v);
     }
     if (has("requeue") && value("requeue") != "no")
@@ -600,10 +617,8 @@ Result<uint64_t> slurm_minutes_time(const std::string& text) {
         seconds = n[0] * 60 + n[1];
     else  // HH:MM:SS
         seconds = n[0] * 3600 + n[1] * 60 + n[2];
-    seconds += days * 86400;
-    if (seconds == 0)
-        return make_error(EINVAL, fmt::format("'{}': a time limit of 0", text));
-    return seconds;
+    // sbatch(1): "A time limit of zero requests that no time limit be imposed."
+    return seconds + days * 86400;
 }
 
 std::string slurm_duration(double seconds, bool short_form) {

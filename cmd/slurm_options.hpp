@@ -26,8 +26,12 @@ class SlurmOptions {
     Result<size_t> parse(const std::vector<std::string>& words, SlurmCommand command, const std::string& where);
 
     // The options given, as `banyan submit` option words (--nodes=4 ...).
-    // Errors name the line of the option they are about.
-    Result<std::vector<std::string>> banyan_words() const;
+    // Errors name the line of the option they are about. Not `complete`:
+    // these options are laid over others later (sbatch's command line
+    // over its script's lines, overlay()), so nothing is made up from
+    // what is missing: no task a node by default, and --ntasks-per-node
+    // waits for the node count.
+    Result<std::vector<std::string>> banyan_words(bool complete = true) const;
 
     // The warning a submit with --mail-type or --mail-user prints once
     // (Banyan sends no mail); "" without them.
@@ -38,7 +42,13 @@ class SlurmOptions {
     // The last value of option `name` (its long name); "" when not given.
     std::string value(const std::string& name) const;
 
+    // Lays `above`'s options over these: each option `above` gives
+    // replaces this one's of the same name (the command line over a
+    // script's #SBATCH lines, before either is translated).
+    void overlay(const SlurmOptions& above);
+
   private:
+    bool batch_ = false;  // options of a batch job (a directive, sbatch)
     struct Given {
         std::vector<std::string> values;  // one, or each of a list option's
         std::string where;                // "job.sh:7: #SBATCH --nodes=4"

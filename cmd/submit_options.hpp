@@ -13,6 +13,8 @@
 
 namespace banyan::cli {
 
+class SlurmOptions;
+
 struct SubmitOptions {
     std::optional<int64_t> nodes;
     std::optional<int64_t> ntasks;
@@ -79,7 +81,15 @@ enum class BatchDefaults { banyan, slurm };
 // them, the script's directives under them (doc/spec/slurm.md §1); with
 // `cc`, a copy per index. Prints each id as it is accepted with `print`.
 // Returns the ids. Fails (cli::fail) with one line.
+// `slurm_command_line`: sbatch's options, laid over the script's #SBATCH
+// lines before they are translated (what its command line gave but
+// translates to no word, as --no-requeue, still wins).
 std::vector<JobId> submit_batch(CLI::App* cmd, SubmitOptions& o, const BatchScript& script, const std::string& cc,
-                                BatchDefaults defaults, bool print);
+                                BatchDefaults defaults, bool print, const SlurmOptions* slurm_command_line = nullptr);
+
+// The shell option `slurm` (doc/spec/slurm.md §6): the directory it was
+// submitted from (SLURM_SUBMIT_DIR) and, for a job whose tasks are its
+// instance's brokers, the task count it asked for (0: none given).
+nlohmann::json slurm_shell_option(int64_t ntasks);
 
 }  // namespace banyan::cli

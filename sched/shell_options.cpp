@@ -154,14 +154,20 @@ Result<ShellOptions> read_shell_options(const nlohmann::json& system) {
         opts.input_path = input["path"].get<std::string>();
     opts.forward_stdin = o.contains("stdin") && o["stdin"] == "forward";
     if (o.contains("slurm")) {
-        // true, or {"ntasks": N}: a batch job's task count as asked (its
-        // tasks are its instance's brokers, one a node).
+        // true, or {"submit_dir": DIR, "ntasks": N}: where it was
+        // submitted from, and a batch job's task count as asked (its tasks
+        // are its instance's brokers, one a node).
         const auto& s = o["slurm"];
-        auto ntasks = json_field<uint32_t>(json_object_at(o, {"slurm"}), "ntasks", 0);
-        if (!(s.is_boolean() || s.is_number_integer() || s.is_object()) || !ntasks)
-            return make_error(EINVAL, fmt::format("-o slurm={}: expected true, false or {{\"ntasks\": N}}", s.dump()));
+        const auto& fields = json_object_at(o, {"slurm"});
+        auto ntasks = json_field<uint32_t>(fields, "ntasks", 0);
+        auto submit_dir = json_field<std::string>(fields, "submit_dir", "");
+        if (!(s.is_boolean() || s.is_number_integer() || s.is_object()) || !ntasks || !submit_dir)
+            return make_error(EINVAL, fmt::format("-o slurm={}: expected true, false or {{\"submit_dir\": DIR, "
+                                                  "\"ntasks\": N}}",
+                                                  s.dump()));
         opts.slurm = s != false && s != 0;
         opts.slurm_ntasks = *ntasks;
+        opts.slurm_submit_dir = *submit_dir;
     }
     if (o.contains("pty")) {
         // true, or the size it starts with (the CLI's terminal's).

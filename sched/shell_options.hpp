@@ -34,6 +34,7 @@ struct ShellOptions {
     uint16_t pty_rows = 24, pty_cols = 80;  // its size at start
     bool slurm = false;                     // the tasks get Slurm's SLURM_* variables too (doc/spec/slurm.md §6)
     uint32_t slurm_ntasks = 0;              // SLURM_NTASKS when not the job's task count; 0: that count
+    std::string slurm_submit_dir;           // SLURM_SUBMIT_DIR; "": the job's working directory
     std::vector<std::pair<int, rlim_t>> rlimits;
     // --signal=SIG@TIME: signal the tasks this many seconds before the
     // time limit. Carried out by the job manager, which keeps the limit.

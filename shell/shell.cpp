@@ -369,9 +369,14 @@ void Shell::start(const nlohmann::json& request) {
     if (!job)
         return refuse_job(job.error().message);
     job_ = std::move(*job);
-    // {{user}} in an output name (Slurm's %u): the job runs as its user.
-    const passwd* pw = getpwuid(getuid());
-    job_->expand_job_templates(pw ? pw->pw_name : std::to_string(getuid()));
+    // {{user}} in an output name (Slurm's %u): the job runs as its user,
+    // looked up only when asked for (it may be a directory service's).
+    std::string user;
+    if ((job_->options.stdout_path + job_->options.stderr_path).find("{{user}}") != std::string::npos) {
+        const passwd* pw = getpwuid(getuid());
+        user = pw ? pw->pw_name : std::to_string(getuid());
+    }
+    job_->expand_job_templates(user);
     auto socket = json_field<std::string>(message, "reattach_socket", "", "job");
     auto timeout = json_field<double>(message, "reattach_timeout", 300, "job");
     auto broker_uid = json_field<uint32_t>(message, "broker_uid", getuid(), "job");

@@ -103,10 +103,8 @@ Result<ShellJob> ShellJob::parse(const nlohmann::json& m) {
     }
     if (system.contains("cwd") && system["cwd"].is_string())
         job.cwd = system["cwd"].get<std::string>();
-    auto name = json_field<std::string>(json_object_at(system, {"job"}), "name", "", "attributes.system.job");
-    if (!name)
-        return name.error();
-    job.name = *name;
+    // Any name the job manager took (it shows a non-string as it is).
+    job.name = json_field<std::string>(json_object_at(system, {"job"}), "name", "").value_or("");
     auto options = read_shell_options(system);
     if (!options)
         return options.error();
@@ -148,7 +146,8 @@ Result<void> ShellJob::set_array_element(const nlohmann::json& array) {
 void ShellJob::expand_job_templates(const std::string& user) {
     for (std::string* text : {&options.stdout_path, &options.stderr_path}) {
         *text = replace_all(std::move(*text), "{{array_id.dec}}", std::to_string(id));  // not an element
-        *text = replace_all(std::move(*text), "{{array_index}}", "4294967294");
+        if (options.slurm)  // Slurm's %a outside an array; a Banyan job's {{array_index}} stays as written
+            *text = replace_all(std::move(*text), "{{array_index}}", "4294967294");
         *text = replace_all(std::move(*text), "{{id.dec}}", std::to_string(id));
         *text = replace_all(std::move(*text), "{{name}}", name);
         *text = replace_all(std::move(*text), "{{user}}", user);
@@ -176,7 +175,7 @@ std::vector<std::string> ShellJob::slurm_environment(uint32_t task_rank, uint32_
         "SLURM_JOB_NODELIST=" + nodelist,
         fmt::format("SLURM_JOB_NUM_NODES={}", nnodes),
         fmt::format("SLURM_NNODES={}", nnodes),
-        "SLURM_SUBMIT_DIR=" + cwd,
+        "SLURM_SUBMIT_DIR=" + (options.slurm_submit_dir.empty() ? cwd : options.slurm_submit_dir),
         fmt::format("SLURM_PROCID={}", task_rank),
         fmt::format("SLURM_LOCALID={}", local_id),
         fmt::format("SLURM_NODEID={}", node_index),

@@ -44,8 +44,8 @@ struct ShellJob {
     Result<void> set_array_element(const nlohmann::json& array);
     // Replaces the templates of the output files that are the same for
     // every task: {{id.dec}}, {{name}}, {{user}}, and outside an array
-    // Slurm's %A and %a ({{array_id.dec}}: the job's id; {{array_index}}:
-    // 4294967294, Slurm's NO_VAL).
+    // Slurm's %A and %a ({{array_id.dec}}: the job's id; {{array_index}},
+    // in a Slurm job only: 4294967294, Slurm's NO_VAL).
     void expand_job_templates(const std::string& user);
     // The variables Slurm gives each task (doc/spec/slurm.md §6), for task
     // `local` of this rank's, with global rank `rank`.

@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
             continue;
         try {
             return run(args);
+        } catch (const CLI::CallForHelp& e) {
+            return 0;  // printed by the command (print_help)
         } catch (const CLI::ParseError& e) {
             std::fprintf(stderr, "%s: error: %s\n", command, e.what());
             return 1;

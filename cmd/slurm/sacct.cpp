@@ -196,7 +196,8 @@ int sacct(const Args& args) {
     app.add_option("-E,--endtime", endtime, "jobs before this time (default: now)");
     app.add_option("-s,--state", states, "jobs in these states");
     app.add_option("--name", names, "jobs of these names");
-    app.parse(Args(args.rbegin(), args.rend()));
+    if (!parse_or_help(app, args))
+        return 0;
     if (format.empty()) {
         const char* env = std::getenv("SACCT_FORMAT");
         format = brief ? "JobID,State,ExitCode"
@@ -223,13 +224,26 @@ int sacct(const Args& args) {
     std::set<uint32_t> uids;
     for (const auto& u : id_list(users))
         uids.insert(uid_of_user(u, "-u"));
-    bool everyone = all_users || !uids.empty();
+    // Others' jobs only when asked for (the instance owner may); -a from
+    // another user shows their own, as squeue does.
+    bool everyone = all_users;
+    for (uint32_t uid : uids)
+        everyone = everyone || uid != getuid();
     auto name_list = id_list({names});
 
     Client client = connect_to_instance();
     std::vector<SlurmJob> found;
     std::set<JobId> seen;
-    for (auto& j : listed_jobs(client, everyone)) {
+    std::vector<SlurmJob> listed;
+    try {
+        listed = listed_jobs(client, everyone);
+    } catch (const Failure&) {
+        if (!all_users || !uids.empty())
+            throw;
+        everyone = false;
+        listed = listed_jobs(client, false);
+    }
+    for (auto& j : listed) {
         seen.insert(j.id);
         found.push_back(std::move(j));
     }
@@ -245,21 +259,18 @@ int sacct(const Args& args) {
             if (seen.insert(j.id).second)
                 found.push_back(std::move(j));
     } else {
-        for (const auto& text : jobs) {
-            JobId id = slurm_job_request(text)["id"].get<JobId>();
+        for (JobId id : JobSelection(jobs).ids()) {
             if (seen.count(id))
                 continue;
             nlohmann::json query{{"id", id}, {"count", 1}};
-            if (everyone || !uids.empty())
+            if (everyone)
                 query["all"] = true;
             for (auto& j : recorded_jobs(client, query))
                 if (seen.insert(j.id).second)
                     found.push_back(std::move(j));
         }
     }
-    std::set<JobId> named;
-    for (const auto& text : jobs)
-        named.insert(slurm_job_request(text)["id"].get<JobId>());
+    JobSelection named(jobs);
     std::sort(found.begin(), found.end(), [](const SlurmJob& a, const SlurmJob& b) { return a.id < b.id; });
 
     std::string out;
@@ -285,7 +296,7 @@ int sacct(const Args& args) {
             out += line([](const Field& f) { return std::string(f.column.width, '-'); });
     }
     for (const auto& j : found) {
-        if (!named.empty() && !named.count(j.id) && !(j.array_id && named.count(*j.array_id)))
+        if (!named.empty() && !named.contains(j))
             continue;
         if (j.is_array)  // its elements are the jobs that ran
             continue;

@@ -27,13 +27,15 @@ void print_help(const char* command, const char* usage) {
 }
 
 // `options` as banyan submit's, parsed into `app` over `o`: what a
-// command line gave (it wins over a script's directives).
-void apply(CLI::App& app, SubmitOptions& o, const SlurmOptions& options, bool with_array) {
+// command line gave (it wins over a script's directives). For sbatch,
+// `complete` is false: its options are translated again laid over the
+// script's (submit_batch), which also warns about mail.
+void apply(CLI::App& app, SubmitOptions& o, const SlurmOptions& options, bool with_array, bool complete = true) {
     add_submit_options(&app, o);
     if (with_array)
         add_array_option(&app, o.array);
-    auto words = must(options.banyan_words());
-    if (std::string warning = options.mail_warning(); !warning.empty())
+    auto words = must(options.banyan_words(complete));
+    if (std::string warning = options.mail_warning(); !warning.empty() && complete)
         fmt::print(stderr, "warning: {}\n", warning);
     std::vector<std::string> reversed(words.rbegin(), words.rend());
     app.parse(reversed);
@@ -84,8 +86,8 @@ int sbatch(const Args& args) {
     }
     CLI::App app("sbatch", "sbatch");
     SubmitOptions o;
-    apply(app, o, options, true);
-    JobId id = submit_batch(&app, o, script, "", BatchDefaults::slurm, false).front();
+    apply(app, o, options, true, false);
+    JobId id = submit_batch(&app, o, script, "", BatchDefaults::slurm, false, &options).front();
     if (options.has("parsable"))
         fmt::print("{}\n", id);
     else
@@ -112,7 +114,7 @@ int srun(const Args& args) {
     SubmitOptions o;
     apply(app, o, options, false);
     nlohmann::json jobspec = build_jobspec(o, command);
-    jobspec["attributes"]["system"]["shell"]["options"]["slurm"] = true;
+    jobspec["attributes"]["system"]["shell"]["options"]["slurm"] = slurm_shell_option(0);
     return run_attached(std::move(jobspec), o, options.has("pty"));
 }
 
@@ -129,7 +131,7 @@ int salloc(const Args& args) {
     apply(app, o, options, false);
     int64_t ntasks = o.ntasks.value_or(o.nodes.value_or(1));
     nlohmann::json jobspec = allocation_jobspec(o, command);
-    jobspec["attributes"]["system"]["shell"]["options"]["slurm"] = {{"ntasks", ntasks}};
+    jobspec["attributes"]["system"]["shell"]["options"]["slurm"] = slurm_shell_option(ntasks);
     return run_attached(std::move(jobspec), o, isatty(STDIN_FILENO) && command.empty());
 }
 

@@ -27,7 +27,8 @@ int scancel(const Args& args) {
     app.add_flag("-Q,--quiet", quiet, "no error for a job already ended");
     app.add_flag("-b,--batch", batch, "signal the batch script only (with -s): Banyan signals the job's tasks");
     app.add_flag("-f,--full", full, "signal every step (with -s): Banyan signals the job's tasks");
-    app.parse(Args(args.rbegin(), args.rend()));
+    if (!parse_or_help(app, args))
+        return 0;
     ids = id_list(ids);
     bool filtered = !user.empty() || me || !name.empty() || !state.empty() || !partition.empty() || !account.empty();
     if (ids.empty() && !filtered)
@@ -36,20 +37,24 @@ int scancel(const Args& args) {
     std::vector<nlohmann::json> targets;
     if (filtered) {
         // The filters choose among the active jobs (and among ids, if given).
-        std::set<JobId> named;
-        for (const auto& id : ids)
-            named.insert(slurm_job_request(id)["id"].get<JobId>());
+        JobSelection named(ids);
         uint32_t uid = user.empty() ? 0 : uid_of_user(user, "-u");
         std::string wanted_state = state == "PD" ? "PENDING" : state == "R" ? "RUNNING" : state;
-        for (const auto& j : listed_jobs(client, !user.empty() && uid != getuid())) {
-            if (!j.active() || (!named.empty() && !named.count(j.id)) || (!user.empty() && j.userid != uid) ||
+        std::vector<SlurmJob> chosen;
+        std::set<JobId> arrays;
+        for (auto& j : listed_jobs(client, !user.empty() && uid != getuid())) {
+            if (!j.active() || (!named.empty() && !named.contains(j)) || (!user.empty() && j.userid != uid) ||
                 (!name.empty() && j.name != name) || (!wanted_state.empty() && j.state != wanted_state) ||
                 (!partition.empty() && j.partition != partition) || (!account.empty() && j.account != account))
                 continue;
-            if (j.array_id)  // an element ends with its array when the array is chosen too
-                continue;
-            targets.push_back({{"id", j.id}});
+            if (j.is_array)
+                arrays.insert(j.id);
+            chosen.push_back(std::move(j));
         }
+        // An element ends with its array when the array is chosen too.
+        for (const auto& j : chosen)
+            if (!j.array_id || !arrays.count(*j.array_id))
+                targets.push_back({{"id", j.id}});
     } else {
         for (const auto& id : ids)
             targets.push_back(slurm_job_request(id));

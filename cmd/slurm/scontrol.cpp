@@ -48,10 +48,11 @@ std::string show_job(Client& client, const SlurmJob& j) {
                                .value_or(out_path);
     bool batch = system.contains("batch");
     std::string command;
-    if (const auto& tasks = json_object_at(info, {"jobspec"}); tasks.contains("tasks") && tasks["tasks"].is_array() &&
-                                                               !tasks["tasks"].empty())
-        if (const auto& c = tasks["tasks"][0]["command"]; c.is_array() && !c.empty() && c[0].is_string())
-            command = batch ? "(batch script)" : c[0].get<std::string>();
+    if (const auto& tasks = json_array_at(json_object_at(info, {"jobspec"}), "tasks"); !tasks.empty()) {
+        const auto& words = json_array_at(tasks[0], "command");
+        if (!words.empty() && words[0].is_string())
+            command = batch ? "(batch script)" : words[0].get<std::string>();
+    }
     double now = wall_now();
     double run = j.t_start > 0 ? (j.t_end > 0 ? j.t_end : now) - j.t_start : 0;
     double end = j.t_end > 0 ? j.t_end : j.t_start > 0 && j.time_limit > 0 ? j.t_start + j.time_limit : 0;

@@ -70,7 +70,8 @@ int sinfo(const Args& args) {
     app.add_flag("-N,--Node", node_oriented, "a line per node");
     app.add_flag("-s,--summarize", summarize, "partitions only, nodes counted as A/I/O/T");
     app.add_option("-p,--partition", partition, "this partition only");
-    app.parse(Args(args.rbegin(), args.rend()));
+    if (!parse_or_help(app, args))
+        return 0;
     if (format.empty())
         format = summarize      ? "%9P %.5a %.10l %.16F  %N"
                  : node_oriented ? "%N %.6D %9P %6t"
@@ -146,13 +147,15 @@ int sinfo(const Args& args) {
 
 int sacctmgr(const Args& args) {
     // sacctmgr [-n] [-P] [-s] show|list user|account|association [NAME] [format=F,...]
-    bool no_header = false, parsable = false;
+    bool no_header = false, parsable = false, trailing = false;
     std::vector<std::string> words;
     for (const auto& a : args) {
         if (a == "-n" || a == "--noheader")
             no_header = true;
-        else if (a == "-P" || a == "-p" || a == "--parsable" || a == "--parsable2")
+        else if (a == "-P" || a == "--parsable2")
             parsable = true;
+        else if (a == "-p" || a == "--parsable")
+            parsable = trailing = true;  // '|' after the last field too
         else if (a == "-s" || a == "--associations" || a == "-i" || a == "--immediate")
             continue;  // how Slurm shows them; Banyan shows banks' users always
         else if (a.starts_with("-"))
@@ -210,7 +213,8 @@ int sacctmgr(const Args& args) {
     auto line = [&](const std::function<std::string(const std::string&)>& cell) {
         std::string text;
         for (size_t i = 0; i < columns.size(); i++)
-            text += parsable ? cell(columns[i].first) + "|" : pad(cell(columns[i].first), columns[i].second, true) + " ";
+            text += parsable ? cell(columns[i].first) + (trailing || i + 1 < columns.size() ? "|" : "")
+                             : pad(cell(columns[i].first), columns[i].second, true) + " ";
         return text + "\n";
     };
     if (!no_header) {

@@ -144,7 +144,7 @@ std::vector<SlurmJob> recorded_jobs(Client& client, const nlohmann::json& query)
         j.time_limit = field<double>(r, "time_limit", 0);
         j.cpu = field<double>(r, "cpu", 0);
         j.maxrss = field<uint64_t>(r, "maxrss", 0);
-        set_status(j, r["status"]);
+        set_status(j, r.contains("status") ? r["status"] : nlohmann::json());
         j.state = ended_state(field<std::string>(r, "result", ""), field<std::string>(r, "exception", ""));
         out.push_back(std::move(j));
     }
@@ -161,6 +161,31 @@ nlohmann::json slurm_job_request(const std::string& text) {
     return job_request(ref);
 }
 
+JobSelection::JobSelection(const std::vector<std::string>& texts) {
+    for (const auto& text : texts) {
+        nlohmann::json request = slurm_job_request(text);
+        std::optional<uint32_t> index;
+        if (request.contains("index"))
+            index = request["index"].get<uint32_t>();
+        refs_.emplace_back(request["id"].get<JobId>(), index);
+    }
+}
+
+bool JobSelection::contains(const SlurmJob& j) const {
+    for (const auto& [id, index] : refs_) {
+        if (index ? j.array_id == id && j.index == *index : j.id == id || j.array_id == id)
+            return true;
+    }
+    return false;
+}
+
+std::vector<JobId> JobSelection::ids() const {
+    std::vector<JobId> out;
+    for (const auto& [id, index] : refs_)
+        out.push_back(id);
+    return out;
+}
+
 std::vector<std::string> id_list(const std::vector<std::string>& given) {
     std::vector<std::string> out;
     for (const auto& g : given)
@@ -168,6 +193,16 @@ std::vector<std::string> id_list(const std::vector<std::string>& given) {
             if (!id.empty())
                 out.push_back(id);
     return out;
+}
+
+bool parse_or_help(CLI::App& app, const std::vector<std::string>& args) {
+    try {
+        app.parse(std::vector<std::string>(args.rbegin(), args.rend()));
+    } catch (const CLI::CallForHelp&) {
+        fmt::print("{}", app.help());
+        return false;
+    }
+    return true;
 }
 
 std::string slurm_time(double t, const std::string& none) {

@@ -54,8 +54,25 @@ std::vector<SlurmJob> recorded_jobs(Client& client, const nlohmann::json& query)
 // A job named as Slurm's commands take it: decimal or Banyan's id, A_I or
 // A[I] for an element. Fails (cli::fail) naming it.
 nlohmann::json slurm_job_request(const std::string& text);
+// Jobs as -j names them: an id (a job, or every element of an array),
+// or A_I (one element).
+class JobSelection {
+  public:
+    explicit JobSelection(const std::vector<std::string>& texts);
+    bool empty() const { return refs_.empty(); }
+    bool contains(const SlurmJob& j) const;
+    std::vector<JobId> ids() const;  // the ids named (an element's array's)
+
+  private:
+    std::vector<std::pair<JobId, std::optional<uint32_t>>> refs_;
+};
+
 // The words of Slurm's comma-separated id lists (-j 1,2,3 or -j 1 -j 2).
 std::vector<std::string> id_list(const std::vector<std::string>& given);
+
+// Parses a front end's command line with `app`; false when it asked for
+// --help, which is then printed. Fails (CLI::ParseError) on bad options.
+bool parse_or_help(CLI::App& app, const std::vector<std::string>& args);
 
 // A time as Slurm prints it: 2026-11-28T03:40:00, or `none` for 0.
 std::string slurm_time(double t, const std::string& none = "Unknown");

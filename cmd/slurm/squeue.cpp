@@ -156,7 +156,8 @@ int squeue(const Args& args) {
     app.add_option("-n,--name", name, "jobs of these names");
     app.add_flag("-a,--all", all, "every partition (all are shown)");
     app.add_flag("--json", json, "Slurm's JSON");
-    app.parse(Args(args.rbegin(), args.rend()));
+    if (!parse_or_help(app, args))
+        return 0;
     if (format.empty())
         // Slurm's, with the id 20 wide: Banyan's ids have 19 digits.
         format = long_form ? "%.20i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R" : "%.20i %.9P %.8j %.8u %.2t %.10M %.6D %R";
@@ -175,9 +176,7 @@ int squeue(const Args& args) {
     std::set<uint32_t> uids;
     for (const auto& u : id_list(users))
         uids.insert(uid_of_user(u, "-u"));
-    std::set<JobId> ids;
-    for (const auto& text : id_list(jobs))
-        ids.insert(slurm_job_request(text)["id"].get<JobId>());
+    JobSelection ids(id_list(jobs));
     auto names = id_list({name});
     auto partitions = id_list({partition});
     double now = wall_now();
@@ -186,9 +185,10 @@ int squeue(const Args& args) {
     if (!no_header && !json)
         out += layout.header(kTitles) + "\n";
     for (const auto& j : found) {
-        if (!wanted.count(j.state) && ids.empty())
+        // Named jobs show in any state, unless -t says which.
+        if (!wanted.count(j.state) && (ids.empty() || !states.empty()))
             continue;
-        if (!ids.empty() && !ids.count(j.id) && !(j.array_id && ids.count(*j.array_id)))
+        if (!ids.empty() && !ids.contains(j))
             continue;
         if (!uids.empty() && !uids.count(j.userid))
             continue;

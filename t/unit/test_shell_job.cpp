@@ -88,7 +88,7 @@ TEST_CASE("shell job: options and their errors", "[shell]") {
 }
 
 TEST_CASE("shell job: Slurm's variables and file names (-o slurm)", "[shell][slurm]") {
-    auto msg = message({{"slurm", {{"ntasks", 3}}}, {"output", {{"stdout", {{"path", "{{name}}-{{id.dec}}-{{user}}-{{array_id.dec}}_{{array_index}}"}}}}}});
+    auto msg = message({{"slurm", {{"ntasks", 3}, {"submit_dir", "/home/ann"}}}, {"output", {{"stdout", {{"path", "{{name}}-{{id.dec}}-{{user}}-{{array_id.dec}}_{{array_index}}"}}}}}});
     msg["jobspec"]["attributes"]["system"]["job"] = {{"name", "sim"}};
     auto job = ShellJob::parse(msg).value();
     CHECK(job.options.slurm);
@@ -106,6 +106,7 @@ TEST_CASE("shell job: Slurm's variables and file names (-o slurm)", "[shell][slu
     CHECK(has("SLURM_JOB_NODELIST=n[7-8]"));
     CHECK(has("SLURM_CPUS_PER_TASK=1"));
     CHECK(has("SLURM_CPUS_ON_NODE=2"));
+    CHECK(has("SLURM_SUBMIT_DIR=/home/ann"));  // where sbatch ran, not the job's cwd (/work)
     // Open MPI takes SLURM_JOBID with SLURM_NODELIST for an srun launch.
     CHECK_FALSE(std::any_of(env.begin(), env.end(), [](const std::string& kv) {
         return kv.starts_with("SLURM_JOBID=") || kv.starts_with("SLURM_NODELIST=");

@@ -43,7 +43,8 @@ TEST_CASE("Slurm's time limits in every form", "[slurm]") {
     CHECK(*slurm_minutes_time("1-00:00:10") == 86410);
     CHECK(*slurm_minutes_time("UNLIMITED") == 0);
     CHECK(*slurm_minutes_time("INFINITE") == 0);
-    for (const char* bad : {"", "1:2:3:4", "a", "-5", "1-", "1-2:3:4:5", "0", "99999999999"})
+    CHECK(*slurm_minutes_time("0") == 0);  // sbatch(1): no limit
+    for (const char* bad : {"", "1:2:3:4", "a", "-5", "1-", "1-2:3:4:5", "99999999999"})
         CHECK_FALSE(slurm_minutes_time(bad));
 }
 
@@ -68,6 +69,8 @@ TEST_CASE("Slurm's filename patterns become the shell's templates", "[slurm]") {
 TEST_CASE("sbatch's options become banyan submit's", "[slurm]") {
     CHECK(words_of({"-N", "2", "--ntasks-per-node=4"}) == W{"--nodes=2", "--ntasks=8"});
     CHECK(words_of({"-N2-2", "-n8"}) == W{"--nodes=2", "--ntasks=8"});
+    // Slurm's default: a task a node, the nodes shared (not banyan batch -N's whole nodes).
+    CHECK(words_of({"-N", "3"}) == W{"--nodes=3", "--ntasks=3"});
     CHECK(words_of({"-c4", "-t", "1-00:00:00", "-J", "sim"}) ==
           W{"--cores-per-task=4", "--time-limit=86400s", "--job-name=sim"});
     CHECK(words_of({"--time=UNLIMITED"}).empty());
@@ -81,10 +84,10 @@ TEST_CASE("sbatch's options become banyan submit's", "[slurm]") {
     CHECK(words_of({"--requeue", "--no-requeue"}).empty());  // the last wins
     CHECK(words_of({"--no-requeue", "--requeue"}) == W{"--requeue"});
     CHECK(words_of({"-H"}) == W{"--urgency=0"});
-    CHECK(words_of({"--signal=USR1@90"}) == W{"--signal=USR1@90"});
     CHECK(words_of({"--begin=now+2hours"}) == W{"--begin-time=+2h"});
     CHECK(words_of({"--begin=now+1weeks"}) == W{"--begin-time=+7d"});
     CHECK(words_of({"--begin=2026-12-01T10:00:00"}) == W{"--begin-time=2026-12-01T10:00:00"});
+    CHECK(error_of({"--begin=now+99999999999999999999weeks"}).find("COUNT at most 9 digits") != std::string::npos);
     CHECK(words_of({"-C", "gpu&bigmem|fat"}) == W{"--requires=gpu and bigmem or fat"});
     CHECK(words_of({"-w", "node[1-2]", "-x", "node3"}) == W{"--requires=host:node[1-2]", "--requires=not host:node3"});
     CHECK(words_of({"-J", "a", "-J", "b"}) == W{"--job-name=b"});  // the last of one name wins
@@ -117,7 +120,7 @@ TEST_CASE("Slurm's dependencies", "[slurm]") {
     CHECK(error_of({"-d", "afterok:x1"}).find("'x1': not a job id") != std::string::npos);
 }
 
-TEST_CASE("--export as sbatch reads it", "[slurm]") {
+TEST_CASE("Slurm's export option, as sbatch reads it", "[slurm]") {
     setenv("SLURM_TEST_SET", "1", 1);
     unsetenv("SLURM_TEST_UNSET");
     CHECK(words_of({"--export=ALL"}).empty());
@@ -144,6 +147,25 @@ TEST_CASE("A refused option names the line and the option as written", "[slurm]"
     CHECK(error_of({"-C", "[a*2]"}).find("counts and brackets") != std::string::npos);
     CHECK(error_of({"-n", "0"}).find("expected a positive whole number") != std::string::npos);
     CHECK(error_of({"-n", "99999999999999999999"}).find("expected a positive whole number") != std::string::npos);
+}
+
+TEST_CASE("sbatch's command line laid over a script's lines, then translated", "[slurm]") {
+    SlurmOptions script, command_line;
+    REQUIRE(script.parse({"--requeue", "-t", "10", "-N2", "--ntasks-per-node=4", "--export=NONE"},
+                         SlurmCommand::directive, "job.sh:2: #SBATCH"));
+    REQUIRE(command_line.parse({"--no-requeue", "-t", "UNLIMITED", "-N4", "--export=ALL"}, SlurmCommand::sbatch, ""));
+    // Alone, the command line makes up nothing from what it lacks.
+    CHECK(*command_line.banyan_words(false) == W{"--nodes=4"});
+    script.overlay(command_line);
+    CHECK(*script.banyan_words() == W{"--nodes=4", "--ntasks=16"});  // no requeue, no limit, every variable
+    SlurmOptions per_node_only;
+    REQUIRE(per_node_only.parse({"--ntasks-per-node=2"}, SlurmCommand::sbatch, ""));
+    CHECK(per_node_only.banyan_words(false)->empty());  // waits for the script's -N
+    // A batch job's warning signal would end its instance's brokers.
+    CHECK(error_of({"-t", "5", "--signal=USR1@60"}).find("on a batch job is not supported") != std::string::npos);
+    SlurmOptions step;
+    REQUIRE(step.parse({"-t", "5", "--signal=USR1@60"}, SlurmCommand::srun, ""));
+    CHECK(*step.banyan_words() == W{"--time-limit=300s", "--signal=USR1@60"});
 }
 
 TEST_CASE("Mail is stored, and a submit says none is sent", "[slurm]") {

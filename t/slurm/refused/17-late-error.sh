@@ -1,6 +1,6 @@
 #!/bin/bash
 # Refused: one line naming the script, the line and the option.
 #SBATCH -J fine
-#SBATCH --time=0
-#ERROR 4: #SBATCH --time=0: '0': a time limit of 0
+#SBATCH --time=1:xx
+#ERROR 4: #SBATCH --time=1:xx: '1:xx': expected MM
 true
