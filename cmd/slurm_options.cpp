@@ -106,16 +106,17 @@ Result<std::string> slurm_memory(const std::string& text) {
     return size;
 }
 
-// One dependency of Slurm's list: TYPE:ID[:ID...] (singleton: refused,
-// the job manager has no such scheme).
+// One dependency of Slurm's list: TYPE:ID[:ID...] or singleton.
 Result<std::string> slurm_dependency(const std::string& term) {
+    if (term == "singleton")
+        return term;
     auto colon = term.find(':');
     std::string type = term.substr(0, colon);
     static const std::map<std::string, std::string> types = {
         {"after", "afterstart"}, {"afterok", "afterok"}, {"afternotok", "afternotok"}, {"afterany", "afterany"}};
     auto it = types.find(type);
     if (it == types.end())
-        return make_error(EINVAL, fmt::format("'{}': {}; after, afterok, afternotok and afterany are",
+        return make_error(EINVAL, fmt::format("'{}': {}; after, afterok, afternotok, afterany and singleton are",
                                               type, kSeeManual));
     if (colon == std::string::npos || colon + 1 == term.size())
         return make_error(EINVAL, fmt::format("'{}': expected {}:JOBID[:JOBID...]", term, type));

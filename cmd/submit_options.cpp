@@ -141,6 +141,11 @@ nlohmann::json dependencies(const std::vector<std::string>& specs) {
     for (const auto& list : specs) {
         std::string scheme;
         for (const std::string& one : split_commas(list)) {
+            if (one == "singleton") {  // after every earlier job of this user and name has ended
+                deps.push_back({{"scheme", "singleton"}, {"value", ""}});
+                scheme.clear();
+                continue;
+            }
             auto colon = one.find(':');
             std::string ids = one;
             if (colon != std::string::npos && known(one.substr(0, colon))) {
@@ -148,7 +153,8 @@ nlohmann::json dependencies(const std::vector<std::string>& specs) {
                 ids = one.substr(colon + 1);
             }
             if (scheme.empty())
-                fail(fmt::format("--dependency={}: expected afterok|afterany|afternotok|afterstart:JOBID[,JOBID...]",
+                fail(fmt::format("--dependency={}: expected afterok|afterany|afternotok|afterstart:JOBID[,JOBID...] "
+                                 "or singleton",
                                  one));
             for (size_t start = 0; start <= ids.size();) {
                 size_t end = std::min(ids.find(':', start), ids.size());
@@ -192,7 +198,9 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
     cmd->add_option("-t,--time-limit", o.time_limit, "time limit: minutes, or 10s, 5m, 2h, 1d, HH:MM:SS");
     cmd->add_flag("-x,--exclusive", o.exclusive, "whole nodes (without -N: one whole node)");
     cmd->add_option("--urgency", o.urgency, "0 (hold) to 31 (expedite); default 16");
-    cmd->add_option("--dependency", o.dependencies, "afterok|afterany|afternotok|afterstart:JOBID[,...]")
+    cmd->add_option("--dependency", o.dependencies,
+                    "afterok|afterany|afternotok|afterstart:JOBID[,...], or singleton (after your earlier jobs of "
+                    "this name)")
         ->allow_extra_args(false);
     cmd->add_option("--begin-time", o.begin_time, "not before TIME: +DURATION, HH:MM[:SS], YYYY-MM-DD[ HH:MM], @EPOCH");
     cmd->add_option("--signal", o.signal,

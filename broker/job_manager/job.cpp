@@ -202,9 +202,13 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
             begin_time = std::max(begin_time, when);
             continue;
         }
+        if (*scheme == "singleton") {  // {"scheme": "singleton", "value": ""}: no target
+            singleton = true;
+            continue;
+        }
         if (*scheme != "afterstart" && *scheme != "afterany" && *scheme != "afterok" && *scheme != "afternotok")
-            return make_error(EINVAL, fmt::format("{}.scheme: {}: expected afterstart, afterany, afterok, afternotok "
-                                                  "or begin-time",
+            return make_error(EINVAL, fmt::format("{}.scheme: {}: expected afterstart, afterany, afterok, afternotok, "
+                                                  "singleton or begin-time",
                                                   where, *scheme));
         auto target = parse_job_ref(*value);
         if (!target)
@@ -261,10 +265,12 @@ nlohmann::json Job::summary() const {
         s["status"] = *status;
     if (!exception_type.empty())
         s["exception"] = {{"type", exception_type}, {"note", exception_note}};
-    if ((!dependencies.empty() || begin_time > 0) && state == JobState::depend) {
+    if ((!dependencies.empty() || begin_time > 0 || singleton) && state == JobState::depend) {
         nlohmann::json deps = nlohmann::json::array();
         if (begin_time > 0)
             deps.push_back("begin-time:" + format_moment(begin_time));
+        if (singleton)
+            deps.push_back("singleton");
         for (const auto& d : dependencies)
             deps.push_back(fmt::format("{}:{}", d.scheme,
                                        d.index ? format_element(d.target, *d.index) : format_jobid(d.target)));

@@ -67,6 +67,7 @@ struct Job {
     double duration = 0;  // time limit in seconds; 0: none
     bool duration_updated = false;  // by an `update` event: R's expiration is the old limit's
     std::vector<Dependency> dependencies;
+    bool singleton = false;  // --dependency=singleton: after every earlier job of its user and name has ended
     double begin_time = 0;  // --begin-time: not before (seconds since the epoch); 0: none
     bool requeue_on_node_failure = false;  // --requeue: a lost node sends it back to pending
     // --signal=SIG@TIME: signum, sent timeleft seconds before the time

@@ -215,7 +215,20 @@ void JobManager::check_dependencies(Job& job) {
         if (!met)
             return;
     }
+    if (job.singleton && !singleton_clear(job))
+        return;  // looked at again when such a job ends (became_inactive)
+    singletons_.erase(job.id);
     post(job, "depend");
+}
+
+bool JobManager::singleton_clear(const Job& job) const {
+    // Earlier ids only: jobs_ is ordered by id, which is submit order.
+    for (auto it = jobs_.begin(); it != jobs_.end() && it->first < job.id; ++it) {
+        const Job& other = it->second;
+        if (other.state != JobState::inactive && other.userid == job.userid && other.name == job.name)
+            return false;
+    }
+    return true;
 }
 
 void JobManager::dependencies_changed(const Job& target) {
@@ -375,6 +388,15 @@ void JobManager::became_inactive(Job& job) {
     exec_.forget(job.id);
     job.dependencies.clear();
     dependencies_changed(job);
+    singletons_.erase(job.id);
+    // Singletons of its user and name that were waiting for it.
+    std::vector<JobId> waiting;
+    for (JobId id : singletons_)
+        if (const Job* j = find(id); j && id > job.id && j->userid == job.userid && j->name == job.name)
+            waiting.push_back(id);
+    for (JobId id : waiting)
+        if (Job* j = find(id); j && j->state == JobState::depend && !unstored_.count(id))
+            check_dependencies(*j);
     watchers_.inactive(job);  // answered once the clean event is on disk
     // Its record once its end is on disk (the record is made from what the
     // stored eventlog says); those of 100 ms go together (the store commits

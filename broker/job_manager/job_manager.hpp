@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <unordered_map>
 
 #include "broker/broker.hpp"
@@ -201,6 +202,9 @@ class JobManager final : private JobTable {
     std::map<JobId, Job> jobs_;
     std::unordered_map<JobId, Message> unstored_;  // submitted, not yet on disk: the submit to answer
     std::multimap<JobId, JobId> dependents_;  // target -> jobs waiting on it
+    std::set<JobId> singletons_;              // jobs in DEPEND with --dependency=singleton
+    // A job that waits for no earlier job of its user and name to be active.
+    bool singleton_clear(const Job& job) const;
     std::unordered_map<JobId, std::unique_ptr<Timer>> begin_timers_;  // jobs waiting for their --begin-time
     bool instance_running_ = false;
 

@@ -261,6 +261,8 @@ void JobManager::store_submission(const Message& req, const nlohmann::json& spec
     Job& j = it->second;
     for (const auto& d : j.dependencies)
         dependents_.emplace(d.target, j.id);
+    if (j.singleton)
+        singletons_.insert(j.id);
     nlohmann::json submitted = {{"userid", j.userid}, {"urgency", j.urgency}};
     if (!j.bank.empty())
         submitted["bank"] = j.bank;
@@ -289,6 +291,7 @@ void JobManager::drop_unstored(const std::vector<JobId>& ids, const Error& error
         broker_.respond_error(submit->second, EIO,
                               "the job database cannot be written, nothing was submitted: " + error.message);
         unstored_.erase(submit);
+        singletons_.erase(id);
         if (auto it = jobs_.find(id); it != jobs_.end())
             for (const auto& d : it->second.dependencies) {
                 auto [first, last] = dependents_.equal_range(d.target);

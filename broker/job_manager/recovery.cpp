@@ -71,6 +71,8 @@ Result<void> Recovery::restore() {
         for (const auto& d : job.dependencies)
             if (job.state == JobState::depend)
                 jm_.dependents_.emplace(d.target, job.id);
+        if (job.singleton && job.state == JobState::depend)
+            jm_.singletons_.insert(job.id);
     }
     // Arrays' active and waiting elements, counted (not events).
     for (const auto& [id, job] : jm_.jobs_)

@@ -40,6 +40,24 @@ void set_status(SlurmJob& j, const nlohmann::json& status) {
     }
 }
 
+// A dependency as the job manager lists it ("afterok:fA", "afterany:fA[3]",
+// "singleton", "begin-time:...") in Slurm's terms: "afterok:123(unfulfilled)",
+// "afterany:123_3(unfulfilled)"; a begin time is no dependency there (its
+// reason is BeginTime). Listed dependencies are the unmet ones.
+std::optional<std::string> slurm_dependency(const std::string& listed) {
+    if (listed.starts_with("begin-time:"))
+        return std::nullopt;
+    auto colon = listed.find(':');
+    if (colon == std::string::npos)
+        return listed + "(unfulfilled)";
+    std::string scheme = listed.substr(0, colon);
+    auto ref = parse_job_ref(std::string_view(listed).substr(colon + 1));
+    if (!ref)
+        return listed;
+    std::string target = ref->index ? fmt::format("{}_{}", ref->id, *ref->index) : std::to_string(ref->id);
+    return fmt::format("{}:{}(unfulfilled)", scheme == "afterstart" ? "after" : scheme, target);
+}
+
 template <class T>
 T field(const nlohmann::json& row, std::string_view key, T fallback) {
     return json_field<T>(row, key, fallback, "job").value_or(fallback);
@@ -89,9 +107,14 @@ std::vector<SlurmJob> listed_jobs(Client& client, bool all_users) {
         j.urgency = field<int>(row, "urgency", 16);
         j.priority = field<double>(row, "priority", 0);
         if (const auto& deps = row["dependencies"]; deps.is_array())
-            for (const auto& d : deps)
-                if (d.is_string())
-                    j.dependencies.push_back(d.get<std::string>());
+            for (const auto& d : deps) {
+                if (!d.is_string())
+                    continue;
+                if (d.get<std::string>().starts_with("begin-time:"))
+                    j.begin_pending = true;
+                else if (auto slurm = slurm_dependency(d.get<std::string>()))
+                    j.dependencies.push_back(*slurm);
+            }
         if (const auto& of = row["array_of"]; of.is_object()) {
             j.array_id = field<JobId>(of, "id", 0);
             j.index = field<uint32_t>(of, "index", 0);
@@ -111,8 +134,7 @@ std::vector<SlurmJob> listed_jobs(Client& client, bool all_users) {
             j.state = ended_state(field<std::string>(row, "result", ""), exception);
         } else {
             j.state = "PENDING";
-            bool begin = !j.dependencies.empty() && j.dependencies.front().starts_with("begin-time:");
-            j.reason = state == "depend" ? (begin && j.dependencies.size() == 1 ? "BeginTime" : "Dependency")
+            j.reason = state == "depend" ? (j.begin_pending && j.dependencies.empty() ? "BeginTime" : "Dependency")
                        : j.urgency == 0  ? "JobHeldUser"
                        : state == "sched" && !field<std::string>(row, "limit", "").empty() ? "AssocGrpCPURunMinutesLimit"
                        : state == "sched" ? "Resources"

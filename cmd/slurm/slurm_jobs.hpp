@@ -35,7 +35,8 @@ struct SlurmJob {
     uint64_t maxrss = 0;
     int urgency = 16;
     double priority = 0;
-    std::vector<std::string> dependencies;
+    std::vector<std::string> dependencies;  // unmet, in Slurm's form: "afterok:123(unfulfilled)"
+    bool begin_pending = false;              // waiting for its --begin time
 
     // Slurm's id: "123", or "A_I" for an element of an array.
     std::string slurm_id() const;

@@ -100,6 +100,20 @@ check_output "--wrap's default output is slurm-N.out, named wrap" "^wrapped wrap
 wait_for "the stdin job ends" 30 sh -c "sacct -P -n -o State -j $from_stdin | grep -qx COMPLETED"
 check_output "the script from stdin ran with its directives" "^read from stdin$" cat "slurm-$from_stdin.out"
 
+# -d singleton: after every earlier job of the same user and name ends;
+# a job of another name does not wait.
+first=$(sbatch --parsable -J solo --wrap='until [ -e solo.go ]; do sleep 0.1; done')
+wait_for "the first solo job runs" 30 sh -c "squeue -h -j $first -o %T | grep -qx RUNNING"
+second=$(sbatch --parsable -J solo -d singleton --wrap='echo second solo')
+other=$(sbatch --parsable -J not-solo -d singleton --wrap=true)
+wait_for "a singleton of another name runs at once" 30 sh -c "sacct -P -n -o State -j $other | grep -qx COMPLETED"
+check_output "a singleton waits for its name's running job" "^PENDING Dependency singleton\\(unfulfilled\\)$" \
+    squeue -h -j "$second" -o "%T %r %E"
+touch solo.go
+wait_for "the singleton runs once the first has ended" 30 sh -c "sacct -P -n -o State -j $second | grep -qx COMPLETED"
+check "it started once the first had ended" \
+    test ! "$(sacct -P -n -o Start -j "$second")" \< "$(sacct -P -n -o End -j "$first")"
+
 # srun inside an sbatch job runs in the job's own instance (its
 # allocation): its step is a job there, not in the instance outside.
 before=$(count_jobs)
@@ -129,6 +143,10 @@ check_fails "squeue refuses an unknown state" "Invalid job state specified: BOGU
 check_output "scontrol show job: JobId and JobName" "^JobId=$held JobName=held-one$" scontrol show job "$held"
 check_output "scontrol show job: JobState and Reason" "^   JobState=PENDING Reason=JobHeldUser Dependency=\(null\)$" \
     scontrol show job "$held"
+after_held=$(sbatch --parsable -d "afterok:$held" --wrap=true)
+check_output "a dependency shows in Slurm's form, ids in decimal" "^Dependency afterok:$held\\(unfulfilled\\)$" \
+    squeue -h -j "$after_held" -o "%r %E"
+check "scancel cancels the dependent job" scancel "$after_held"
 check_output "scontrol show job: TimeLimit" "RunTime=00:00:00 TimeLimit=1-02:00:00" scontrol show job "$held"
 check_output "scontrol show job: WorkDir" "^   WorkDir=$T_DIR$" scontrol show job "$held"
 check_output "scontrol show job: StdOut is slurm-N.out" "^   StdOut=$T_DIR/slurm-$held.out$" scontrol show job "$held"

@@ -12,7 +12,8 @@ set -u
 cd "$T_DIR"
 banyan submit true >done.id
 banyan job wait "$(cat done.id)"
-banyan submit --urgency=0 true >held.id
+banyan submit --urgency=0 --job-name=solo true >held.id
+banyan submit --dependency=singleton --job-name=solo true >singleton.id
 banyan submit -S exec.test.run_duration=600 true >running.id
 wait_for "the long job runs" 10 sh -c "banyan jobs --no-header -o '{st}' -f running | grep -q R"
 # 5,000 submissions, each printed once acknowledged; kill -9 mid-stream
@@ -43,8 +44,11 @@ check_output "the running job ended with a restart exception" 'restart: rank 0 r
     sh -c "banyan jobs -a --no-header -o '{id} {st} {info}' | grep $(cat running.id)"
 check_output "the held job is still pending (S, held)" 'S held' \
     sh -c "banyan jobs --no-header -o '{id} {st} {info}' | grep $(cat held.id)"
+check_output "the singleton still waits for the held job of its name" 'D depends on singleton' \
+    sh -c "banyan jobs --no-header -o '{id} {st} {info}' | grep $(cat singleton.id)"
 banyan job urgency "$(cat held.id)" 16
 check "released, the held job runs" banyan job wait "$(cat held.id)"
+check "and then the singleton" banyan job wait "$(cat singleton.id)"
 check "the acknowledged jobs all complete" banyan job wait --all
 new=$(banyan submit true)
 newest=$(banyan jobs -a --no-header -o '{id.dec} {id}' | sort -n | tail -1 | cut -d' ' -f2)

@@ -115,7 +115,7 @@ TEST_CASE("Slurm's dependencies", "[slurm]") {
     CHECK(error_of({"-d", "afterok:1?afterok:2"}).find("any-of lists") != std::string::npos);
     CHECK(error_of({"-d", "afterok:1+30"}).find("a delay") != std::string::npos);
     CHECK(error_of({"-d", "aftercorr:1"}).find("'aftercorr': not supported") != std::string::npos);
-    CHECK(error_of({"-d", "singleton"}).find("'singleton': not supported") != std::string::npos);
+    CHECK(words_of({"-d", "singleton"}) == W{"--dependency=singleton"});
     CHECK(error_of({"-d", "afterok"}).find("expected afterok:JOBID") != std::string::npos);
     CHECK(error_of({"-d", "afterok:x1"}).find("'x1': not a job id") != std::string::npos);
 }
