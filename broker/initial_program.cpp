@@ -76,6 +76,11 @@ void InitialProgram::on_running() {
         kill(-process_->pid(), SIGCONT);
 }
 
+bool InitialProgram::signal(int signo) {
+    // Not yet reaped while running() (its pidfd is watched): the pid is its.
+    return process_ && process_->running() && kill(process_->pid(), signo) == 0;
+}
+
 void InitialProgram::finish() {
     if (marker_dir_.empty())
         return;

@@ -29,6 +29,9 @@ class InitialProgram {
     int exit_code() const { return exit_code_; }
     // Writes the stop marker (the broker is about to exit).
     void finish();
+    // Sends `signo` to COMMAND's process alone (not its children); false
+    // when it does not run.
+    bool signal(int signo);
 
   private:
     InitialProgram(Broker& broker, std::vector<std::string> command, std::string marker_dir)

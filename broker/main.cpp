@@ -24,6 +24,7 @@
 #include "broker/initial_program.hpp"
 #include "broker/job_manager/job_manager.hpp"
 #include "broker/nested.hpp"
+#include "broker/signal_relay.hpp"
 #include "broker/pmi_client.hpp"
 #include "broker/reservation/reservation_service.hpp"
 #include "broker/resource/resource_service.hpp"
@@ -95,6 +96,10 @@ int main(int argc, char** argv) {
                  "a nested instance: run as a job's tasks, bootstrap through its PMI-1, its R as resources "
                  "(no config file)");
     app.add_flag("--batch", batch, "with --nested: rank 0 runs the job's batch script, COMMAND its arguments");
+    std::string signal_to = "all";
+    app.add_option("--signal-to", signal_to,
+                   "with --nested: rank 0 passes SIGUSR1 and SIGUSR2 on to COMMAND (script), the running jobs "
+                   "(jobs) or both (all, the default)");
     std::string marker_dir;
     app.add_option("--marker-dir", marker_dir,
                    "rank 0: write banyan.start here once the instance runs, banyan.stop when it ends");
@@ -134,6 +139,9 @@ int main(int argc, char** argv) {
 
     if (batch && !nested)
         return fail("--batch needs --nested");
+    auto relay_to = SignalRelay::parse(signal_to);
+    if (!relay_to)
+        return fail(relay_to.error().message);
     if (nested && !options.config_path.empty())
         return fail("--nested takes no --config: it learns its instance through PMI");
     // A nested broker keeps the job's PMI open until it runs: a failure
@@ -218,6 +226,8 @@ int main(int argc, char** argv) {
             broker.leave();
         }
     });
+    bool relays = nested && broker.bootstrap().rank == 0;
+    SignalRelay relay(broker, **initial_program, relays ? *relay_to : SignalRelay::To::nowhere);
     reactor.run();
     sd_notify(0, "STOPPING=1");
     (*initial_program)->finish();

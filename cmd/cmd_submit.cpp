@@ -4,6 +4,7 @@
 // the same for a nested instance (doc/spec/instances.md §6).
 #include <sys/ioctl.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -173,6 +174,7 @@ struct DirectiveLayer {
     DirectiveLayer() {
         add_submit_options(&app, options);
         add_array_option(&app, options.array);
+        add_signal_to_option(&app, options.signal_to);
         // Among lines of one kind, the last of an option wins (CLI11
         // refuses a repeated single-value option by default).
         for (CLI::Option* option : app.get_options())
@@ -185,6 +187,7 @@ struct DirectiveLayer {
         CLI::App one("directive", "directive");
         add_submit_options(&one, scratch);
         add_array_option(&one, scratch.array);
+        add_signal_to_option(&one, scratch.signal_to);
         parse(one, words, where);
     }
     void parse_all(const std::vector<std::string>& words, const std::string& where) { parse(app, words, where); }
@@ -312,8 +315,15 @@ nlohmann::json instance_jobspec(SubmitOptions& o, std::vector<std::string> broke
     if (o.nodes && !o.ntasks)
         o.exclusive = true;
     std::vector<std::string> command = {program_path("banyan-broker"), "--nested", "--log-level=warning"};
+    if (!o.signal_to.empty())
+        command.push_back("--signal-to=" + o.signal_to);
     command.insert(command.end(), broker_args.begin(), broker_args.end());
     nlohmann::json jobspec = build_jobspec(o, command);
+    // Its brokers pass SIGUSR1 and SIGUSR2 on; any other signal ends them.
+    const auto& warning = json_object_at(jobspec, {"attributes", "system", "shell", "options", "signal"});
+    int64_t signum = json_field<int64_t>(warning, "signum", 0, "--signal").value_or(0);
+    if (signum != 0 && signum != SIGUSR1 && signum != SIGUSR2)
+        fail(fmt::format("--signal={}: an instance (batch, alloc) passes on only USR1 and USR2", o.signal));
     jobspec["tasks"][0]["count"] = {{"per_resource", {{"type", "node"}, {"count", 1}}}};
     return jobspec;
 }
@@ -370,6 +380,13 @@ void add_array_option(CLI::App* cmd, std::string& array) {
                     "{{array_index}} in the command and file names is the index");
 }
 
+void add_signal_to_option(CLI::App* cmd, std::string& signal_to) {
+    cmd->add_option("--signal-to", signal_to,
+                    "where the instance passes SIGUSR1 and SIGUSR2 on (--signal, banyan job kill): script, jobs or "
+                    "all (the default)")
+        ->check(CLI::IsMember({"script", "jobs", "all"}));
+}
+
 BatchScript read_batch_script(const std::string& path) {
     auto text = read_text_file(path);
     if (!text)
@@ -414,6 +431,7 @@ void add_batch(CLI::App& app, int& exit_code) {
     add_submit_options(cmd, o);
     cmd->add_option("--cc", cc, "submit a copy for each index in IDSET (e.g. 1-100); {cc} in ARGS is the index");
     add_array_option(cmd, o.array);
+    add_signal_to_option(cmd, o.signal_to);
     cmd->prefix_command();
     cmd->footer(
         "SCRIPT [ARGS...]: the script (starting with #!, with #BANYAN OPTIONS lines in its header) and its "
@@ -434,6 +452,7 @@ void add_alloc(CLI::App& app, int& exit_code) {
     static bool pty = false;
     auto* cmd = app.add_subcommand("alloc", "Run COMMAND (default: a shell) in a nested instance of its own");
     add_submit_options(cmd, o);
+    add_signal_to_option(cmd, o.signal_to);
     add_pty_option(cmd, pty);
     cmd->prefix_command();
     cmd->footer("COMMAND...: what rank 0 of the instance runs, with BANYAN_URI set to it (default: $SHELL)");

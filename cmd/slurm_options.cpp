@@ -1,7 +1,9 @@
 #include "cmd/slurm_options.hpp"
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -184,13 +186,14 @@ std::string SlurmOptions::value(const std::string& name) const {
 void SlurmOptions::overlay(const SlurmOptions& above) {
     for (const auto& [name, given] : above.given_)
         given_[name] = given;
-    batch_ = batch_ || above.batch_;
+    instance_ = instance_ || above.instance_;
 }
 
 Result<size_t> SlurmOptions::parse(const std::vector<std::string>& words, SlurmCommand command,
                                    const std::string& where) {
     const unsigned bit = 1u << static_cast<unsigned>(command);
-    batch_ = batch_ || command == SlurmCommand::directive || command == SlurmCommand::sbatch;
+    instance_ = instance_ || command == SlurmCommand::directive || command == SlurmCommand::sbatch ||
+                command == SlurmCommand::salloc;
     auto prefix = [&](const std::string& text) { return where.empty() ? text : where + " " + text; };
     size_t i = 0;
     while (i < words.size()) {
@@ -434,15 +437,31 @@ Result<std::vector<std::string>> SlurmOptions::banyan_words(bool complete) const
         out.push_back("--begin-time=" + *when);
     }
     if (has("signal")) {
+        // [R][B]:SIG@TIME. B: the batch shell alone; without it, a batch
+        // job's steps alone (its instance's jobs: instances.md §4).
         std::string v = value("signal");
-        if (v.find(':') != std::string::npos)
-            return bad("signal", "B: and R: (the batch shell only, reservations) are " + std::string(kSeeManual));
-        // A batch job's tasks are its instance's brokers, which the signal
-        // would end: Slurm sends it to the job's steps, which Banyan does
-        // not yet pass it on to.
-        if (batch_)
-            return bad("signal", "on a batch job is " + std::string(kSeeManual) + "; srun --signal is");
+        std::string flags;
+        if (auto colon = v.find(':'); colon != std::string::npos) {
+            flags = v.substr(0, colon);
+            v = v.substr(colon + 1);
+        }
+        if (flags.find('R') != std::string::npos)
+            return bad("signal", "R: (a reservation's end) is " + std::string(kSeeManual));
+        if (flags.find_first_not_of("B") != std::string::npos)
+            return bad("signal", fmt::format("'{}:': expected B: or nothing before the signal", flags));
+        bool to_script = flags == "B";
+        if (to_script && !instance_)
+            return bad("signal", "B: is for a batch job (sbatch, #SBATCH)");
+        if (instance_) {
+            std::string sig = v.substr(0, v.find('@'));
+            std::set<std::string> passed = {"",         "USR1", "SIGUSR1", std::to_string(SIGUSR1),
+                                            "USR2",     "SIGUSR2", std::to_string(SIGUSR2)};
+            if (!passed.contains(sig))
+                return bad("signal", fmt::format("'{}': a batch job passes on only USR1 and USR2", sig));
+        }
         out.push_back("--signal=" + v);
+        if (instance_)
+            out.push_back(to_script ? "--signal-to=script" : "--signal-to=jobs");
     }
     if (has("requeue") && value("requeue") != "no")
         out.push_back("--requeue");

@@ -48,7 +48,7 @@ class SlurmOptions {
     void overlay(const SlurmOptions& above);
 
   private:
-    bool batch_ = false;  // options of a batch job (a directive, sbatch)
+    bool instance_ = false;  // options of a job that is an instance (a directive, sbatch, salloc)
     struct Given {
         std::vector<std::string> values;  // one, or each of a list option's
         std::string where;                // "job.sh:7: #SBATCH --nodes=4"

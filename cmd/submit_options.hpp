@@ -43,6 +43,7 @@ struct SubmitOptions {
     std::string reservation;
     std::string bank;
     std::string array;  // --array (submit and batch only)
+    std::string signal_to;  // --signal-to (batch and alloc: where the instance passes SIGUSR1 on)
 };
 
 void add_submit_options(CLI::App* cmd, SubmitOptions& o);
@@ -63,6 +64,8 @@ int run_attached(nlohmann::json jobspec, const SubmitOptions& o, bool pty);
 
 // --array (submit and batch, and #BANYAN --array).
 void add_array_option(CLI::App* cmd, std::string& array);
+// --signal-to (batch and alloc, and #BANYAN --signal-to).
+void add_signal_to_option(CLI::App* cmd, std::string& signal_to);
 
 // A batch script (banyan batch, sbatch), read and checked: #! first, no
 // DOS line breaks. Fails naming the file.

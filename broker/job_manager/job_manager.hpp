@@ -101,6 +101,7 @@ class JobManager final : private JobTable {
     void on_wait_all(const Message& req);
     void on_cancel(const Message& req);
     void on_kill(const Message& req);
+    void on_kill_all(const Message& req);
     void on_urgency(const Message& req);
     void on_update(const Message& req);
     void on_requeue(const Message& req);

@@ -151,6 +151,25 @@ void JobManager::on_kill(const Message& req) {
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
 }
 
+// job-manager.kill-all {signal}: every running job gets it (a nested rank 0
+// passing on a SIGUSR1 its own job was sent, instances.md §4).
+void JobManager::on_kill_all(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    auto signo = json_field<int64_t>(*body, "signal", SIGTERM, "kill-all");
+    if (!signo || *signo < 1 || *signo >= NSIG)
+        return broker_.respond_error(req, EINVAL,
+                                     fmt::format("kill-all.signal: expected a signal number 1 to {}", NSIG - 1));
+    int count = 0;
+    for (auto& [id, job] : jobs_)
+        if (job.state == JobState::run) {
+            exec_.signal(job, static_cast<int>(*signo));
+            count++;
+        }
+    broker_.respond(Message::response_to(req, {{"count", count}}));
+}
+
 void JobManager::on_urgency(const Message& req) {
     nlohmann::json body;
     Job* job = visible_job(req, body);

@@ -42,6 +42,7 @@ void JobManager::register_methods() {
     method("job-manager.wait-all", false, &JobManager::on_wait_all);
     method("job-manager.cancel", false, &JobManager::on_cancel);
     method("job-manager.kill", false, &JobManager::on_kill);
+    method("job-manager.kill-all", true, &JobManager::on_kill_all);
     method("job-manager.urgency", false, &JobManager::on_urgency);
     method("job-manager.update", false, &JobManager::on_update);
     method("job-manager.requeue", false, &JobManager::on_requeue);

@@ -26,14 +26,19 @@ void print_help(const char* command, const char* usage) {
     fmt::print("Usage: {} {}\nThe options Banyan honours, with Slurm's names: banyan-slurm(7).\n", command, usage);
 }
 
+// What a front end submits: a batch job, an allocation or a plain job.
+enum class Made { batch, allocation, job };
+
 // `options` as banyan submit's, parsed into `app` over `o`: what a
 // command line gave (it wins over a script's directives). For sbatch,
 // `complete` is false: its options are translated again laid over the
 // script's (submit_batch), which also warns about mail.
-void apply(CLI::App& app, SubmitOptions& o, const SlurmOptions& options, bool with_array, bool complete = true) {
+void apply(CLI::App& app, SubmitOptions& o, const SlurmOptions& options, Made made, bool complete = true) {
     add_submit_options(&app, o);
-    if (with_array)
+    if (made == Made::batch)
         add_array_option(&app, o.array);
+    if (made != Made::job)
+        add_signal_to_option(&app, o.signal_to);
     auto words = must(options.banyan_words(complete));
     if (std::string warning = options.mail_warning(); !warning.empty() && complete)
         fmt::print(stderr, "warning: {}\n", warning);
@@ -86,7 +91,7 @@ int sbatch(const Args& args) {
     }
     CLI::App app("sbatch", "sbatch");
     SubmitOptions o;
-    apply(app, o, options, true, false);
+    apply(app, o, options, Made::batch, false);
     JobId id = submit_batch(&app, o, script, "", BatchDefaults::slurm, false, &options).front();
     if (options.has("parsable"))
         fmt::print("{}\n", id);
@@ -112,7 +117,7 @@ int srun(const Args& args) {
     inherit_sizes(options);
     CLI::App app("srun", "srun");
     SubmitOptions o;
-    apply(app, o, options, false);
+    apply(app, o, options, Made::job);
     nlohmann::json jobspec = build_jobspec(o, command);
     jobspec["attributes"]["system"]["shell"]["options"]["slurm"] = slurm_shell_option(0);
     return run_attached(std::move(jobspec), o, options.has("pty"));
@@ -128,7 +133,7 @@ int salloc(const Args& args) {
     Args command(args.begin() + static_cast<std::ptrdiff_t>(used), args.end());
     CLI::App app("salloc", "salloc");
     SubmitOptions o;
-    apply(app, o, options, false);
+    apply(app, o, options, Made::allocation);
     int64_t ntasks = o.ntasks.value_or(o.nodes.value_or(1));
     nlohmann::json jobspec = allocation_jobspec(o, command);
     jobspec["attributes"]["system"]["shell"]["options"]["slurm"] = slurm_shell_option(ntasks);

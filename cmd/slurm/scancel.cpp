@@ -25,8 +25,8 @@ int scancel(const Args& args) {
     app.add_option("-p,--partition", partition, "jobs of this partition (Banyan's queue)");
     app.add_option("-A,--account", account, "jobs of this account (Banyan's bank)");
     app.add_flag("-Q,--quiet", quiet, "no error for a job already ended");
-    app.add_flag("-b,--batch", batch, "signal the batch script only (with -s): Banyan signals the job's tasks");
-    app.add_flag("-f,--full", full, "signal every step (with -s): Banyan signals the job's tasks");
+    app.add_flag("-b,--batch", batch, "accepted (with -s): a batch job's instance passes USR1 and USR2 on as its --signal-to says");
+    app.add_flag("-f,--full", full, "accepted (with -s): as -b");
     if (!parse_or_help(app, args))
         return 0;
     ids = id_list(ids);

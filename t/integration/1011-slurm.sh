@@ -114,6 +114,37 @@ wait_for "the singleton runs once the first has ended" 30 sh -c "sacct -P -n -o 
 check "it started once the first had ended" \
     test ! "$(sacct -P -n -o Start -j "$second")" \< "$(sacct -P -n -o End -j "$first")"
 
+# A batch job's instance passes USR1 on: without B:, to its running steps
+# alone (the script goes on); with B: (--signal-to=script), to the script.
+steps=$(sbatch --parsable -t 30 --signal=USR1@300 \
+    --wrap='srun sh -c "trap \"echo step got USR1; exit 0\" USR1; touch step.ready; while :; do sleep 0.1; done"
+echo script went on')
+wait_for "the step runs" 30 test -e step.ready
+check "scancel -s USR1 signals the batch job" scancel -s USR1 "$steps"
+wait_for "the job with the signaled step ends" 30 sh -c "sacct -P -n -o State -j $steps | grep -qx COMPLETED"
+check_output "its step got the signal" "^step got USR1$" grep step "slurm-$steps.out"
+check_output "and its script went on, untouched" "^script went on$" tail -1 "slurm-$steps.out"
+printf '#!/bin/sh\ntrap "echo script got USR1; exit 0" USR1\ntouch script.ready\nwhile :; do sleep 0.1; done\n' >trap.sh
+scripted=$(banyan batch --signal-to=script --output=script.out trap.sh)
+wait_for "the script runs" 30 test -e script.ready
+check "banyan job kill -s USR1 signals the batch job" banyan job kill -s USR1 "$scripted"
+check "the signaled script ends, with status 0" banyan job wait "$scripted"
+check_output "its trap ran" "^script got USR1$" cat script.out
+cat >all.sh <<'EOF'
+#!/bin/sh
+trap 'echo script got USR1' USR1
+banyan run sh -c 'trap "echo job got USR1; exit 0" USR1; touch all.ready; sleep 60 & wait'
+echo script went on
+EOF
+both=$(banyan batch --output=all.out all.sh)
+wait_for "the job in the batch job runs" 30 test -e all.ready
+check "banyan job kill -s USR1 signals it" banyan job kill -s USR1 "$both"
+check "the batch job ends, with status 0" banyan job wait "$both"
+check_output "by default its job got the signal, and then its script" \
+    "^job got USR1 script got USR1 script went on $" sh -c "tr '\\n' ' ' <all.out"
+check_fails "a batch job takes no other signal in --signal" "an instance \(batch, alloc\) passes on only USR1 and USR2" \
+    banyan batch -t 5 --signal=HUP@60 trap.sh
+
 # srun inside an sbatch job runs in the job's own instance (its
 # allocation): its step is a job there, not in the instance outside.
 before=$(count_jobs)

@@ -161,8 +161,13 @@ TEST_CASE("sbatch's command line laid over a script's lines, then translated", "
     SlurmOptions per_node_only;
     REQUIRE(per_node_only.parse({"--ntasks-per-node=2"}, SlurmCommand::sbatch, ""));
     CHECK(per_node_only.banyan_words(false)->empty());  // waits for the script's -N
-    // A batch job's warning signal would end its instance's brokers.
-    CHECK(error_of({"-t", "5", "--signal=USR1@60"}).find("on a batch job is not supported") != std::string::npos);
+    // A batch job's instance passes USR1 on: to its steps, or with B: to
+    // its shell alone; any other signal would end its brokers.
+    CHECK(words_of({"-t", "5", "--signal=USR1@60"}) == W{"--time-limit=300s", "--signal=USR1@60", "--signal-to=jobs"});
+    CHECK(words_of({"-t", "5", "--signal=B:USR2@60"}) ==
+          W{"--time-limit=300s", "--signal=USR2@60", "--signal-to=script"});
+    CHECK(error_of({"-t", "5", "--signal=HUP@60"}).find("passes on only USR1 and USR2") != std::string::npos);
+    CHECK(error_of({"-t", "5", "--signal=R:USR1@60"}).find("R: (a reservation's end)") != std::string::npos);
     SlurmOptions step;
     REQUIRE(step.parse({"-t", "5", "--signal=USR1@60"}, SlurmCommand::srun, ""));
     CHECK(*step.banyan_words() == W{"--time-limit=300s", "--signal=USR1@60"});

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Refused: one line naming the script, the line and the option.
-#SBATCH --signal=USR1@30
-#ERROR 3: #SBATCH --signal=USR1@30: on a batch job is not supported
+# Refused: a batch job's instance passes on only USR1 and USR2; any other
+# signal would end its brokers.
+#SBATCH --signal=HUP@30
+#ERROR 4: #SBATCH --signal=HUP@30: 'HUP': a batch job passes on only USR1 and USR2
 true
