@@ -22,7 +22,7 @@ Result<void> check_known_keys(const Config& config) {
         {"sched", {"queue-policy", "match-policy", "queue-depth", "reservation-depth"}},
         {"job-manager",
          {"inactive-age", "inactive-limit", "sched-window", "output-limit", "max-active-per-user",
-          "max-pending-per-user"}},
+          "max-pending-per-user", "max-array-size", "max-array-index", "mail-program"}},
         {"exec", {"kill-timeout", "job-shell", "reattach-timeout", "imp", "prolog", "epilog", "prolog-timeout"}},
         {"access", {"admins"}},
         {"accounting", {"database", "cluster"}},

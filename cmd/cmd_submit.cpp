@@ -63,6 +63,7 @@ std::vector<JobId> submit_all(Client& client, const std::vector<nlohmann::json>&
     bool sign = instance_of_another_user(client);
     std::map<uint32_t, size_t> in_flight;  // matchtag -> index
     size_t next = 0, done = 0, printed = 0;
+    bool warned = false;
     while (done < jobspecs.size()) {
         while (next < jobspecs.size() && in_flight.size() < kSubmitWindow) {
             nlohmann::json body{{"jobspec", jobspecs[next]}, {"urgency", urgency}};
@@ -78,7 +79,16 @@ std::vector<JobId> submit_all(Client& client, const std::vector<nlohmann::json>&
         auto body = response_payload(resp);
         if (!body)
             fail(body.error().message);  // jobs answered before this one stay submitted
-        ids[it->second] = (*body)["id"].get<JobId>();
+        auto id = json_field<JobId>(*body, "id", 0, "job-manager.submit");
+        if (!id || *id == 0)
+            fail("job-manager.submit: the answer has no job id");
+        ids[it->second] = *id;
+        // Said once per command, not once per job (--cc).
+        if (auto warning = json_field<std::string>(*body, "warning", "", "job-manager.submit");
+            warning && !warning->empty() && !warned) {
+            fmt::print(stderr, "warning: {}\n", *warning);
+            warned = true;
+        }
         in_flight.erase(it);
         done++;
         bar.advance();
@@ -298,8 +308,6 @@ bool apply_directives(CLI::App* cmd, SubmitOptions& o, const std::string& path, 
     auto translated = slurm.banyan_words();
     if (!translated)
         fail(translated.error().message);
-    if (std::string warning = slurm.mail_warning(); !warning.empty())
-        fmt::print(stderr, "warning: {}\n", warning);
     foreign_words.insert(foreign_words.begin(), translated->begin(), translated->end());
     banyan_layer.parse_all(banyan_words, path + ": #BANYAN directives");
     foreign_layer.parse_all(foreign_words, path + ": #SBATCH and #FLUX: directives");

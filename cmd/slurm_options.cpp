@@ -1,5 +1,6 @@
 #include "cmd/slurm_options.hpp"
 
+#include <cctype>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -519,8 +520,20 @@ Result<std::vector<std::string>> SlurmOptions::banyan_words(bool complete) const
     }
     for (const auto& r : requires_)
         out.push_back("--requires=" + r);
-    if (has("mail-type"))  // stored; no mail is sent (mail_warning)
+    if (has("mail-type")) {  // sent by the job manager (jobs.md §10)
+        for (const std::string& type : split(value("mail-type"), ',')) {
+            static const std::set<std::string> sent = {"NONE",    "BEGIN",          "END",         "FAIL",
+                                                       "REQUEUE", "INVALID_DEPEND", "ARRAY_TASKS", "ALL"};
+            std::string upper = type;
+            for (char& c : upper)
+                c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+            if (!sent.contains(upper))
+                return bad("mail-type", fmt::format("'{}': {}; NONE, BEGIN, END, FAIL, REQUEUE, INVALID_DEPEND, "
+                                                    "ARRAY_TASKS and ALL are",
+                                                    type, kSeeManual));
+        }
         out.push_back("--setattr=system.mail.type=" + value("mail-type"));
+    }
     if (has("mail-user"))
         out.push_back("--setattr=system.mail.user=" + value("mail-user"));
     if (has("comment"))
@@ -543,13 +556,6 @@ Result<std::vector<std::string>> SlurmOptions::banyan_words(bool complete) const
             return bad("mpi", fmt::format("'{}': Banyan offers PMIx and PMI-1 to every job (pmix, pmi2, none)", v));
     }
     return out;
-}
-
-std::string SlurmOptions::mail_warning() const {
-    if (!has("mail-type") && !has("mail-user"))
-        return "";
-    return fmt::format("{}: stored with the job, but this cluster sends no mail",
-                       given_.at(has("mail-type") ? "mail-type" : "mail-user").where);
 }
 
 Result<std::string> slurm_filename(const std::string& pattern) {
@@ -639,17 +645,6 @@ Result<uint64_t> slurm_minutes_time(const std::string& text) {
         seconds = n[0] * 3600 + n[1] * 60 + n[2];
     // sbatch(1): "A time limit of zero requests that no time limit be imposed."
     return seconds + days * 86400;
-}
-
-std::string slurm_duration(double seconds, bool short_form) {
-    auto s = static_cast<uint64_t>(seconds < 0 ? 0 : seconds);
-    uint64_t days = s / 86400;
-    if (days > 0)
-        return fmt::format("{}-{:02}:{:02}:{:02}", days, s % 86400 / 3600, s % 3600 / 60, s % 60);
-    if (short_form)  // squeue's: hours only when needed, unpadded
-        return s < 3600 ? fmt::format("{}:{:02}", s / 60, s % 60)
-                        : fmt::format("{}:{:02}:{:02}", s / 3600, s % 3600 / 60, s % 60);
-    return fmt::format("{:02}:{:02}:{:02}", s / 3600, s % 3600 / 60, s % 60);
 }
 
 }  // namespace banyan::cli

@@ -33,10 +33,6 @@ class SlurmOptions {
     // waits for the node count.
     Result<std::vector<std::string>> banyan_words(bool complete = true) const;
 
-    // The warning a submit with --mail-type or --mail-user prints once
-    // (Banyan sends no mail); "" without them.
-    std::string mail_warning() const;
-
     bool empty() const { return given_.empty(); }
     bool has(const std::string& name) const { return given_.count(name) > 0; }
     // The last value of option `name` (its long name); "" when not given.
@@ -67,8 +63,5 @@ Result<std::string> slurm_filename(const std::string& pattern);
 // D-HH:MM:SS), in seconds; 0 for UNLIMITED or INFINITE.
 Result<uint64_t> slurm_minutes_time(const std::string& text);
 
-// A duration as Slurm prints it: [D-]HH:MM:SS (sacct's Elapsed), or with
-// `short_form` hours only when needed (squeue's %M and %l: 5:03, 1:02:03).
-std::string slurm_duration(double seconds, bool short_form = false);
 
 }  // namespace banyan::cli

@@ -123,6 +123,10 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
     for (const char* key : {"duration", "constraints", "reservation"})
         if (system.contains(key))
             for_sched["attributes"]["system"][key] = system[key];
+    auto mail_request = read_mail_request(system);
+    if (!mail_request)
+        return mail_request.error();
+    mail = std::move(*mail_request);
     auto in_reservation = json_field<std::string>(system, "reservation", "", "attributes.system");
     if (!in_reservation)
         return in_reservation.error();

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "broker/job_manager/job_array.hpp"
+#include "broker/job_manager/mailer.hpp"
 #include "core/duration.hpp"
 #include "core/jobid.hpp"
 #include "core/result.hpp"
@@ -67,6 +68,7 @@ struct Job {
     double duration = 0;  // time limit in seconds; 0: none
     bool duration_updated = false;  // by an `update` event: R's expiration is the old limit's
     std::vector<Dependency> dependencies;
+    std::shared_ptr<const MailRequest> mail;  // --mail-type (jobs.md §10); null: none
     bool singleton = false;  // --dependency=singleton: after every earlier job of its user and name has ended
     double begin_time = 0;  // --begin-time: not before (seconds since the epoch); 0: none
     bool requeue_on_node_failure = false;  // --requeue: a lost node sends it back to pending

@@ -27,6 +27,9 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
     auto max_pending = config.get_int("job-manager.max-pending-per-user", 0, int64_t{1} << 32, 10000);
     auto max_array_size = config.get_int("job-manager.max-array-size", 1, 10'000'000, 100'000);
     auto max_array_index = config.get_int("job-manager.max-array-index", 0, IdSet::kMaxId, 9'999'999);
+    auto mail_program = config.get_string("job-manager.mail-program", "/usr/sbin/sendmail");
+    if (!mail_program)
+        return mail_program.error();
     if (auto e = first_error(age, limit, output_limit, window, max_active, max_pending, max_array_size, max_array_index))
         return *e;
     JobManagerLimits limits{.inactive_age = static_cast<double>(*age),
@@ -49,6 +52,7 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
         return priority.error();
     std::unique_ptr<JobManager> jm(new JobManager(broker, limits, std::move(*db)));
     jm->queues_ = std::move(*queues);
+    jm->mailer_ = std::make_unique<Mailer>(broker.reactor(), *mail_program);
     jm->priority_ = *priority;
     for (const auto& q : jm->queues_.queues)
         jm->top_queue_priority_ = std::max(jm->top_queue_priority_, q.priority);
@@ -111,6 +115,7 @@ void JobManager::post(Job& job, std::string name, nlohmann::json context, double
     else if (ev.name == "start")
         counters_.started++;
     if (ev.name == "start") {
+        mailer_->job_event(job, kMailBegin);
         dependencies_changed(job);
         // An array has started once one of its elements has (afterstart:ARRAY);
         // afterstart:ARRAY[INDEX] waits under the array's id.
@@ -125,8 +130,10 @@ void JobManager::post(Job& job, std::string name, nlohmann::json context, double
 }
 
 void JobManager::on_state_change(Job& job, JobState from) {
-    if (from == JobState::cleanup && job.state == JobState::priority)
+    if (from == JobState::cleanup && job.state == JobState::priority) {
         exec_.forget(job.id);  // requeued: its run is over; the next is a new launch
+        mailer_->job_event(job, kMailRequeue);
+    }
     if (job.array_id != 0)
         element_moved(job, from);
     if (job.array && job.state == JobState::cleanup) {
@@ -386,6 +393,7 @@ void JobManager::became_inactive(Job& job) {
     banks_.ended(job);
     begin_timers_.erase(job.id);
     exec_.forget(job.id);
+    mailer_->job_event(job, kMailEnd);
     job.dependencies.clear();
     dependencies_changed(job);
     singletons_.erase(job.id);

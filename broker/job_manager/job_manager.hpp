@@ -203,6 +203,7 @@ class JobManager final : private JobTable {
     std::map<JobId, Job> jobs_;
     std::unordered_map<JobId, Message> unstored_;  // submitted, not yet on disk: the submit to answer
     std::multimap<JobId, JobId> dependents_;  // target -> jobs waiting on it
+    std::unique_ptr<Mailer> mailer_;
     std::set<JobId> singletons_;              // jobs in DEPEND with --dependency=singleton
     // A job that waits for no earlier job of its user and name to be active.
     bool singleton_clear(const Job& job) const;

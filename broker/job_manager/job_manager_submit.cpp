@@ -273,7 +273,10 @@ void JobManager::store_submission(const Message& req, const nlohmann::json& spec
     Message submit_req = req;
     submit_req.payload.reset();  // only answered: the jobspec is in jobs_ and the database
     unstored_.emplace(j.id, std::move(submit_req));
-    db_->after_commit([this, id = j.id, resp = Message::response_to(req, {{"id", j.id}})]() mutable {
+    nlohmann::json answer{{"id", j.id}};
+    if (j.mail && !mailer_->off_reason().empty())
+        answer["warning"] = mailer_->off_reason();
+    db_->after_commit([this, id = j.id, resp = Message::response_to(req, answer)]() mutable {
         if (!unstored_.erase(id))
             return;  // dropped: answered with the error
         broker_.respond(std::move(resp));

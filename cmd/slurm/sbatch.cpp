@@ -40,8 +40,6 @@ void apply(CLI::App& app, SubmitOptions& o, const SlurmOptions& options, Made ma
     if (made != Made::job)
         add_signal_to_option(&app, o.signal_to);
     auto words = must(options.banyan_words(complete));
-    if (std::string warning = options.mail_warning(); !warning.empty() && complete)
-        fmt::print(stderr, "warning: {}\n", warning);
     std::vector<std::string> reversed(words.rbegin(), words.rend());
     app.parse(reversed);
 }

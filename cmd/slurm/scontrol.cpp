@@ -11,6 +11,7 @@
 #include "cmd/slurm_options.hpp"
 #include "core/duration.hpp"
 #include "core/hostlist.hpp"
+#include "core/slurm_names.hpp"
 
 namespace banyan::cli::slurm {
 namespace {

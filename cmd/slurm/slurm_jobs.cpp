@@ -5,27 +5,11 @@
 #include "cmd/slurm_options.hpp"
 #include "core/duration.hpp"
 #include "core/json_field.hpp"
+#include "core/slurm_names.hpp"
 #include "core/text.hpp"
 
 namespace banyan::cli::slurm {
 namespace {
-
-// An inactive job's Slurm state from its result and exception.
-std::string ended_state(const std::string& result, const std::string& exception) {
-    if (result == "completed")
-        return "COMPLETED";
-    if (result == "canceled")
-        return "CANCELLED";
-    if (result == "timeout")
-        return "TIMEOUT";
-    if (exception == "oom")
-        return "OUT_OF_MEMORY";
-    if (exception == "node-failure")
-        return "NODE_FAIL";
-    if (exception == "preempt")
-        return "PREEMPTED";
-    return "FAILED";
-}
 
 // An exit status as Slurm splits it: code, or the signal past 128.
 void set_status(SlurmJob& j, const nlohmann::json& status) {
@@ -131,7 +115,7 @@ std::vector<SlurmJob> listed_jobs(Client& client, bool all_users) {
         } else if (state == "cleanup") {
             j.state = "COMPLETING";
         } else if (state == "inactive") {
-            j.state = ended_state(field<std::string>(row, "result", ""), exception);
+            j.state = slurm_ended_state(field<std::string>(row, "result", ""), exception);
         } else {
             j.state = "PENDING";
             j.reason = state == "depend" ? (j.begin_pending && j.dependencies.empty() ? "BeginTime" : "Dependency")
@@ -167,7 +151,7 @@ std::vector<SlurmJob> recorded_jobs(Client& client, const nlohmann::json& query)
         j.cpu = field<double>(r, "cpu", 0);
         j.maxrss = field<uint64_t>(r, "maxrss", 0);
         set_status(j, r.contains("status") ? r["status"] : nlohmann::json());
-        j.state = ended_state(field<std::string>(r, "result", ""), field<std::string>(r, "exception", ""));
+        j.state = slurm_ended_state(field<std::string>(r, "result", ""), field<std::string>(r, "exception", ""));
         out.push_back(std::move(j));
     }
     return out;

@@ -8,6 +8,7 @@
 #include "cmd/slurm/slurm_jobs.hpp"
 #include "cmd/slurm_options.hpp"
 #include "core/duration.hpp"
+#include "core/slurm_names.hpp"
 
 namespace banyan::cli::slurm {
 namespace {

@@ -7,8 +7,19 @@
 # srun inside an sbatch job runs in the job's own instance.
 . "$(dirname "$0")/lib.sh"
 
+# The site's mail program (job-manager.mail-program): sendmail's
+# interface, each letter kept in mail/ with its arguments.
+mkdir -p "$T_DIR/mail"
+cat >"$T_DIR/sendmail" <<EOF
+#!/bin/sh
+f=\$(mktemp "$T_DIR/mail/letter.XXXXXX")
+echo "args: \$*" >"\$f.tmp"
+cat >>"\$f.tmp"
+mv "\$f.tmp" "\$f.txt"
+EOF
+chmod +x "$T_DIR/sendmail"
 start_cluster 2 $'[resource]\nsynthetic = "node[0-1]: core:4,gpu:2,memory:8G"\nproperties = { bigmem = "1" }
-[queues.batch]\ndefault = true\n[queues.debug]'
+[queues.batch]\ndefault = true\n[queues.debug]\n[job-manager]\nmail-program = "'"$T_DIR/sendmail"'"'
 CLEANUP+=("banyan shutdown")
 wait_for "the instance runs" 20 banyan ready
 export PATH="$BANYAN_BUILD_DIR/bin/slurm:$PATH"
@@ -87,9 +98,31 @@ done
 # sbatch: Slurm's answer, --parsable, --wrap, a script on stdin, and
 # slurm-N.out by default.
 check_output "sbatch says 'Submitted batch job N'" "^Submitted batch job [0-9]+$" sbatch --wrap='echo wrapped'
-check_output "a mail request is stored, with a warning that no mail is sent" \
-    "^warning: --mail-type=END: stored with the job, but this cluster sends no mail$" \
-    sbatch --mail-type=END --wrap=true
+# Mail (jobs.md §10): a letter per event asked for, with Slurm's subject,
+# through the site's program; none where mail is off, which submit says.
+mailed=$(sbatch --parsable -J mailed --mail-type=BEGIN,END --mail-user=alice@example.org --wrap=true)
+failed=$(sbatch --parsable -J failing --mail-type=FAIL --wrap='exit 3')
+quiet=$(sbatch --parsable -J quiet --mail-type=FAIL --wrap=true)
+never=$(sbatch --parsable -J never -d "afterok:$failed" --mail-type=INVALID_DEPEND --wrap=true)
+array=$(sbatch --parsable -J arr --array=1-2 --mail-type=END --wrap=true)
+letters() { cat "$T_DIR"/mail/*.txt 2>/dev/null; }
+wait_for "five letters" 30 sh -c "[ \$(ls $T_DIR/mail/*.txt 2>/dev/null | wc -l) -ge 5 ]"
+check_output "the start mailed, to the address given" "^Subject: Banyan Job_id=$mailed Name=mailed Began, Queued time 00:00:0[0-9]$" letters
+check_output "and the end" "^Subject: Banyan Job_id=$mailed Name=mailed Ended, Run time 00:00:0[0-9], COMPLETED, ExitCode 0$" letters
+check_output "as sendmail is called" "^args: -oi -- alice@example.org$" letters
+check_output "a failure mailed to the job's user" \
+    "^Subject: Banyan Job_id=$failed Name=failing Failed, Run time 00:00:0[0-9], FAILED, ExitCode 3$" letters
+check_output "to the user's name" "^To: $(id -un)$" letters
+check_output "a dependency that can never be met" "^Subject: Banyan Job_id=$never Name=never Dependency never satisfied$" letters
+check_output "an array mails as one job" "^Subject: Banyan Job_id=$array Name=arr Ended, Run time" letters
+check "and its elements not" test -z "$(letters | grep "Name=arr" | grep -v "Job_id=$array ")"
+wait_for "the job that asked only for failures ends" 30 sh -c "sacct -P -n -o State -j $quiet | grep -qx COMPLETED"
+check "it mailed nothing" test -z "$(letters | grep "Job_id=$quiet ")"
+check_fails "a mail type Banyan cannot send is refused" "'TIME_LIMIT_90': not supported" \
+    sbatch --mail-type=TIME_LIMIT_90 --wrap=true
+check_output "where mail is off, submit says so once, and the job runs" \
+    "^warning: mail is off on this cluster: /no/sendmail is not there$" \
+    banyan start --test-size=1 -S job-manager.mail-program=/no/sendmail sbatch --wait --mail-type=END --wrap=true
 wrapped=$(sbatch --parsable --wrap='echo wrapped $SLURM_JOB_NAME')
 check "--parsable prints the id alone, in decimal" grep -Eqx '[0-9]+' <<<"$wrapped"
 from_stdin=$(printf '#!/bin/sh\n#SBATCH -J from-stdin\necho read from stdin\n' | sbatch --parsable)

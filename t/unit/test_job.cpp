@@ -53,6 +53,36 @@ TEST_CASE("a job reads its name, counts, duration and dependencies from the jobs
     CHECK(r2.error().message.find("dependencies[0].value") != std::string::npos);
 }
 
+TEST_CASE("a job reads its mail request and its singleton dependency", "[job][mail]") {
+    Job job;
+    REQUIRE(job.read_jobspec(jobspec_with({{"mail", {{"type", "begin,FAIL"}, {"user", "a@b"}}},
+                                           {"dependencies", {{{"scheme", "singleton"}, {"value", ""}}}}}))
+                .ok());
+    REQUIRE(job.mail);
+    CHECK(job.mail->events == (kMailBegin | kMailFail));
+    CHECK(job.mail->user == "a@b");
+    CHECK(job.singleton);
+    CHECK(job.dependencies.empty());
+
+    Job none;
+    REQUIRE(none.read_jobspec(jobspec_with({{"mail", {{"type", "NONE"}}}})).ok());
+    CHECK_FALSE(none.mail);  // nothing to send: nothing kept
+    Job all;
+    REQUIRE(all.read_jobspec(jobspec_with({{"mail", {{"type", "ALL"}}}})).ok());
+    CHECK(all.mail->events == (kMailBegin | kMailEnd | kMailFail | kMailRequeue | kMailInvalidDepend));
+
+    Job bad;
+    auto r = bad.read_jobspec(jobspec_with({{"mail", {{"type", "END,TIME_LIMIT"}}}}));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message == "mail.type: TIME_LIMIT: expected NONE, BEGIN, END, FAIL, REQUEUE, INVALID_DEPEND, "
+                               "ARRAY_TASKS or ALL");
+    auto r2 = bad.read_jobspec(jobspec_with({{"mail", {{"type", "END"}, {"user", "x\nBcc: y"}}}}));
+    REQUIRE_FALSE(r2.ok());
+    CHECK(r2.error().message == "mail.user: not an address");
+    auto r3 = bad.read_jobspec(jobspec_with({{"mail", {{"type", 3}}}}));
+    REQUIRE_FALSE(r3.ok());
+}
+
 TEST_CASE("events drive the states; results follow from them", "[job]") {
     Job job;
     apply_event(job, ev("submit", {{"userid", 5}, {"urgency", 20}, {"bank", "chem"}}));

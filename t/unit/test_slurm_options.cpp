@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "cmd/slurm_options.hpp"
+#include "core/slurm_names.hpp"
 
 using namespace banyan;
 using namespace banyan::cli;
@@ -173,13 +174,12 @@ TEST_CASE("sbatch's command line laid over a script's lines, then translated", "
     CHECK(*step.banyan_words() == W{"--time-limit=300s", "--signal=USR1@60"});
 }
 
-TEST_CASE("Mail is stored, and a submit says none is sent", "[slurm]") {
+TEST_CASE("Mail requests go to the job manager; types it cannot send are refused", "[slurm]") {
     SlurmOptions o;
     REQUIRE(o.parse({"--mail-type=END", "--mail-user=a@b"}, SlurmCommand::directive, "job.sh:4: #SBATCH"));
     CHECK(*o.banyan_words() == W{"--setattr=system.mail.type=END", "--setattr=system.mail.user=a@b"});
-    CHECK(o.mail_warning() == "job.sh:4: #SBATCH --mail-type=END: stored with the job, but this cluster sends no mail");
-    SlurmOptions none;
-    CHECK(none.mail_warning().empty());
+    CHECK(words_of({"--mail-type=begin,fail"}) == W{"--setattr=system.mail.type=begin,fail"});
+    CHECK(error_of({"--mail-type=TIME_LIMIT_90"}).find("'TIME_LIMIT_90': not supported") != std::string::npos);
 }
 
 TEST_CASE("A command line stops at the script or command", "[slurm]") {

@@ -1,0 +1,185 @@
+#include "broker/job_manager/mailer.hpp"
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "broker/job_manager/job.hpp"
+#include "core/duration.hpp"
+#include "core/json_field.hpp"
+#include "core/log.hpp"
+#include "core/slurm_names.hpp"
+#include "core/text.hpp"
+#include "core/unique_fd.hpp"
+
+namespace banyan {
+namespace {
+
+constexpr size_t kMaxRunning = 8;        // sendmail processes at a time
+constexpr size_t kMaxWaiting = 10'000;   // letters queued behind them
+constexpr size_t kMaxLetterBytes = 8192; // well under a pipe's capacity: written at once
+
+uint8_t mail_bits(const std::string& type) {
+    static const std::map<std::string, uint8_t> bits = {
+        {"NONE", 0},
+        {"BEGIN", kMailBegin},
+        {"END", kMailEnd},
+        {"FAIL", kMailFail},
+        {"REQUEUE", kMailRequeue},
+        {"INVALID_DEPEND", kMailInvalidDepend},
+        {"ARRAY_TASKS", kMailArrayTasks},
+        {"ALL", kMailBegin | kMailEnd | kMailFail | kMailRequeue | kMailInvalidDepend},
+    };
+    auto it = bits.find(type);
+    return it == bits.end() ? 0xff : it->second;
+}
+
+// The job's user's name, the default recipient (Slurm's too).
+std::string user_name(uint32_t uid) {
+    passwd pw{};
+    passwd* found = nullptr;
+    char buffer[4096];
+    if (getpwuid_r(uid, &pw, buffer, sizeof buffer, &found) != 0 || !found)
+        return "";
+    return pw.pw_name;
+}
+
+// Slurm's subject line for an event, and whether it is one the job asked for.
+std::string subject_of(const Job& job, MailEvent event, uint8_t asked) {
+    std::string head = fmt::format("Banyan Job_id={} Name={}", job.id, job.name);
+    double ran = job.t_run > 0 ? (job.t_finish > 0 ? job.t_finish : job.t_inactive) - job.t_run : 0;
+    if (event == kMailBegin)
+        return asked & kMailBegin
+                   ? fmt::format("{} Began, Queued time {}", head, slurm_duration(job.t_run - job.t_submit))
+                   : "";
+    if (event == kMailRequeue)
+        return asked & kMailRequeue ? fmt::format("{} Requeued, Run time {}", head, slurm_duration(ran)) : "";
+    if (job.exception_type == "dependency")
+        return asked & kMailInvalidDepend ? fmt::format("{} Dependency never satisfied", head) : "";
+    std::string state = slurm_ended_state(job.result(), job.exception_type);
+    bool completed = state == "COMPLETED";
+    if (!(asked & kMailEnd) && (completed || !(asked & kMailFail)))
+        return "";
+    bool failed = state == "FAILED" || state == "OUT_OF_MEMORY" || state == "NODE_FAIL";
+    return fmt::format("{} {}, Run time {}, {}, ExitCode {}", head, failed ? "Failed" : "Ended",
+                       slurm_duration(ran), state, job.status.value_or(0));
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const MailRequest>> read_mail_request(const nlohmann::json& system) {
+    const auto& mail = json_object_at(system, {"mail"});
+    auto type = json_field<std::string>(mail, "type", "", "attributes.system.mail");
+    auto user = json_field<std::string>(mail, "user", "", "attributes.system.mail");
+    if (!type)
+        return type.error();
+    if (!user)
+        return user.error();
+    auto request = std::make_shared<MailRequest>();
+    request->user = *user;
+    for (std::string one : split(*type, ',')) {
+        if (one.empty())
+            continue;
+        for (char& c : one)  // Slurm's are read in any case
+            c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        uint8_t bits = mail_bits(one);
+        if (bits == 0xff)
+            return make_error(EINVAL, fmt::format("mail.type: {}: expected NONE, BEGIN, END, FAIL, REQUEUE, "
+                                                  "INVALID_DEPEND, ARRAY_TASKS or ALL",
+                                                  one));
+        request->events |= bits;
+    }
+    if (request->user.find_first_of("\r\n") != std::string::npos || request->user.starts_with("-"))
+        return make_error(EINVAL, "mail.user: not an address");
+    if ((request->events & ~kMailArrayTasks) == 0)
+        return std::shared_ptr<const MailRequest>();
+    return std::shared_ptr<const MailRequest>(std::move(request));
+}
+
+Mailer::Mailer(Reactor& reactor, std::string program) : reactor_(reactor), program_(std::move(program)) {
+    if (program_.empty())
+        off_reason_ = "mail is off on this cluster (job-manager.mail-program is \"\")";
+    else if (access(program_.c_str(), X_OK) != 0)
+        off_reason_ = fmt::format("mail is off on this cluster: {} is not there", program_);
+}
+
+Mailer::~Mailer() {
+    *alive_ = false;
+}
+
+void Mailer::job_event(const Job& job, MailEvent event) {
+    if (!job.mail || (job.array_id != 0 && !(job.mail->events & kMailArrayTasks)))
+        return;
+    std::string subject = subject_of(job, event, job.mail->events);
+    if (subject.empty())
+        return;
+    if (!off_reason_.empty())
+        return;  // said at submit
+    std::string to = job.mail->user.empty() ? user_name(job.userid) : job.mail->user;
+    if (to.empty())
+        return log::warning("job-manager", "{}: no mail: uid {} has no name", format_jobid(job.id), job.userid);
+    if (waiting_.size() >= kMaxWaiting)
+        return log::warning("job-manager", "{}: no mail: {} letters already wait for {}", format_jobid(job.id),
+                            waiting_.size(), program_);
+    std::string text = fmt::format("To: {}\nSubject: {}\n\nJob {} ({}) of uid {}: {}\n", to, subject,
+                                   format_jobid(job.id), job.id, job.userid, subject);
+    if (text.size() > kMaxLetterBytes)
+        text.resize(kMaxLetterBytes);
+    waiting_.push_back({std::move(to), std::move(text)});
+    start_next();
+}
+
+void Mailer::start_next() {
+    while (running_.size() < kMaxRunning && !waiting_.empty()) {
+        Letter letter = std::move(waiting_.front());
+        waiting_.pop_front();
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC) < 0) {
+            log::warning("job-manager", "mail to {}: pipe: {}", letter.to, std::strerror(errno));
+            continue;
+        }
+        UniqueFd read_end(fds[0]), write_end(fds[1]);
+        // The whole letter fits the pipe: written now, never waited for.
+        if (::write(write_end.get(), letter.text.data(), letter.text.size()) !=
+            static_cast<ssize_t>(letter.text.size())) {
+            log::warning("job-manager", "mail to {}: cannot write the letter: {}", letter.to, std::strerror(errno));
+            continue;
+        }
+        write_end.reset();
+        uint64_t key = next_key_++;
+        std::string to = letter.to;
+        auto child = Subprocess::spawn(
+            reactor_,
+            {.argv = {program_, "-oi", "--", letter.to},
+             .env = std::vector<std::string>{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"},
+             .cwd = "/",
+             .stdin_fd = read_end.get()},
+            [this, key, to, alive = alive_](int status) {
+                // Posted: the Subprocess is destroyed here, not inside its own callback.
+                reactor_.post([this, key, to, status, alive] {
+                    if (!*alive)
+                        return;
+                    running_.erase(key);
+                    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                        log::warning("job-manager", "mail to {}: {} exited with status {}", to, program_,
+                                     exit_code_from_wait_status(status));
+                    start_next();
+                });
+            });
+        if (!child) {
+            log::warning("job-manager", "mail to {}: {}", letter.to, child.error().message);
+            continue;
+        }
+        running_[key] = std::move(*child);
+    }
+}
+
+}  // namespace banyan
