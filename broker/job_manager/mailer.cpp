@@ -52,9 +52,18 @@ std::string user_name(uint32_t uid) {
     return pw.pw_name;
 }
 
-// Slurm's subject line for an event, and whether it is one the job asked for.
+// A job name as a header may carry it: its control characters (a line
+// break would start a header of the user's) made '?'.
+std::string header_safe(std::string text) {
+    for (char& c : text)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+            c = '?';
+    return text;
+}
+
+// Slurm's subject line for an event; "" when the job did not ask for it.
 std::string subject_of(const Job& job, MailEvent event, uint8_t asked) {
-    std::string head = fmt::format("Banyan Job_id={} Name={}", job.id, job.name);
+    std::string head = fmt::format("Banyan Job_id={} Name={}", job.id, header_safe(job.name));
     double ran = job.t_run > 0 ? (job.t_finish > 0 ? job.t_finish : job.t_inactive) - job.t_run : 0;
     if (event == kMailBegin)
         return asked & kMailBegin
