@@ -129,6 +129,14 @@ int main(int argc, char** argv) {
     become_init_if_pid1();
     follow_starter();
     std::signal(SIGPIPE, SIG_IGN);
+    // SIGUSR1 and SIGUSR2 never end a broker (instances.md §4): held from
+    // here until the relay takes them, so one sent while the instance
+    // starts waits for it (children start with nothing blocked).
+    sigset_t usr;
+    sigemptyset(&usr);
+    sigaddset(&usr, SIGUSR1);
+    sigaddset(&usr, SIGUSR2);
+    sigprocmask(SIG_BLOCK, &usr, nullptr);
     if (rank >= 0)
         options.rank = static_cast<uint32_t>(rank);
     if (options.hostname.empty())
@@ -228,6 +236,7 @@ int main(int argc, char** argv) {
     });
     bool relays = nested && broker.bootstrap().rank == 0;
     SignalRelay relay(broker, **initial_program, relays ? *relay_to : SignalRelay::To::nowhere);
+    sigprocmask(SIG_UNBLOCK, &usr, nullptr);
     reactor.run();
     sd_notify(0, "STOPPING=1");
     (*initial_program)->finish();

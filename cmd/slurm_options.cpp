@@ -455,10 +455,12 @@ Result<std::vector<std::string>> SlurmOptions::banyan_words(bool complete) const
             return bad("signal", "B: is for a batch job (sbatch, #SBATCH)");
         if (instance_) {
             std::string sig = v.substr(0, v.find('@'));
+            for (char& c : sig)
+                c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
             std::set<std::string> passed = {"",         "USR1", "SIGUSR1", std::to_string(SIGUSR1),
                                             "USR2",     "SIGUSR2", std::to_string(SIGUSR2)};
             if (!passed.contains(sig))
-                return bad("signal", fmt::format("'{}': a batch job passes on only USR1 and USR2", sig));
+                return bad("signal", fmt::format("'{}': a batch job passes on only USR1 and USR2", v.substr(0, v.find('@'))));
         }
         out.push_back("--signal=" + v);
         if (instance_)

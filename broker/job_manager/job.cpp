@@ -123,10 +123,9 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
     for (const char* key : {"duration", "constraints", "reservation"})
         if (system.contains(key))
             for_sched["attributes"]["system"][key] = system[key];
-    auto mail_request = read_mail_request(system);
-    if (!mail_request)
-        return mail_request.error();
-    mail = std::move(*mail_request);
+    // Refused at submit (job_manager_submit.cpp); a job stored before a
+    // type was refused reads back without mail, not as a broken job.
+    mail = read_mail_request(system).value_or(nullptr);
     auto in_reservation = json_field<std::string>(system, "reservation", "", "attributes.system");
     if (!in_reservation)
         return in_reservation.error();
@@ -373,6 +372,7 @@ void Job::reread_jobspec(const nlohmann::json& spec, const NamedQueues& queues) 
 void Job::drop_array_parts() {
     array.reset();
     dependencies.clear();
+    singleton = false;
     begin_time = 0;
 }
 

@@ -41,6 +41,7 @@ void JobManager::make_element(Job& array, uint32_t index) {
     e.requeue_on_node_failure = array.requeue_on_node_failure;
     e.warning_signal = array.warning_signal;
     e.warning_timeleft = array.warning_timeleft;
+    e.mail = array.mail;
     e.sched_jobspec = array.sched_jobspec;
     db_->add_job(e.id, e.userid, array.t_submit, a.jobspec, a.signature);
     Job& element = jobs_.emplace(e.id, std::move(e)).first->second;

@@ -157,7 +157,7 @@ void JobManager::on_kill_all(const Message& req) {
     auto body = req.json();
     if (!body)
         return broker_.respond_error(req, EPROTO, body.error().message);
-    auto signo = json_field<int64_t>(*body, "signal", SIGTERM, "kill-all");
+    auto signo = json_field<int64_t>(*body, "signal", 0, "kill-all");
     if (!signo || *signo < 1 || *signo >= NSIG)
         return broker_.respond_error(req, EINVAL,
                                      fmt::format("kill-all.signal: expected a signal number 1 to {}", NSIG - 1));

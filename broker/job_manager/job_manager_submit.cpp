@@ -176,6 +176,8 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
         if (!within)
             return broker_.respond_error(req, EINVAL, "--array " + within.error().message);
     }
+    if (auto mail = read_mail_request(system); !mail)
+        return broker_.respond_error(req, EINVAL, "jobspec: " + mail.error().message);
     Job job;
     if (auto r = job.read_jobspec(spec, queues_); !r)
         return broker_.respond_error(req, EINVAL, "jobspec: " + r.error().message);

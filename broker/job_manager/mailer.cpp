@@ -25,7 +25,8 @@ namespace {
 
 constexpr size_t kMaxRunning = 8;        // sendmail processes at a time
 constexpr size_t kMaxWaiting = 10'000;   // letters queued behind them
-constexpr size_t kMaxLetterBytes = 8192; // well under a pipe's capacity: written at once
+constexpr size_t kMaxLetterBytes = 4096;  // one page: any pipe takes it at once
+constexpr size_t kMaxNameBytes = 256;     // of a job name in a letter
 
 uint8_t mail_bits(const std::string& type) {
     static const std::map<std::string, uint8_t> bits = {
@@ -55,6 +56,8 @@ std::string user_name(uint32_t uid) {
 // A job name as a header may carry it: its control characters (a line
 // break would start a header of the user's) made '?'.
 std::string header_safe(std::string text) {
+    if (text.size() > kMaxNameBytes)
+        text.resize(kMaxNameBytes);
     for (char& c : text)
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
             c = '?';
@@ -151,11 +154,13 @@ void Mailer::start_next() {
         Letter letter = std::move(waiting_.front());
         waiting_.pop_front();
         int fds[2];
-        if (pipe2(fds, O_CLOEXEC) < 0) {
+        if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) < 0) {
             log::warning("job-manager", "mail to {}: pipe: {}", letter.to, std::strerror(errno));
             continue;
         }
         UniqueFd read_end(fds[0]), write_end(fds[1]);
+        // The reader must block as any stdin does; the writer never may.
+        fcntl(read_end.get(), F_SETFL, fcntl(read_end.get(), F_GETFL) & ~O_NONBLOCK);
         // The whole letter fits the pipe: written now, never waited for.
         if (::write(write_end.get(), letter.text.data(), letter.text.size()) !=
             static_cast<ssize_t>(letter.text.size())) {

@@ -106,7 +106,11 @@ quiet=$(sbatch --parsable -J quiet --mail-type=FAIL --wrap=true)
 never=$(sbatch --parsable -J never -d "afterok:$failed" --mail-type=INVALID_DEPEND --wrap=true)
 array=$(sbatch --parsable -J arr --array=1-2 --mail-type=END --wrap=true)
 letters() { cat "$T_DIR"/mail/*.txt 2>/dev/null; }
-wait_for "five letters" 30 sh -c "[ \$(ls $T_DIR/mail/*.txt 2>/dev/null | wc -l) -ge 5 ]"
+all_mailed() {
+    letters | grep -q "Job_id=$mailed Name=mailed Ended" && letters | grep -q "Job_id=$failed Name=failing Failed" &&
+        letters | grep -q "Job_id=$never Name=never Dependency" && letters | grep -q "Job_id=$array Name=arr Ended"
+}
+wait_for "the letters" 30 all_mailed
 check_output "the start mailed, to the address given" "^Subject: Banyan Job_id=$mailed Name=mailed Began, Queued time 00:00:0[0-9]$" letters
 check_output "and the end" "^Subject: Banyan Job_id=$mailed Name=mailed Ended, Run time 00:00:0[0-9], COMPLETED, ExitCode 0$" letters
 check_output "as sendmail is called" "^args: -oi -- alice@example.org$" letters

@@ -167,6 +167,8 @@ TEST_CASE("sbatch's command line laid over a script's lines, then translated", "
     CHECK(words_of({"-t", "5", "--signal=USR1@60"}) == W{"--time-limit=300s", "--signal=USR1@60", "--signal-to=jobs"});
     CHECK(words_of({"-t", "5", "--signal=B:USR2@60"}) ==
           W{"--time-limit=300s", "--signal=USR2@60", "--signal-to=script"});
+    CHECK(words_of({"-t", "5", "--signal=B:sigusr1@60"}) ==
+          W{"--time-limit=300s", "--signal=sigusr1@60", "--signal-to=script"});
     CHECK(error_of({"-t", "5", "--signal=HUP@60"}).find("passes on only USR1 and USR2") != std::string::npos);
     CHECK(error_of({"-t", "5", "--signal=R:USR1@60"}).find("R: (a reservation's end)") != std::string::npos);
     SlurmOptions step;
