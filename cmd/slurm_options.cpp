@@ -10,6 +10,7 @@
 
 #include "core/byte_size.hpp"
 #include "core/jobid.hpp"
+#include "core/slurm_names.hpp"
 #include "core/text.hpp"
 #include "sched/array_spec.hpp"
 #include "sched/constraint.hpp"
@@ -523,16 +524,11 @@ Result<std::vector<std::string>> SlurmOptions::banyan_words(bool complete) const
     for (const auto& r : requires_)
         out.push_back("--requires=" + r);
     if (has("mail-type")) {  // sent by the job manager (jobs.md §10)
-        for (const std::string& type : split(value("mail-type"), ',')) {
-            static const std::set<std::string> sent = {"NONE",    "BEGIN",          "END",         "FAIL",
-                                                       "REQUEUE", "INVALID_DEPEND", "ARRAY_TASKS", "ALL"};
-            std::string upper = type;
-            for (char& c : upper)
-                c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-            if (!sent.contains(upper))
-                return bad("mail-type", fmt::format("'{}': {}; NONE, BEGIN, END, FAIL, REQUEUE, INVALID_DEPEND, "
-                                                    "ARRAY_TASKS and ALL are",
-                                                    type, kSeeManual));
+        if (auto types = slurm_mail_types(value("mail-type")); !types) {
+            const std::string& why = types.error().message;  // "TYPE: expected ..."
+            return bad("mail-type", fmt::format("'{}': {}; NONE, BEGIN, END, FAIL, REQUEUE, INVALID_DEPEND, "
+                                                "ARRAY_TASKS and ALL are",
+                                                why.substr(0, why.find(':')), kSeeManual));
         }
         out.push_back("--setattr=system.mail.type=" + value("mail-type"));
     }

@@ -1,8 +1,13 @@
 #include "core/slurm_names.hpp"
 
+#include <cctype>
+#include <cerrno>
 #include <cstdint>
+#include <map>
 
 #include <fmt/format.h>
+
+#include "core/text.hpp"
 
 namespace banyan {
 
@@ -20,6 +25,33 @@ std::string slurm_ended_state(std::string_view result, std::string_view exceptio
     if (exception == "preempt")
         return "PREEMPTED";
     return "FAILED";
+}
+
+Result<uint8_t> slurm_mail_types(std::string_view list) {
+    static const std::map<std::string, uint8_t, std::less<>> bits = {
+        {"NONE", 0},
+        {"BEGIN", kMailBegin},
+        {"END", kMailEnd},
+        {"FAIL", kMailFail},
+        {"REQUEUE", kMailRequeue},
+        {"INVALID_DEPEND", kMailInvalidDepend},
+        {"ARRAY_TASKS", kMailArrayTasks},
+        {"ALL", kMailBegin | kMailEnd | kMailFail | kMailRequeue | kMailInvalidDepend},
+    };
+    uint8_t events = 0;
+    for (std::string one : split(list, ',')) {
+        if (one.empty())
+            continue;
+        for (char& c : one)
+            c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        auto it = bits.find(one);
+        if (it == bits.end())
+            return make_error(EINVAL, fmt::format("{}: expected NONE, BEGIN, END, FAIL, REQUEUE, INVALID_DEPEND, "
+                                                  "ARRAY_TASKS or ALL",
+                                                  one));
+        events |= it->second;
+    }
+    return events;
 }
 
 std::string slurm_duration(double seconds, bool short_form) {

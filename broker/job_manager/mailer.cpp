@@ -1,9 +1,7 @@
 #include "broker/job_manager/mailer.hpp"
 
-#include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <map>
 
 #include <fcntl.h>
 #include <pwd.h>
@@ -17,7 +15,6 @@
 #include "core/json_field.hpp"
 #include "core/log.hpp"
 #include "core/slurm_names.hpp"
-#include "core/text.hpp"
 #include "core/unique_fd.hpp"
 
 namespace banyan {
@@ -27,21 +24,6 @@ constexpr size_t kMaxRunning = 8;        // sendmail processes at a time
 constexpr size_t kMaxWaiting = 10'000;   // letters queued behind them
 constexpr size_t kMaxLetterBytes = 4096;  // one page: any pipe takes it at once
 constexpr size_t kMaxNameBytes = 256;     // of a job name in a letter
-
-uint8_t mail_bits(const std::string& type) {
-    static const std::map<std::string, uint8_t> bits = {
-        {"NONE", 0},
-        {"BEGIN", kMailBegin},
-        {"END", kMailEnd},
-        {"FAIL", kMailFail},
-        {"REQUEUE", kMailRequeue},
-        {"INVALID_DEPEND", kMailInvalidDepend},
-        {"ARRAY_TASKS", kMailArrayTasks},
-        {"ALL", kMailBegin | kMailEnd | kMailFail | kMailRequeue | kMailInvalidDepend},
-    };
-    auto it = bits.find(type);
-    return it == bits.end() ? 0xff : it->second;
-}
 
 // The job's user's name, the default recipient (Slurm's too).
 std::string user_name(uint32_t uid) {
@@ -95,20 +77,12 @@ Result<std::shared_ptr<const MailRequest>> read_mail_request(const nlohmann::jso
         return type.error();
     if (!user)
         return user.error();
+    auto events = slurm_mail_types(*type);
+    if (!events)
+        return make_error(EINVAL, "mail.type: " + events.error().message);
     auto request = std::make_shared<MailRequest>();
     request->user = *user;
-    for (std::string one : split(*type, ',')) {
-        if (one.empty())
-            continue;
-        for (char& c : one)  // Slurm's are read in any case
-            c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        uint8_t bits = mail_bits(one);
-        if (bits == 0xff)
-            return make_error(EINVAL, fmt::format("mail.type: {}: expected NONE, BEGIN, END, FAIL, REQUEUE, "
-                                                  "INVALID_DEPEND, ARRAY_TASKS or ALL",
-                                                  one));
-        request->events |= bits;
-    }
+    request->events = *events;
     if (request->user.find_first_of("\r\n") != std::string::npos || request->user.starts_with("-"))
         return make_error(EINVAL, "mail.user: not an address");
     if ((request->events & ~kMailArrayTasks) == 0)

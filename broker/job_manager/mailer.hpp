@@ -13,24 +13,17 @@
 
 #include "core/reactor.hpp"
 #include "core/result.hpp"
+#include "core/slurm_names.hpp"
 
 namespace banyan {
 
 struct Job;
 
-// What a job asked to be mailed about: MailEvent bits, and to whom ("":
+// What a job asked to be mailed about: MailEvent bits (core/slurm_names), and to whom ("":
 // its user).
 struct MailRequest {
     uint8_t events = 0;
     std::string user;
-};
-enum MailEvent : uint8_t {
-    kMailBegin = 1,
-    kMailEnd = 2,
-    kMailFail = 4,
-    kMailRequeue = 8,
-    kMailInvalidDepend = 16,
-    kMailArrayTasks = 32,  // an array's elements mail for themselves
 };
 
 // attributes.system.mail of a jobspec; nullptr when it asks for nothing.
