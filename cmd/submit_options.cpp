@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -237,9 +238,63 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
                     "only nodes that meet EXPR: properties (gpu,^bigmem), host:HOSTLIST, rank:IDSET, "
                     "joined by and, or, not, parentheses")
         ->allow_extra_args(false);
+    cmd->add_option("--container", o.container,
+                    "run the tasks in a container of IMAGE: an OCI layout directory, an OCI archive, or an image "
+                    "name in podman's storage");
+    cmd->add_option("--container-mount", o.container_mounts,
+                    "bind SRC on DST in the container, read-only with :ro (SRC:DST[:ro]); repeatable")
+        ->allow_extra_args(false);
     cmd->add_flag("-l,--label-io", o.label_io, "start each line of output with the task rank");
     cmd->add_flag("--requeue", o.requeue, "if a node of the job fails, run it again (same id) instead of failing");
 }
+
+namespace {
+
+std::string absolute_path(const std::string& path) {
+    std::error_code ec;
+    auto full = std::filesystem::absolute(path, ec).lexically_normal().string();
+    if (full.size() > 1 && full.back() == '/')
+        full.pop_back();
+    return ec ? path : full;
+}
+
+// --container and --container-mount as the shell option (doc/spec/
+// shell.md §9): paths made absolute, and what the submitter cannot read
+// refused here rather than on a node.
+nlohmann::json container_option(const SubmitOptions& o) {
+    std::string image = o.container;
+    struct stat st {};
+    bool is_path = image.find('/') != std::string::npos || stat(image.c_str(), &st) == 0;
+    if (is_path) {
+        if (stat(image.c_str(), &st) != 0)
+            fail(fmt::format("--container={}: {}", o.container, std::strerror(errno)));
+        image = absolute_path(image);
+        std::string probe = S_ISDIR(st.st_mode) ? image + "/index.json" : image;
+        if (S_ISDIR(st.st_mode) && access(probe.c_str(), F_OK) != 0)
+            fail(fmt::format("--container={}: not an OCI image layout (no index.json); an archive, a layout "
+                             "directory or an image name is expected",
+                             o.container));
+        if (access(probe.c_str(), R_OK) != 0)
+            fail(fmt::format("--container={}: {}", o.container, std::strerror(errno)));
+    }
+    nlohmann::json mounts = nlohmann::json::array();
+    for (const auto& m : o.container_mounts) {
+        auto first = m.find(':');
+        auto second = first == std::string::npos ? std::string::npos : m.find(':', first + 1);
+        std::string source = m.substr(0, first);
+        std::string destination = first == std::string::npos ? "" : m.substr(first + 1, second - first - 1);
+        std::string mode = second == std::string::npos ? "rw" : m.substr(second + 1);
+        if (source.empty() || !destination.starts_with("/") || (mode != "ro" && mode != "rw"))
+            fail(fmt::format("--container-mount={}: expected SOURCE:DESTINATION[:ro], DESTINATION an absolute path", m));
+        if (stat(source.c_str(), &st) != 0 ||
+            access(source.c_str(), S_ISDIR(st.st_mode) ? R_OK | X_OK : R_OK) != 0)
+            fail(fmt::format("--container-mount={}: {}: {}", m, source, std::strerror(errno)));
+        mounts.push_back({{"source", absolute_path(source)}, {"destination", destination}, {"readonly", mode == "ro"}});
+    }
+    return {{"image", image}, {"mounts", mounts}};
+}
+
+}  // namespace
 
 nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::string>& command) {
     if (command.empty())
@@ -354,6 +409,10 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
                  "--input");
     if (o.label_io)
         set_path(jobspec["attributes"]["system"], "shell.options.output.label", true, "-l");
+    if (!o.container.empty())
+        set_path(jobspec["attributes"]["system"], "shell.options.container", container_option(o), "--container");
+    else if (!o.container_mounts.empty())
+        fail("--container-mount: only with --container=IMAGE");
     if (!o.signal.empty()) {
         if (!r.time_limit)
             fail(fmt::format("--signal={}: needs a time limit (-t) to count back from", o.signal));

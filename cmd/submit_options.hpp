@@ -44,6 +44,8 @@ struct SubmitOptions {
     std::string bank;
     std::string array;  // --array (submit and batch only)
     std::string signal_to;  // --signal-to (batch and alloc: where the instance passes SIGUSR1 on)
+    std::string container;                     // --container=IMAGE
+    std::vector<std::string> container_mounts;  // --container-mount=SRC:DST[:ro]
 };
 
 void add_submit_options(CLI::App* cmd, SubmitOptions& o);

@@ -242,12 +242,14 @@ struct ChildPlan {
     const cpu_set_t* cpus;  // nullptr: inherit
     int cgroup_fd;          // >= 0: join it here (when clone could not start us in it)
     int join_cgroup_fd;     // >= 0: a v1 cgroup to join here
+    int user_ns_fd;         // >= 0: a container's namespaces to join
+    int mount_ns_fd;
     int error_fd;           // a ChildFailure goes here
 };
 
 // Which step failed in the child, and its errno.
 struct ChildFailure {
-    enum Step : int { cgroup, process_group, redirect, cwd, bind, exec } step;
+    enum Step : int { cgroup, process_group, redirect, container, cwd, bind, exec } step;
     int err;
 };
 
@@ -273,6 +275,9 @@ struct ChildFailure {
             child_failed(plan, ChildFailure::cgroup);
         close(procs);
     }
+    if ((plan.user_ns_fd >= 0 && setns(plan.user_ns_fd, CLONE_NEWUSER) != 0) ||
+        (plan.mount_ns_fd >= 0 && setns(plan.mount_ns_fd, CLONE_NEWNS) != 0))
+        child_failed(plan, ChildFailure::container);
     if (plan.new_session ? setsid() < 0 : plan.new_process_group && setpgid(0, 0) != 0)
         child_failed(plan, ChildFailure::process_group);
     for (int target = 0; target < 4; target++) {
@@ -310,6 +315,8 @@ std::string describe(const ChildFailure& f, const SpawnOptions& options) {
             return fmt::format("{}: cannot start a process group: {}", name, std::strerror(f.err));
         case ChildFailure::redirect:
             return fmt::format("{}: cannot redirect its stdin/stdout/stderr: {}", name, std::strerror(f.err));
+        case ChildFailure::container:
+            return fmt::format("{}: cannot enter its container: {}", name, std::strerror(f.err));
         case ChildFailure::cwd:
             return fmt::format("{}: cannot change to {}: {}", name, options.cwd, std::strerror(f.err));
         case ChildFailure::bind:
@@ -486,6 +493,8 @@ Result<std::unique_ptr<Subprocess>> Subprocess::spawn(Reactor& reactor, const Sp
                    .cpus = options.cpus.empty() ? nullptr : &cpus,
                    .cgroup_fd = options.cgroup_fd,
                    .join_cgroup_fd = options.join_cgroup_fd,
+                   .user_ns_fd = options.user_ns_fd,
+                   .mount_ns_fd = options.mount_ns_fd,
                    .error_fd = error_pipe[1]};
     auto child = clone_child(plan);
     close(error_pipe[1]);

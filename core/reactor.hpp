@@ -114,6 +114,12 @@ struct SpawnOptions {
     // be started in one): as the parent's user, so before a setuid
     // program it runs changes who it is. -1: none.
     int join_cgroup_fd = -1;
+    // A container's namespaces (doc/spec/shell.md §9) the child joins
+    // before it changes directory, so it runs inside and finds its cwd
+    // there; -1: none. A child that cannot join them fails, never runs
+    // outside.
+    int user_ns_fd = -1;
+    int mount_ns_fd = -1;
     // Every descriptor above those placed (0-2, fd3) is closed in the child
     // unless this is set: only for a user's own command run as a shell
     // would run it (`banyan start COMMAND`: its <(...) and jobserver fds).

@@ -16,7 +16,8 @@ namespace {
 // its own options).
 constexpr std::string_view kKnownOptions[] = {"cpu-affinity", "gpu-affinity", "exit-timeout", "rlimit",
                                               "output",       "input",        "stdin",        "signal",
-                                              "profile",      "pmi",          "pty",          "slurm"};
+                                              "profile",      "pmi",          "pty",          "slurm",
+                                              "container",    "container-per-task"};
 
 Result<Affinity> affinity(const nlohmann::json& options, const char* key) {
     auto it = options.find(key);
@@ -84,6 +85,52 @@ Result<std::vector<std::pair<int, rlim_t>>> rlimits(const nlohmann::json& option
     return out;
 }
 
+// A path the container binds: absolute, and nothing to resolve.
+bool clean_absolute(const std::string& path) {
+    if (!path.starts_with("/") || path.find('\0') != std::string::npos)
+        return false;
+    for (size_t start = 1; start <= path.size();) {
+        size_t slash = std::min(path.find('/', start), path.size());
+        std::string_view part(path.data() + start, slash - start);
+        if (part == "." || part == "..")
+            return false;
+        start = slash + 1;
+    }
+    return true;
+}
+
+// {"image": IMAGE, "mounts": [{"source": DIR, "destination": DIR,
+// "readonly": BOOL}, ...]}.
+Result<void> container(const nlohmann::json& options, ShellOptions& opts) {
+    auto it = options.find("container");
+    if (it == options.end())
+        return {};
+    auto image = json_field<std::string>(*it, "image", "", "--container");
+    if (!it->is_object() || !image || image->empty())
+        return make_error(EINVAL, fmt::format("-o container={}: expected {{\"image\": IMAGE, \"mounts\": [...]}}",
+                                              it->dump()));
+    opts.container_image = *image;
+    for (const auto& m : json_array_at(*it, "mounts")) {
+        auto source = json_field<std::string>(m, "source", "", "--container-mount");
+        auto destination = json_field<std::string>(m, "destination", "", "--container-mount");
+        auto readonly = json_field<bool>(m, "readonly", false, "--container-mount");
+        if (auto e = first_error(source, destination, readonly))
+            return *e;
+        if (!clean_absolute(*source) || !clean_absolute(*destination) || *destination == "/")
+            return make_error(EINVAL, fmt::format("--container-mount={}:{}: expected SOURCE:DESTINATION[:ro], both "
+                                                  "absolute paths without . or .. (and not /)",
+                                                  *source, *destination));
+        opts.container_mounts.push_back({*source, *destination, *readonly});
+    }
+    auto per_task = options.find("container-per-task");
+    if (per_task != options.end()) {
+        if (!per_task->is_boolean() && !per_task->is_number_integer())
+            return make_error(EINVAL, fmt::format("-o container-per-task={}: expected true or false", per_task->dump()));
+        opts.container_per_task = *per_task != false && *per_task != 0;
+    }
+    return {};
+}
+
 std::string output_path(const nlohmann::json& options, const char* stream) {
     const auto& s = json_object_at(options, {"output", stream});
     return s.contains("path") && s["path"].is_string() ? s["path"].get<std::string>() : "";
@@ -97,7 +144,7 @@ Result<ShellOptions> read_shell_options(const nlohmann::json& system) {
         if (std::find(std::begin(kKnownOptions), std::end(kKnownOptions), name) == std::end(kKnownOptions))
             return make_error(EINVAL, fmt::format("-o {}: unknown shell option (known: cpu-affinity, gpu-affinity, "
                                                   "exit-timeout, rlimit.NAME, output, input, stdin, signal, "
-                                                  "profile, pmi, pty, slurm)",
+                                                  "profile, pmi, pty, slurm, container, container-per-task)",
                                                   name));
     ShellOptions opts;
     if (o.contains("profile")) {
@@ -137,8 +184,11 @@ Result<ShellOptions> read_shell_options(const nlohmann::json& system) {
     auto timeout = exit_timeout(o);
     auto limits = rlimits(o);
     auto warning = warning_signal(o);
-    if (auto e = first_error(cpu, gpu, timeout, limits, warning))
+    auto contained = container(o, opts);
+    if (auto e = first_error(cpu, gpu, timeout, limits, warning, contained))
         return *e;
+    if (o.contains("container-per-task") && opts.container_image.empty())
+        return make_error(EINVAL, "-o container-per-task: only with --container");
     opts.signal = *warning;
     opts.cpu_affinity = *cpu;
     opts.cpu_affinity_given = o.contains("cpu-affinity");

@@ -47,6 +47,16 @@ struct ShellOptions {
     // default: a task uses whichever its MPI speaks).
     bool pmix = true;
     bool pmi_simple = true;
+    // --container=IMAGE: the tasks run in a container made from IMAGE
+    // (doc/spec/shell.md §9), with these directories bound in besides the
+    // job's own; one container per node, or one per task.
+    struct ContainerMount {
+        std::string source, destination;
+        bool readonly = false;
+    };
+    std::string container_image;  // empty: no container
+    std::vector<ContainerMount> container_mounts;
+    bool container_per_task = false;
 };
 
 // The options under `system` (a jobspec's attributes.system). Error

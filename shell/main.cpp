@@ -17,6 +17,7 @@
 #include "core/json_parse.hpp"
 #include "core/log.hpp"
 #include "core/unique_fd.hpp"
+#include "shell/container_holder.hpp"
 #include "shell/fork_server.hpp"
 #include "shell/pmix_server.hpp"
 #include "shell/shell.hpp"
@@ -41,6 +42,10 @@ void raise_oom_score() {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // A job's container holder (doc/spec/shell.md §9), started by its
+    // shell: dumpable, unlike a shell, since it writes its own uid_map.
+    if (argc == 2 && std::strcmp(argv[1], "--container") == 0 && !isatty(0))
+        return banyan::run_container_holder();
     raise_oom_score();
     // Not dumpable (after the write above, which needs its /proc files to
     // be the user's): a task (same user) can neither ptrace its shell nor read

@@ -242,7 +242,12 @@ void Shell::on_message(Result<nlohmann::json> message) {
         return;
     }
     if (type == "signal" && *signo > 0 && *signo < NSIG) {
-        signal_tasks(static_cast<int>(*signo));
+        // Ended while its containers are being made: no task starts.
+        int n = static_cast<int>(*signo);
+        bool ends = n == SIGKILL || n == SIGTERM || n == SIGINT || n == SIGHUP;
+        if (ends && !started_ && containers_ && !containers_->ready())
+            return launch_failed(make_error(EINTR, fmt::format("signal {} came while its container was made", n)));
+        signal_tasks(n);
     } else if (type == "stdin") {
         auto data = io_data(m, "stdin");
         auto eof = json_field<bool>(m, "eof", false, "stdin");
@@ -422,6 +427,23 @@ void Shell::refuse_job(const std::string& why) {
 }
 
 void Shell::launch() {
+    // In containers: their holders first (an image may take seconds to
+    // unpack), then the tasks, inside.
+    if (!job_->options.container_image.empty() && !(containers_ && containers_->ready())) {
+        if (containers_)
+            return;  // (a second `go`)
+        auto made = JobContainers::start(reactor_, *job_, [this](Result<void> ready) {
+            if (finishing_ || started_)
+                return;  // (ended meanwhile)
+            if (!ready)
+                return launch_failed(ready.error());
+            launch();
+        });
+        if (!made)
+            return launch_failed(made.error());
+        containers_ = std::move(*made);
+        return;
+    }
     auto ready = launch_tasks();
     if (!ready)
         return launch_failed(ready.error());
@@ -550,6 +572,12 @@ Result<void> Shell::launch_tasks() {
         setup.spawn.argv = job.command;  // argv[0] as the user gave it
         setup.spawn.program = command;
         setup.spawn.cwd = job.cwd;
+        if (containers_) {
+            auto inside = containers_->for_task(i);
+            setup.spawn.program = inside.program;
+            setup.spawn.user_ns_fd = inside.user_ns;
+            setup.spawn.mount_ns_fd = inside.mount_ns;
+        }
         setup.spawn.cpus = bindings[i].cpus;
         // As mpirun does when it oversubscribes: an MPI rank that polls
         // while it waits would take the CPU from the rank it waits for.

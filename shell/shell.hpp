@@ -21,6 +21,7 @@
 #include "core/unique_fd.hpp"
 #include "resource/machine_topology.hpp"
 #include "shell/binding.hpp"
+#include "shell/container.hpp"
 #include "shell/instance_proxy.hpp"
 #include "shell/pmi_simple.hpp"
 #include "shell/pmix_server.hpp"
@@ -110,6 +111,7 @@ class Shell {
     std::unique_ptr<MachineTopology> topology_;
     std::unique_ptr<PmixServer> pmix_;
     std::unique_ptr<PmiSimpleServer> pmi_simple_;
+    std::unique_ptr<JobContainers> containers_;  // --container: what the tasks run in
     std::unique_ptr<InstanceProxy> proxy_;  // the job is a nested instance: requests for it
     uint64_t next_fence_ = 0;
     std::map<uint64_t, std::function<void(std::string)>> fences_;  // waiting for their result

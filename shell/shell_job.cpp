@@ -60,8 +60,12 @@ Result<ShellJob> ShellJob::parse(const nlohmann::json& m) {
     auto tmpdir = json_field<std::string>(m, "tmpdir", "", "shell");
     auto topology = json_field<std::string>(m, "topology", "", "shell");
     auto host_brokers = json_field<uint32_t>(m, "host_brokers", 1, "shell");
-    if (auto e = first_error(id, rank, uri, tmpdir, topology, host_brokers))
+    auto cache = json_field<std::string>(m, "container_cache", "", "shell");
+    auto cache_size = json_field<uint64_t>(m, "container_cache_size", 0, "shell");
+    if (auto e = first_error(id, rank, uri, tmpdir, topology, host_brokers, cache, cache_size))
         return *e;
+    job.container_cache = *cache;
+    job.container_cache_size = *cache_size;
     job.host_brokers = std::max<uint32_t>(*host_brokers, 1);
     job.id = *id;
     job.rank = *rank;

@@ -34,6 +34,8 @@ struct ShellJob {
     std::string tmpdir;  // this shell's own directory (PMIx rendezvous files)
     uint32_t host_brokers = 1;  // brokers of the instance on this host (exec service); > 1: cores overlap
     std::string topology;  // this machine's hwloc XML, saved by the exec service; empty: discover
+    std::string container_cache;        // exec.container-cache, {uid} still in it
+    uint64_t container_cache_size = 0;  // exec.container-cache-size, bytes
     ShellOptions options;
 
     // The host name of broker rank `rank`, from R's nodelist ("rank<N>"

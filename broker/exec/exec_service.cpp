@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 
 #include "broker/exec/job_cgroup.hpp"
+#include "core/byte_size.hpp"
 #include "core/duration.hpp"
 #include "core/idset.hpp"
 #include "core/json_field.hpp"
@@ -101,6 +102,21 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     if (!shell)
         return shell.error();
     svc->shell_path_ = *shell;
+    // Where each user's container images are unpacked on this node, and
+    // how large that may grow (doc/spec/shell.md §9.2).
+    auto cache = config.get_string("exec.container-cache", "/var/tmp/banyan-images-{uid}");
+    auto cache_size = config.get_string("exec.container-cache-size", "20G");
+    if (auto e = first_error(cache, cache_size))
+        return *e;
+    auto cache_bytes = parse_byte_size(*cache_size, BareSize::refused);
+    if (!cache_bytes)
+        return make_error(EINVAL, fmt::format("exec.container-cache-size: {}", cache_bytes.error().message));
+    if (!cache->starts_with("/") || cache->find("{uid}") == std::string::npos)
+        return make_error(EINVAL, fmt::format("exec.container-cache: \"{}\": expected an absolute path with {{uid}} "
+                                              "in it (each user's images are their own)",
+                                              *cache));
+    svc->container_cache_ = *cache;
+    svc->container_cache_size_ = *cache_bytes;
     svc->fork_shells_ = !config.has("exec.job-shell") && ShellForkServer::supported();
     for (auto [key, field] : {std::pair{"exec.prolog", &svc->prolog_}, std::pair{"exec.epilog", &svc->epilog_}})
         if (config.has(key)) {

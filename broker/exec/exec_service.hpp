@@ -139,6 +139,8 @@ class ExecService {
     Broker& broker_;
     Duration kill_timeout_;
     double reattach_timeout_ = 300;  // seconds
+    std::string container_cache_;      // exec.container-cache, with {uid}
+    uint64_t container_cache_size_ = 0;  // exec.container-cache-size, bytes
     std::string shell_path_;
     bool fork_shells_ = false;                      // Banyan's own shell: its owner's jobs' are forked (§1.1)
     std::unique_ptr<ShellForkServer> fork_server_;  // started at the first such job

@@ -90,6 +90,8 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     request["reattach_socket"] = tmpdir + "/reattach.sock";
     request["reattach_timeout"] = reattach_timeout_;
     request["broker_uid"] = getuid();
+    request["container_cache"] = container_cache_;
+    request["container_cache_size"] = container_cache_size_;
     if (topology_xml_)
         request["topology"] = *topology_xml_;
     if (host_brokers_ > 1)
