@@ -264,7 +264,10 @@ std::string absolute_path(const std::string& path) {
 nlohmann::json container_option(const SubmitOptions& o) {
     std::string image = o.container;
     struct stat st {};
-    bool is_path = image.find('/') != std::string::npos || stat(image.c_str(), &st) == 0;
+    // A path, or a name in podman's storage (which may hold a '/':
+    // localhost/app:1, docker.io/library/debian).
+    bool is_path = image.starts_with("/") || image.starts_with("./") || image.starts_with("../") ||
+                   stat(image.c_str(), &st) == 0;
     if (is_path) {
         if (stat(image.c_str(), &st) != 0)
             fail(fmt::format("--container={}: {}", o.container, std::strerror(errno)));

@@ -123,15 +123,12 @@ Result<nlohmann::json> read_json_blob(const std::string& layout, const std::stri
     return std::move(*parsed);
 }
 
-struct Manifest {
-    std::string digest;  // the cache key's source
-    std::vector<std::string> layers;  // digests, lowest first
-};
 
-// The manifest of a layout for this machine: the index's only one, or the
-// one whose platform is this architecture; its config must be Linux on
-// this architecture.
-Result<Manifest> read_manifest(const std::string& layout) {
+
+// The digest of the manifest for this machine in the layout's index: the
+// only one, or the one whose platform is this architecture (one nested
+// index followed, which needs its blob).
+Result<std::string> manifest_digest(const std::string& layout) {
     auto index_text = read_text_file(layout + "/index.json");
     if (!index_text)
         return make_error(ENOENT, "not an OCI image (no index.json)");
@@ -139,8 +136,7 @@ Result<Manifest> read_manifest(const std::string& layout) {
     if (!index || !index->is_object())
         return make_error(EINVAL, "index.json is not a JSON object");
     const std::string arch = oci_architecture();
-    std::string digest;
-    for (int depth = 0; depth < 2 && digest.empty(); depth++) {
+    for (int depth = 0; depth < 2; depth++) {
         const auto& manifests = json_array_at(*index, "manifests");
         if (manifests.empty())
             return make_error(EINVAL, "the index lists no manifest");
@@ -150,21 +146,27 @@ Result<Manifest> read_manifest(const std::string& layout) {
                 chosen = &m;
         if (!chosen)
             return make_error(EINVAL, fmt::format("no manifest for {} in the index", arch));
-        auto d = json_field<std::string>(*chosen, "digest", "", "manifest");
+        auto digest = json_field<std::string>(*chosen, "digest", "", "manifest");
         auto type = json_field<std::string>(*chosen, "mediaType", "", "manifest");
-        if (auto e = first_error(d, type))
+        if (auto e = first_error(digest, type))
             return *e;
-        if (type->find("image.index") != std::string::npos) {  // a nested index
-            auto nested = read_json_blob(layout, *d);
-            if (!nested)
-                return nested.error();
-            index = std::move(*nested);
-            continue;
-        }
-        digest = *d;
+        if (type->find("image.index") == std::string::npos)
+            return *digest;
+        auto nested = read_json_blob(layout, *digest);
+        if (!nested)
+            return nested.error();
+        index = std::move(*nested);
     }
-    if (digest.empty())
-        return make_error(EINVAL, "indexes nested too deep");
+    return make_error(EINVAL, "indexes nested too deep");
+}
+
+struct Manifest {
+    std::vector<std::string> layers;  // digests, lowest first
+};
+
+// The manifest `digest` of the layout; its config must be Linux on this
+// architecture.
+Result<Manifest> read_manifest(const std::string& layout, const std::string& digest) {
     auto manifest = read_json_blob(layout, digest);
     if (!manifest)
         return manifest.error();
@@ -174,12 +176,13 @@ Result<Manifest> read_manifest(const std::string& layout) {
     auto config = read_json_blob(layout, *config_digest);
     if (!config)
         return config.error();
+    const std::string arch = oci_architecture();
     std::string image_arch = json_field<std::string>(*config, "architecture", "").value_or("");
     std::string os = json_field<std::string>(*config, "os", "").value_or("");
     if (image_arch != arch || os != "linux")
         return make_error(EINVAL, fmt::format("it is built for {}/{}; this node is {}/linux",
                                               os.empty() ? "?" : os, image_arch.empty() ? "?" : image_arch, arch));
-    Manifest out{.digest = digest, .layers = {}};
+    Manifest out;
     for (const auto& layer : json_array_at(*manifest, "layers")) {
         auto d = json_field<std::string>(layer, "digest", "", "layer");
         if (!d)
@@ -353,7 +356,7 @@ Result<PreparedImage> prepare_image(const std::string& image, const std::string&
     ImageKind kind = ImageKind::storage;
     if (stat(image.c_str(), &st) == 0)
         kind = S_ISDIR(st.st_mode) ? ImageKind::layout : ImageKind::archive;
-    else if (image.find('/') != std::string::npos && (image[0] == '/' || image[0] == '.'))
+    else if (image.starts_with("/") || image.starts_with("./") || image.starts_with("../"))
         return image_error(image, std::strerror(errno));
     // Where a layout is read from: the image itself, or a scratch copy in
     // the cache (an archive's contents, containers storage's export).
@@ -362,13 +365,20 @@ Result<PreparedImage> prepare_image(const std::string& image, const std::string&
         std::string path;
         ~Cleanup() { remove_tree(path); }
     } cleanup{scratch};
-    std::string layout = image, key;
-    std::optional<Manifest> manifest;
+    std::string layout = image, key, digest;
+    bool extracted = kind != ImageKind::archive;  // the archive's blobs are out
     if (kind == ImageKind::archive) {
+        // Its index alone, to name the entry: a cached image costs no
+        // more than reading the archive through.
         layout = scratch;
         fs::create_directories(layout);
         if (auto r = run_tool({"tar", "-xf", image, "-C", layout, "index.json", "oci-layout"}); !r)
             return image_error(image, "not an OCI archive (" + r.error().message + ")");
+        if (!manifest_digest(layout)) {  // a nested index: its blob is needed
+            if (auto r = run_tool({"tar", "-xf", image, "-C", layout}); !r)
+                return image_error(image, "a corrupt OCI archive (" + r.error().message + ")");
+            extracted = true;
+        }
     } else if (kind == ImageKind::storage) {
         std::string id;
         if (auto r = run_tool({"podman", "image", "inspect", "--format", "{{.Id}}", image}, &id); !r)
@@ -379,11 +389,11 @@ Result<PreparedImage> prepare_image(const std::string& image, const std::string&
         key = "podman-" + id;
     }
     if (key.empty()) {
-        auto m = read_manifest(layout);
-        if (!m)
-            return image_error(image, m.error().message);
-        manifest = std::move(*m);
-        key = "sha256-" + manifest->digest.substr(7);
+        auto d = manifest_digest(layout);
+        if (!d)
+            return image_error(image, d.error().message);
+        digest = *d;
+        key = "sha256-" + digest.substr(7);
     }
     std::string entry = cache + "/" + key;
     UniqueFd lock(open((entry + ".lock").c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
@@ -402,19 +412,23 @@ Result<PreparedImage> prepare_image(const std::string& image, const std::string&
             return make_error(errno, fmt::format("{}.lock: {}", entry, std::strerror(errno)));
         if (access((entry + "/rootfs").c_str(), F_OK) == 0)
             continue;  // another job unpacked it meanwhile
-        if (kind == ImageKind::archive) {
+        if (!extracted && kind == ImageKind::archive) {
             if (auto r = run_tool({"tar", "-xf", image, "-C", layout}); !r)
                 return image_error(image, "a corrupt OCI archive (" + r.error().message + ")");
-        } else if (kind == ImageKind::storage) {
+            extracted = true;
+        } else if (kind == ImageKind::storage && digest.empty()) {
             layout = scratch + "/layout";
             fs::create_directories(scratch);
             if (auto r = run_tool({"podman", "save", "--format", "oci-dir", "-o", layout, image}); !r)
                 return image_error(image, r.error().message);
-            auto m = read_manifest(layout);
-            if (!m)
-                return image_error(image, m.error().message);
-            manifest = std::move(*m);
+            auto d = manifest_digest(layout);
+            if (!d)
+                return image_error(image, d.error().message);
+            digest = *d;
         }
+        auto manifest = read_manifest(layout, digest);
+        if (!manifest)
+            return image_error(image, manifest.error().message);
         if (auto r = unpack(layout, *manifest, entry); !r) {
             remove_tree(entry + ".part");
             return image_error(image, r.error().message);

@@ -4,7 +4,8 @@
 # lib.sh, then call start_multi_user [TOML]: TOML goes into the brokers'
 # config. It sets SVC ALICE BOB PROJ (user names), P (the installed
 # prefix), IMP, BANYAN_URI and PATH, and defines `as USER CMD...`. The
-# brokers get the variables of the array BROKER_ENV (NAME=VALUE) if set.
+# brokers get the variables of the array BROKER_ENV (NAME=VALUE) if set,
+# and the keys of MULTI_USER_EXEC in their [exec] table.
 start_multi_user() {
     need_root "makes users, a setuid helper and runs munged"
     need_tools useradd munged runuser
@@ -58,6 +59,7 @@ SH
     chown "$SVC" "$T_DIR/cert"
     write_config "$T_DIR/c.toml" 4 "$port" "$T_DIR/cert" "[exec]
 imp = \"$IMP\"
+${MULTI_USER_EXEC:-}
 prolog = \"$IMP run prolog\"
 epilog = \"$IMP run epilog\"
 [access]
