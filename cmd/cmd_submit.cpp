@@ -320,6 +320,11 @@ bool apply_directives(CLI::App* cmd, SubmitOptions& o, const std::string& path, 
 // A nested instance's jobspec: one broker per node of the allocation.
 // -N alone asks for whole nodes, as `flux batch -N` does.
 nlohmann::json instance_jobspec(SubmitOptions& o, std::vector<std::string> broker_args) {
+    // Its brokers are the host's programs: the jobs inside may run in
+    // containers, not the instance.
+    if (!o.container.empty() || !o.container_mounts.empty())
+        fail("--container: the instance of a batch job or allocation runs on the host; give --container to the "
+             "banyan run (or srun) lines inside it");
     if (o.nodes && !o.ntasks)
         o.exclusive = true;
     std::vector<std::string> command = {program_path("banyan-broker"), "--nested", "--log-level=warning"};

@@ -68,6 +68,10 @@ constexpr OptionSpec kOptions[] = {
     {"exclude", 'x', Arg::required, kJob},
     {"hold", 'H', Arg::none, kBatch | kSrun | kSalloc},
     {"comment", 0, Arg::required, kJob},
+    // Slurm's OCI bundle and Pyxis' image: one image (doc/spec/shell.md §9).
+    {"container", 0, Arg::required, kJob},
+    {"container-image", 0, Arg::required, kJob},
+    {"container-mounts", 0, Arg::required, kJob},
     // The front ends' own (their callers read them with value()).
     {"wrap", 0, Arg::required, kSbatch},
     {"parsable", 0, Arg::none, kSbatch},
@@ -536,6 +540,29 @@ Result<std::vector<std::string>> SlurmOptions::banyan_words(bool complete) const
         out.push_back("--setattr=system.mail.user=" + value("mail-user"));
     if (has("comment"))
         out.push_back("--setattr=user.comment=" + value("comment"));
+    for (const char* name : {"container", "container-image", "container-mounts"}) {
+        if (has(name) && instance_)
+            return bad(name, "the batch script runs on the host, in its own instance: give it to srun in the "
+                             "script (each step then runs in the container)");
+    }
+    if (has("container") && has("container-image"))
+        return bad("container-image", "--container names the image already: give one of the two");
+    if (has("container") || has("container-image"))
+        out.push_back("--container=" + value(has("container") ? "container" : "container-image"));
+    if (has("container-mounts")) {
+        // Pyxis: SRC[:DST[:ro]] pairs, comma-separated.
+        std::string list = value("container-mounts");
+        for (size_t start = 0; start <= list.size();) {
+            size_t comma = std::min(list.find(',', start), list.size());
+            std::string mount = list.substr(start, comma - start);
+            start = comma + 1;
+            if (mount.empty())
+                return bad("container-mounts", "an empty mount in the list");
+            if (mount.find(':') == std::string::npos)
+                mount += ":" + mount;  // the same path inside
+            out.push_back("--container-mount=" + mount);
+        }
+    }
     if (has("hold"))
         out.push_back("--urgency=0");
     if (has("label"))

@@ -197,3 +197,20 @@ TEST_CASE("A command line stops at the script or command", "[slurm]") {
     CHECK(bad.parse({"--label"}, SlurmCommand::sbatch, "").error().message ==
           "--label: not supported (banyan-slurm(7) lists what is)");
 }
+
+TEST_CASE("srun's containers (Slurm's --container, Pyxis' --container-image and --container-mounts)", "[slurm]") {
+    auto srun = [](const W& words) {
+        SlurmOptions o;
+        auto used = o.parse(words, SlurmCommand::srun, "");
+        REQUIRE(used);
+        return o.banyan_words();
+    };
+    CHECK(*srun({"--container-image=/img/app.tar"}) == W{"--container=/img/app.tar"});
+    CHECK(*srun({"--container=/img/layout"}) == W{"--container=/img/layout"});
+    CHECK(*srun({"--container-image=app", "--container-mounts=/data:/data:ro,/scratch"}) ==
+          W{"--container=app", "--container-mount=/data:/data:ro", "--container-mount=/scratch:/scratch"});
+    CHECK_FALSE(srun({"--container=a", "--container-image=b"}));
+    CHECK(error_of({"--container-image=app"}) ==
+          "job.sh:2: #SBATCH --container-image=app: the batch script runs on the host, in its own instance: give it "
+          "to srun in the script (each step then runs in the container)");
+}
