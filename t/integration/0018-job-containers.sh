@@ -50,6 +50,15 @@ check_output "--container-mount binds a directory where asked" "^shared-data$" \
 check_fails "... read-only with :ro" "Read-only file system" \
     banyan run --container="$L" --container-mount="$T_DIR/data:/data:ro" touch /data/x
 
+# Slurm's and Pyxis' options, through banyan-slurm's srun.
+check_output "srun --container-image with --container-mounts (Pyxis')" "^shared-data$" \
+    "$BANYAN_BUILD_DIR/bin/slurm/srun" --container-image="$L" --container-mounts="$T_DIR/data:/data:ro" cat /data/in.txt
+printf '#!/bin/sh\n#SBATCH --container-image=%s\ncat /etc/banyan-job-image\n' "$L" >"$T_DIR/job.sh"
+check_fails "sbatch refuses #SBATCH --container-image (the script runs on the host)" \
+    "job.sh:2: #SBATCH --container-image=.*: the batch script runs on the host" "$BANYAN_BUILD_DIR/bin/slurm/sbatch" "$T_DIR/job.sh"
+check_fails "banyan batch refuses --container for the same reason" "^banyan batch: --container: the instance of a batch job" \
+    banyan batch --container="$L" "$T_DIR/job.sh"
+
 # Cores: the tasks' binding is the same inside as outside.
 affinity='echo "$BANYAN_TASK_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
 outside=$(banyan run -N1 -n2 -o cpu-affinity=per-task sh -c "$affinity" | sort)
