@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -215,22 +216,55 @@ void remove_tree(const fs::path& path) {
     fs::remove_all(path, ec);
 }
 
+// Whether the directory `entry` (relative to `root`) lies in, once the
+// links lower layers made are followed as tar follows them, on this
+// host, is outside the root: a member or a whiteout there would reach
+// out. A link within the root (bin -> usr/bin) is fine; one that leaves
+// it (etc -> /home/x, or through ..) is not. (tar guards its own links
+// within one archive; layers are separate archives.)
+bool reaches_outside(const std::string& real_root, const std::string& root, const fs::path& entry) {
+    fs::path at(root);
+    fs::path existing = at;
+    for (auto it = entry.begin(); it != entry.end() && std::next(it) != entry.end(); ++it) {
+        if (*it == "." || it->empty())
+            continue;
+        at /= *it;
+        struct stat st {};
+        if (lstat(at.c_str(), &st) != 0)
+            break;  // not there yet: the layer makes it
+        existing = at;
+    }
+    char real[PATH_MAX];
+    if (!realpath(existing.c_str(), real))
+        return true;
+    std::string resolved = real;
+    return resolved != real_root && !resolved.starts_with(real_root + "/");
+}
+
 // Applies one layer on `root`: its whiteouts first (a file of a lower layer
 // removed, or an opaque directory emptied), then its files.
 Result<void> apply_layer(const std::string& blob, const std::string& root) {
     std::string listing;
     if (auto r = run_tool({"tar", "-tf", blob}, &listing); !r)
         return r;
+    char real[PATH_MAX];
+    if (!realpath(root.c_str(), real))
+        return make_error(errno, fmt::format("{}: {}", root, std::strerror(errno)));
+    const std::string real_root = real;
     for (size_t start = 0; start < listing.size();) {
         size_t end = std::min(listing.find('\n', start), listing.size());
         std::string name = listing.substr(start, end - start);
         start = end + 1;
         fs::path entry = fs::path(name).lexically_normal();
+        if (entry.is_absolute() || entry.string().starts_with(".."))
+            return make_error(EINVAL, fmt::format("{}: a file outside the root", name));
+        if (reaches_outside(real_root, root, entry))
+            return make_error(EINVAL, fmt::format("{}: under a symbolic link of a lower layer that leads out of "
+                                                  "the image",
+                                                  name));
         std::string base = entry.filename().string();
         if (!base.starts_with(".wh."))
             continue;
-        if (entry.string().starts_with("..") || entry.is_absolute())
-            return make_error(EINVAL, fmt::format("a whiteout outside the root: {}", name));
         fs::path dir = fs::path(root) / entry.parent_path();
         if (base == ".wh..wh..opq") {
             std::error_code ec;
@@ -240,7 +274,9 @@ Result<void> apply_layer(const std::string& blob, const std::string& root) {
             remove_tree(dir / base.substr(4));
         }
     }
-    std::vector<std::string> argv = {"tar", "-xf", blob, "-C", root, "--exclude=.wh.*",
+    // A lower layer's link to a directory stays (bin -> usr/bin), as
+    // container engines keep it.
+    std::vector<std::string> argv = {"tar", "-xf", blob, "-C", root, "--keep-directory-symlink", "--exclude=.wh.*",
                                      // The container's /dev is made for it, and only root makes device files.
                                      "--exclude=./dev/*", "--exclude=dev/*"};
     if (geteuid() != 0)

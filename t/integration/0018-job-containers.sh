@@ -177,6 +177,9 @@ banyan cancel "$job"
 wait_for "the job ends when canceled meanwhile" 30 sh -c "[ \"\$(state $job)\" != R ]"
 check "... no task ran" test ! -e "$T_DIR/ran-after-cancel"
 wait_for "... nothing of it is left running (holder, tar)" 10 sh -c "! pgrep -f 'banyan-shell --containe[r]|ta[r] -xf $BARE_LAYOUT'"
+check_fails "a cache path without {uid} is refused when the broker starts" \
+    "exec.container-cache: \"/var/tmp/shared\": expected an absolute path with \{uid\}" \
+    banyan start --test-size=1 -S 'exec.container-cache="/var/tmp/shared"' true
 check_output "every broker is still up" "^online: 0-3 \(4\)$" banyan overlay status -s
 banyan shutdown >/dev/null 2>&1
 no_brokers_left "the instance stopped" "$T_DIR/c.toml"

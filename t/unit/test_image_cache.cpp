@@ -210,3 +210,36 @@ TEST_CASE("shell option container: an image, mounts of clean absolute paths, per
                                           source, destination));
     CHECK(with({{"container-per-task", true}}).error().message == "-o container-per-task: only with --container");
 }
+
+TEST_CASE("prepare_image refuses a layer that reaches through a lower layer's link") {
+    REQUIRE(sodium_init() >= 0);
+    TempDir dir;
+    fs::path outside = dir.path / "outside";
+    fs::create_directories(outside);
+    fs::create_directories(dir.path / "l1");
+    fs::path image = dir.path / "image";
+    // Layer 1: etc -> OUTSIDE; layer 2: etc/x, and a whiteout of etc/y.
+    fs::remove_all(dir.path / "s1");
+    fs::create_directories(dir.path / "s1");
+    fs::create_symlink(outside, dir.path / "s1/etc");
+    REQUIRE(std::system(fmt::format("tar -C '{0}/s1' -cf '{0}/s1.tar' .", dir.path.string()).c_str()) == 0);
+    std::ofstream(outside / "y") << "keep";
+    make_layout(image, {read_bytes(dir.path / "s1.tar"), layer(dir.path / "l2", {{"etc/x", "x"}, {"etc/.wh.y", ""}})},
+                oci_architecture());
+    auto p = prepare_image(image, dir.path / "cache", 1 << 30);
+    REQUIRE_FALSE(p);
+    CHECK_THAT(p.error().message, Catch::Contains("under a symbolic link of a lower layer"));
+    CHECK_FALSE(fs::exists(outside / "x"));
+    CHECK(fs::exists(outside / "y"));
+
+    // A link within the image (bin -> usr/bin, as Debian's) is followed.
+    fs::path merged = dir.path / "merged";
+    fs::remove_all(dir.path / "s1");
+    fs::create_directories(dir.path / "s1/usr/bin");
+    fs::create_symlink("usr/bin", dir.path / "s1/bin");
+    REQUIRE(std::system(fmt::format("tar -C '{0}/s1' -cf '{0}/s1.tar' .", dir.path.string()).c_str()) == 0);
+    make_layout(merged, {read_bytes(dir.path / "s1.tar"), layer(dir.path / "l2", {{"bin/tool", "t"}})}, oci_architecture());
+    auto ok = prepare_image(merged, dir.path / "cache", 1 << 30);
+    REQUIRE(ok);
+    CHECK(read_bytes(fs::path(ok->rootfs) / "usr/bin/tool") == "t");
+}
