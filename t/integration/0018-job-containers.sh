@@ -54,10 +54,11 @@ check_fails "... read-only with :ro" "Read-only file system" \
 check_output "srun --container-image with --container-mounts (Pyxis')" "^shared-data$" \
     "$BANYAN_BUILD_DIR/bin/slurm/srun" --container-image="$L" --container-mounts="$T_DIR/data:/data:ro" cat /data/in.txt
 printf '#!/bin/sh\n#SBATCH --container-image=%s\ncat /etc/banyan-job-image\n' "$L" >"$T_DIR/job.sh"
+printf '#!/bin/sh\ntrue\n' >"$T_DIR/plain.sh"
 check_fails "sbatch refuses #SBATCH --container-image (the script runs on the host)" \
     "job.sh:2: #SBATCH --container-image=.*: the batch script runs on the host" "$BANYAN_BUILD_DIR/bin/slurm/sbatch" "$T_DIR/job.sh"
 check_fails "banyan batch refuses --container for the same reason" "^banyan batch: --container: the instance of a batch job" \
-    banyan batch --container="$L" "$T_DIR/job.sh"
+    banyan batch --container="$L" "$T_DIR/plain.sh"
 
 # Cores: the tasks' binding is the same inside as outside.
 affinity='echo "$BANYAN_TASK_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
@@ -66,13 +67,20 @@ check_output "tasks are bound inside as outside (-o cpu-affinity=per-task: $(ech
     sh -c "banyan run -N1 -n2 -o cpu-affinity=per-task --container='$L' sh -c '$affinity' | sort | tr '\n' ' ' | sed 's/ \$//'"
 
 # One container per node, or one per task.
-mnt='echo "$(hostname) $BANYAN_TASK_RANK $(readlink /proc/self/ns/mnt)"'
-check_output "a container per node: the 2 tasks of a node share one mount namespace, 2 nodes 2" "^2 2$" \
-    sh -c "banyan run -N2 -n4 --container='$L' sh -c '$mnt' | awk '{print \$3}' | sort | uniq -c | awk '{print \$1}' | sort -u | tr '\n' ' ' | sed 's/ \$//; s/^/2 /'"
+# Each task writes down its mount namespace, then waits for all 4 to have
+# (a namespace's number is reused once it is gone).
+cat >"$T_DIR/mnt.sh" <<'SH'
+echo "$BANYAN_TASK_RANK $(readlink /proc/self/ns/mnt)" >>"$1"
+while [ "$(wc -l <"$1")" -lt 4 ]; do sleep 0.05; done
+SH
+: >"$T_DIR/per-node.txt" >"$T_DIR/per-task.txt"
+banyan run -N2 -n4 --container="$L" sh "$T_DIR/mnt.sh" "$T_DIR/per-node.txt"
+banyan run -N2 -n4 -o container-per-task --container="$L" sh "$T_DIR/mnt.sh" "$T_DIR/per-task.txt"
+check_output "a container per node: 4 tasks on 2 brokers, 2 mount namespaces of 2 tasks each" "^2 2$" \
+    sh -c "cut -d' ' -f2 '$T_DIR/per-node.txt' | sort | uniq -c | awk '{print \$1}' | tr '\n' ' ' | sed 's/ \$//'"
 check_output "-o container-per-task: 4 tasks, 4 mount namespaces" "^4$" \
-    sh -c "banyan run -N2 -n4 -o container-per-task --container='$L' sh -c '$mnt' | awk '{print \$3}' | sort -u | wc -l"
-host_mnt=$(readlink /proc/self/ns/mnt)
-check "... none of them the host's" sh -c "! banyan run -N2 -n4 -o container-per-task --container='$L' sh -c '$mnt' | grep -q '$host_mnt'"
+    sh -c "cut -d' ' -f2 '$T_DIR/per-task.txt' | sort -u | wc -l"
+check "... none of them the host's" sh -c "! grep -q '$(readlink /proc/self/ns/mnt)' '$T_DIR/per-node.txt' '$T_DIR/per-task.txt'"
 
 # MPI across the 4 brokers, with the image's libraries.
 for mpi in mpich mpi; do
