@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,10 +31,10 @@ bool is_dir(const std::string& path) {
 
 // What the holder is asked for (shell/container_holder.cpp reads it).
 nlohmann::json holder_request(const ShellJob& job) {
-    nlohmann::json mounts = nlohmann::json::array();
+    nlohmann::json mounts = nlohmann::json::array(), job_dirs = nlohmann::json::array();
     auto same_path = [&](const std::string& dir) {
         if (is_dir(dir))
-            mounts.push_back({{"source", dir}, {"destination", dir}, {"readonly", false}});
+            job_dirs.push_back(dir);
     };
     // The job's own directories, where they are outside: its run directory
     // (PMIx's rendezvous), HOME, and where it works.
@@ -55,6 +56,7 @@ nlohmann::json holder_request(const ShellJob& job) {
     return {{"image", job.options.container_image},
             {"cache", cache},
             {"cache_size", job.container_cache_size},
+            {"job_dirs", job_dirs},
             {"mounts", mounts},
             {"devices", gpu_device_files(mine.gpus)},
             {"command", job.command[0]},
@@ -151,6 +153,12 @@ void JobContainers::on_answer(Holder& holder, Result<nlohmann::json> answer) {
     holder.mount_ns = UniqueFd(open(fmt::format("/proc/{}/ns/mnt", pid).c_str(), O_RDONLY | O_CLOEXEC));
     if (!holder.mount_ns)
         return fail(fmt::format("its mount namespace: {}", std::strerror(errno)));
+    auto lock = json_field<std::string>(*answer, "lock", "", "container");
+    if (!lock || lock->empty())
+        return fail("its holder named no cache entry");
+    holder.image_lock = UniqueFd(open(lock->c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (!holder.image_lock || flock(holder.image_lock.get(), LOCK_SH | LOCK_NB) != 0)
+        return fail(fmt::format("{}: {}", *lock, std::strerror(errno)));
     if (++answered_ == holders_.size())
         ready_({});
 }
@@ -160,6 +168,11 @@ void JobContainers::fail(const std::string& why) {
         return;
     failed_ = true;
     ready_(make_error(EINVAL, fmt::format("container on {}: {}", host_, why)));
+}
+
+void JobContainers::end_holders() {
+    for (auto& h : holders_)
+        h->process.reset();
 }
 
 JobContainers::Joined JobContainers::for_task(uint32_t local_index) const {

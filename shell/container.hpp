@@ -35,6 +35,10 @@ class JobContainers {
     bool ready() const { return answered_ == holders_.size() && !failed_; }
     // The container of local task `local_index`.
     Joined for_task(uint32_t local_index) const;
+    // Kills and reaps the holders (the job is ending): their Subprocess
+    // does it, knowing their pids are theirs until then. The tasks'
+    // namespaces stay while the tasks do.
+    void end_holders();
 
   private:
     struct Holder {
@@ -42,6 +46,9 @@ class JobContainers {
         std::unique_ptr<LineChannel> channel;  // holds its stdin open: it lives while this does
         std::string program;
         UniqueFd user_ns, mount_ns;
+        // The image's cache entry, held shared as the holder holds it: no
+        // eviction removes it under the tasks, even if the holder dies.
+        UniqueFd image_lock;
         bool answered = false;
     };
     JobContainers(Reactor& reactor) : reactor_(reactor) {}

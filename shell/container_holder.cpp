@@ -1,5 +1,6 @@
 #include "shell/container_holder.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -64,8 +65,10 @@ Result<void> enter_namespaces() {
         auto a = write_file("/proc/self/setgroups", "deny");
         auto b = a ? write_file("/proc/self/uid_map", fmt::format("{} {} 1\n", uid, uid)) : a;
         auto c = b ? write_file("/proc/self/gid_map", fmt::format("{} {} 1\n", gid, gid)) : b;
-        if (!c)
-            return c;
+        if (!c)  // (a security module restricting user namespaces, as AppArmor can)
+            return make_error(c.error().code, fmt::format("this node does not let a user namespace map its user "
+                                                          "({}): containers of users other than root need that",
+                                                          c.error().message));
     }
     // Nothing mounted here reaches the host.
     if (mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0)
@@ -73,8 +76,9 @@ Result<void> enter_namespaces() {
     return {};
 }
 
-// Makes the mount point for `source` at `target`: a directory, or an empty
-// file for a file (the image's own stays underneath, unchanged).
+// Makes the mount point for `source` at `target` (resolved in the root:
+// no link in it): a directory, or an empty file for a file (the image's
+// own stays underneath, unchanged).
 Result<void> make_mount_point(const std::string& source, const std::string& target) {
     struct stat st {};
     if (stat(source.c_str(), &st) != 0)
@@ -87,7 +91,7 @@ Result<void> make_mount_point(const std::string& source, const std::string& targ
         return {};
     }
     std::filesystem::create_directories(std::filesystem::path(target).parent_path(), ec);
-    int fd = open(target.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    int fd = open(target.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0 && errno != EISDIR)
         return make_error(errno, fmt::format("cannot make {} in the image: {}", target, std::strerror(errno)));
     if (fd >= 0)
@@ -96,46 +100,63 @@ Result<void> make_mount_point(const std::string& source, const std::string& targ
 }
 
 // Read-only again, keeping the flags the kernel keeps locked on a mount
-// made in a user namespace (nosuid, nodev, noexec as they were).
+// made in a user namespace: nosuid, nodev, noexec and the atime ones as
+// they were (a remount that changes one is refused).
 Result<void> remount_readonly(const std::string& target) {
     struct statvfs sv {};
     unsigned long flags = MS_BIND | MS_REMOUNT | MS_RDONLY;
     if (statvfs(target.c_str(), &sv) == 0) {
-        if (sv.f_flag & ST_NOSUID)
-            flags |= MS_NOSUID;
-        if (sv.f_flag & ST_NODEV)
-            flags |= MS_NODEV;
-        if (sv.f_flag & ST_NOEXEC)
-            flags |= MS_NOEXEC;
+        for (auto [st, ms] : {std::pair{ST_NOSUID, MS_NOSUID}, {ST_NODEV, MS_NODEV}, {ST_NOEXEC, MS_NOEXEC},
+                              {ST_NOATIME, MS_NOATIME}, {ST_NODIRATIME, MS_NODIRATIME}, {ST_RELATIME, MS_RELATIME}})
+            if (sv.f_flag & st)
+                flags |= ms;
+        if (!(sv.f_flag & (ST_NOATIME | ST_RELATIME)))
+            flags |= MS_STRICTATIME;
     }
     if (mount(nullptr, target.c_str(), nullptr, flags, nullptr) != 0)
         return failed("read-only " + target);
     return {};
 }
 
+// Binds b.source on b.destination as the container sees it: the path is
+// resolved in the image (its links followed inside it, never on the host).
 Result<void> bind(const std::string& root, const Bind& b) {
-    std::string target = root + b.destination;
-    if (auto r = make_mount_point(b.source, target); !r)
+    auto target = resolve_in_root(root, b.destination);
+    if (!target)
+        return target.error();
+    if (auto r = make_mount_point(b.source, *target); !r)
         return r;
-    if (mount(b.source.c_str(), target.c_str(), nullptr, MS_BIND | (b.recursive ? MS_REC : 0), nullptr) != 0)
+    if (mount(b.source.c_str(), target->c_str(), nullptr, MS_BIND | (b.recursive ? MS_REC : 0), nullptr) != 0)
         return make_error(errno, fmt::format("cannot bind {} on {}: {}", b.source, b.destination, std::strerror(errno)));
-    return b.readonly ? remount_readonly(target) : Result<void>();
+    return b.readonly ? remount_readonly(*target) : Result<void>();
 }
 
 // /dev of its own: a tmpfs with the usual character devices, the host's
-// terminals, shared memory and message queues, and the job's GPUs only.
+// terminals, shared memory and message queues, the fabrics' devices (MPI
+// over InfiniBand, Omni-Path, Slingshot) and the job's GPUs only.
 Result<void> make_dev(const std::string& root, const std::vector<std::string>& devices) {
-    std::string dev = root + "/dev";
+    auto dev = resolve_in_root(root, "/dev");
+    if (!dev)
+        return dev.error();
     std::error_code ec;
-    std::filesystem::create_directories(dev, ec);
-    if (mount("tmpfs", dev.c_str(), "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m") != 0)
+    std::filesystem::create_directories(*dev, ec);
+    if (mount("tmpfs", dev->c_str(), "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m") != 0)
         return failed("tmpfs on /dev");
     std::vector<Bind> binds;
     for (const char* name : {"null", "zero", "full", "random", "urandom", "tty"})
         binds.push_back({fmt::format("/dev/{}", name), fmt::format("/dev/{}", name), false, false});
-    for (const char* name : {"pts", "shm", "mqueue"})
-        if (access(fmt::format("/dev/{}", name).c_str(), F_OK) == 0)
-            binds.push_back({fmt::format("/dev/{}", name), fmt::format("/dev/{}", name), false, true});
+    std::vector<std::string> trees = {"pts", "shm", "mqueue", "infiniband"};
+    if (!devices.empty())
+        trees.push_back("nvidia-caps");  // MIG
+    for (const auto& name : trees)
+        if (access(("/dev/" + name).c_str(), F_OK) == 0)
+            binds.push_back({"/dev/" + name, "/dev/" + name, false, true});
+    for (auto it = std::filesystem::directory_iterator("/dev", ec); !ec && it != std::filesystem::directory_iterator();
+         it.increment(ec)) {
+        std::string name = it->path().filename().string();
+        if (name.starts_with("hfi1_") || name.starts_with("cxi"))
+            binds.push_back({"/dev/" + name, "/dev/" + name, false, false});
+    }
     for (const auto& d : devices)
         binds.push_back({d, d, false, false});
     for (const auto& b : binds)
@@ -143,21 +164,22 @@ Result<void> make_dev(const std::string& root, const std::vector<std::string>& d
             return r;
     for (auto [from, to] : {std::pair{"/proc/self/fd", "fd"}, {"/proc/self/fd/0", "stdin"},
                             {"/proc/self/fd/1", "stdout"}, {"/proc/self/fd/2", "stderr"}, {"pts/ptmx", "ptmx"}})
-        if (symlink(from, (dev + "/" + to).c_str()) != 0)
+        if (symlink(from, (*dev + "/" + to).c_str()) != 0)
             return failed("/dev/" + std::string(to));
     return {};
 }
 
-// The image as the root: every other mount under it first, then the
-// root read-only, then pivot_root (the host's tree goes).
+// The image as the root: every other mount under it first (its own /dev,
+// then the binds, which may go under /dev), then the root read-only, then
+// pivot_root (the host's tree goes).
 Result<void> make_root(const std::string& root, const std::vector<Bind>& binds, const std::vector<std::string>& devices) {
     if (mount(root.c_str(), root.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
         return failed("binding the image's root");
+    if (auto r = make_dev(root, devices); !r)
+        return r;
     for (const auto& b : binds)
         if (auto r = bind(root, b); !r)
             return r;
-    if (auto r = make_dev(root, devices); !r)
-        return r;
     if (auto r = remount_readonly(root); !r)
         return r;
     if (chdir(root.c_str()) != 0 || syscall(SYS_pivot_root, ".", ".") != 0)
@@ -205,6 +227,18 @@ Result<std::string> make_container(const nlohmann::json& spec, PreparedImage& im
     for (const char* file : {"/etc/passwd", "/etc/group", "/etc/hosts", "/etc/resolv.conf"})
         if (access(file, R_OK) == 0)
             binds.push_back({file, file, true, false});
+    // The job's own directories at their paths, unless one is "/" (the
+    // image would be gone) or lies in one bound already (a cwd in HOME,
+    // a run directory in /tmp): the host's tree is there as it is.
+    auto inside_one_bound = [&binds](const std::string& dir) {
+        return dir == "/" || std::any_of(binds.begin(), binds.end(), [&dir](const Bind& b) {
+                   return b.source == b.destination && b.recursive &&
+                          (dir == b.destination || dir.starts_with(b.destination + "/"));
+               });
+    };
+    for (const auto& d : json_array_at(spec, "job_dirs"))
+        if (auto dir = json_as<std::string>(d, "job directory"); dir && !inside_one_bound(*dir))
+            binds.push_back({*dir, *dir});
     for (const auto& m : json_array_at(spec, "mounts")) {
         auto source = json_field<std::string>(m, "source", "", "mount");
         auto destination = json_field<std::string>(m, "destination", "", "mount");
@@ -240,7 +274,9 @@ int run_container_holder() {
     PreparedImage image;
     Result<std::string> program = spec && spec->is_object() ? make_container(*spec, image)
                                                             : Result<std::string>(make_error(EPROTO, "a bad request"));
-    nlohmann::json answer = program ? nlohmann::json{{"program", *program}}
+    // The cache entry's lock, which the shell holds too (shell/container.hpp).
+    std::string lock = std::filesystem::path(image.rootfs).parent_path().string() + ".lock";
+    nlohmann::json answer = program ? nlohmann::json{{"program", *program}, {"lock", lock}}
                                     : nlohmann::json{{"error", program.error().message}};
     std::string text = answer.dump() + "\n";
     if (write(1, text.data(), text.size()) != static_cast<ssize_t>(text.size()))

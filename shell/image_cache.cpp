@@ -1,13 +1,18 @@
 #include "shell/image_cache.hpp"
 
 #include <algorithm>
+#include <deque>
+#include <memory>
 #include <cerrno>
+#include <csignal>
 #include <climits>
 #include <cstring>
 #include <filesystem>
 #include <vector>
 
 #include <fcntl.h>
+#include <archive.h>
+#include <archive_entry.h>
 #include <sodium.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -47,7 +52,7 @@ Result<void> run_tool(const std::vector<std::string>& argv, std::string* out = n
     if (pid < 0)
         return make_error(errno, fmt::format("fork: {}", std::strerror(errno)));
     if (pid == 0) {
-        int null = open("/dev/null", O_RDWR);
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);  // (dup2 clears it on 0-2)
         dup2(null, 0);
         dup2(out ? write_end.get() : null, 1);
         dup2(err.get(), 2);
@@ -142,9 +147,12 @@ Result<std::string> manifest_digest(const std::string& layout) {
         if (manifests.empty())
             return make_error(EINVAL, "the index lists no manifest");
         const nlohmann::json* chosen = manifests.size() == 1 ? &manifests[0] : nullptr;
-        for (const auto& m : manifests)
-            if (json_field<std::string>(json_object_at(m, {"platform"}), "architecture", "").value_or("") == arch)
+        for (const auto& m : manifests) {  // the first for Linux on this architecture
+            const auto& platform = json_object_at(m, {"platform"});
+            if (!chosen && json_field<std::string>(platform, "architecture", "").value_or("") == arch &&
+                json_field<std::string>(platform, "os", "linux").value_or("") == "linux")
                 chosen = &m;
+        }
         if (!chosen)
             return make_error(EINVAL, fmt::format("no manifest for {} in the index", arch));
         auto digest = json_field<std::string>(*chosen, "digest", "", "manifest");
@@ -196,12 +204,13 @@ Result<Manifest> read_manifest(const std::string& layout, const std::string& dig
 }
 
 // Makes sure `path` and what it holds may be changed and removed by us
-// (an image's read-only directories).
+// (an image's read-only directories). Links are never followed: one may
+// name a file of the host.
 void make_writable(const fs::path& path) {
     std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
     if (!fs::is_directory(fs::symlink_status(path, ec)))
         return;
+    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
     for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
          it.increment(ec))
         if (it->is_directory(ec) && !it->is_symlink(ec))
@@ -213,75 +222,135 @@ void remove_tree(const fs::path& path) {
     if (!fs::exists(fs::symlink_status(path, ec)))
         return;
     make_writable(path);
-    fs::remove_all(path, ec);
+    fs::remove_all(path, ec);  // (removes a link, never what it names)
 }
 
-// Whether the directory `entry` (relative to `root`) lies in, once the
-// links lower layers made are followed as tar follows them, on this
-// host, is outside the root: a member or a whiteout there would reach
-// out. A link within the root (bin -> usr/bin) is fine; one that leaves
-// it (etc -> /home/x, or through ..) is not. (tar guards its own links
-// within one archive; layers are separate archives.)
-bool reaches_outside(const std::string& real_root, const std::string& root, const fs::path& entry) {
-    fs::path at(root);
-    fs::path existing = at;
-    for (auto it = entry.begin(); it != entry.end() && std::next(it) != entry.end(); ++it) {
-        if (*it == "." || it->empty())
-            continue;
-        at /= *it;
-        struct stat st {};
-        if (lstat(at.c_str(), &st) != 0)
-            break;  // not there yet: the layer makes it
-        existing = at;
+// A member's path relative to the root: "./" and "/" in front dropped.
+// Error: a ".." in it.
+Result<std::string> member_path(const char* name) {
+    std::string path = name ? name : "";
+    std::vector<std::string> parts;
+    for (size_t start = 0; start <= path.size();) {
+        size_t slash = std::min(path.find('/', start), path.size());
+        std::string part = path.substr(start, slash - start);
+        start = slash + 1;
+        if (part == "..")
+            return make_error(EINVAL, fmt::format("{}: a file outside the root", path));
+        if (!part.empty() && part != ".")
+            parts.push_back(part);
     }
-    char real[PATH_MAX];
-    if (!realpath(existing.c_str(), real))
-        return true;
-    std::string resolved = real;
-    return resolved != real_root && !resolved.starts_with(real_root + "/");
+    std::string out;
+    for (const auto& part : parts)
+        out += (out.empty() ? "" : "/") + part;
+    return out;
 }
 
-// Applies one layer on `root`: its whiteouts first (a file of a lower layer
-// removed, or an opaque directory emptied), then its files.
+struct ReadArchive {
+    archive* a = archive_read_new();
+    ~ReadArchive() { archive_read_free(a); }
+};
+
+Result<void> open_layer(ReadArchive& r, const std::string& blob) {
+    archive_read_support_filter_all(r.a);
+    archive_read_support_format_tar(r.a);
+    if (archive_read_open_filename(r.a, blob.c_str(), 1 << 16) != ARCHIVE_OK)
+        return make_error(EIO, fmt::format("cannot read it: {}", archive_error_string(r.a)));
+    return {};
+}
+
+// Applies one layer on `root` (libarchive: any compression), as a
+// container engine does: its whiteouts first (a file of a lower layer
+// removed, or an opaque directory emptied), then its files. Every path is
+// resolved inside the root (resolve_in_root), so no link of any layer
+// leads a file out of it; libarchive then follows no link at all.
 Result<void> apply_layer(const std::string& blob, const std::string& root) {
-    std::string listing;
-    if (auto r = run_tool({"tar", "-tf", blob}, &listing); !r)
+    ReadArchive listing;
+    if (auto r = open_layer(listing, blob); !r)
         return r;
-    char real[PATH_MAX];
-    if (!realpath(root.c_str(), real))
-        return make_error(errno, fmt::format("{}: {}", root, std::strerror(errno)));
-    const std::string real_root = real;
-    for (size_t start = 0; start < listing.size();) {
-        size_t end = std::min(listing.find('\n', start), listing.size());
-        std::string name = listing.substr(start, end - start);
-        start = end + 1;
-        fs::path entry = fs::path(name).lexically_normal();
-        if (entry.is_absolute() || entry.string().starts_with(".."))
-            return make_error(EINVAL, fmt::format("{}: a file outside the root", name));
-        if (reaches_outside(real_root, root, entry))
-            return make_error(EINVAL, fmt::format("{}: under a symbolic link of a lower layer that leads out of "
-                                                  "the image",
-                                                  name));
-        std::string base = entry.filename().string();
-        if (!base.starts_with(".wh."))
-            continue;
-        fs::path dir = fs::path(root) / entry.parent_path();
-        if (base == ".wh..wh..opq") {
-            std::error_code ec;
-            for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
-                remove_tree(it->path());
-        } else {
-            remove_tree(dir / base.substr(4));
-        }
+    archive_entry* e = nullptr;
+    std::vector<std::pair<std::string, std::string>> whiteouts;  // (directory, name; "" for opaque)
+    int status;
+    while ((status = archive_read_next_header(listing.a, &e)) == ARCHIVE_OK) {
+        auto rel = member_path(archive_entry_pathname(e));
+        if (!rel)
+            return rel.error();
+        fs::path p(*rel);
+        std::string base = p.filename().string();
+        if (base == ".wh..wh..opq")
+            whiteouts.emplace_back(p.parent_path().string(), "");
+        else if (base.starts_with(".wh."))
+            whiteouts.emplace_back(p.parent_path().string(), base.substr(4));
     }
-    // A lower layer's link to a directory stays (bin -> usr/bin), as
-    // container engines keep it.
-    std::vector<std::string> argv = {"tar", "-xf", blob, "-C", root, "--keep-directory-symlink", "--exclude=.wh.*",
-                                     // The container's /dev is made for it, and only root makes device files.
-                                     "--exclude=./dev/*", "--exclude=dev/*"};
-    if (geteuid() != 0)
-        argv.push_back("--no-same-owner");
-    return run_tool(argv);
+    if (status != ARCHIVE_EOF)
+        return make_error(EIO, fmt::format("cannot read it: {}", archive_error_string(listing.a)));
+    for (const auto& [dir, name] : whiteouts) {
+        auto at = resolve_in_root(root, "/" + dir);
+        if (!at)
+            return at.error();
+        std::error_code ec;
+        if (!name.empty()) {
+            remove_tree(fs::path(*at) / name);
+            continue;
+        }
+        if (!fs::is_directory(fs::symlink_status(*at, ec)))
+            continue;
+        for (auto it = fs::directory_iterator(*at, ec); !ec && it != fs::directory_iterator(); it.increment(ec))
+            remove_tree(it->path());
+    }
+    ReadArchive files;
+    if (auto r = open_layer(files, blob); !r)
+        return r;
+    bool as_root = geteuid() == 0;
+    std::unique_ptr<archive, int (*)(archive*)> disk(archive_write_disk_new(), archive_write_free);
+    archive_write_disk_set_options(disk.get(), ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
+                                                   ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT |
+                                                   ARCHIVE_EXTRACT_UNLINK |
+                                                   (as_root ? ARCHIVE_EXTRACT_OWNER | ARCHIVE_EXTRACT_XATTR : 0));
+    while ((status = archive_read_next_header(files.a, &e)) == ARCHIVE_OK) {
+        auto rel = member_path(archive_entry_pathname(e));
+        if (!rel)
+            return rel.error();
+        std::string base = fs::path(*rel).filename().string();
+        mode_t type = archive_entry_filetype(e);
+        // The container's /dev is made for it, and only root makes
+        // device files.
+        if (rel->empty() || base.starts_with(".wh.") || *rel == "dev" || rel->starts_with("dev/") ||
+            (!as_root && (type == AE_IFCHR || type == AE_IFBLK)))
+            continue;
+        // A directory over a lower layer's link to one keeps the link
+        // (bin -> usr/bin), as container engines do.
+        std::string parent = fs::path(*rel).parent_path().string();
+        auto where = resolve_in_root(root, "/" + (type == AE_IFDIR ? *rel : parent));
+        if (!where)
+            return where.error();
+        std::string full = type == AE_IFDIR ? *where : *where + "/" + base;
+        archive_entry_set_pathname(e, full.c_str());
+        if (const char* target = archive_entry_hardlink(e)) {
+            auto linked = member_path(target);
+            auto inside = linked ? resolve_in_root(root, "/" + *linked, false) : Result<std::string>(linked.error());
+            if (!inside)
+                return inside.error();
+            archive_entry_set_hardlink(e, inside->c_str());
+        }
+        if (archive_write_header(disk.get(), e) < ARCHIVE_WARN)
+            return make_error(EIO, fmt::format("{}: {}", *rel, archive_error_string(disk.get())));
+        const void* block;
+        size_t size;
+        la_int64_t offset;
+        int r;
+        while ((r = archive_read_data_block(files.a, &block, &size, &offset)) == ARCHIVE_OK)
+            if (archive_write_data_block(disk.get(), block, size, offset) < ARCHIVE_WARN)
+                return make_error(EIO, fmt::format("{}: {}", *rel, archive_error_string(disk.get())));
+        if (r != ARCHIVE_EOF)
+            return make_error(EIO, fmt::format("{}: {}", *rel, archive_error_string(files.a)));
+        if (archive_write_finish_entry(disk.get()) < ARCHIVE_WARN)
+            return make_error(EIO, fmt::format("{}: {}", *rel, archive_error_string(disk.get())));
+    }
+    if (status != ARCHIVE_EOF)
+        return make_error(EIO, fmt::format("cannot read it: {}", archive_error_string(files.a)));
+    if (archive_write_close(disk.get()) != ARCHIVE_OK)
+        return make_error(EIO, archive_error_string(disk.get()));
+    return {};
 }
 
 uint64_t tree_size(const fs::path& root) {
@@ -328,7 +397,32 @@ Result<void> unpack(const std::string& layout, const Manifest& manifest, const s
 
 // Removes the least recently used entries not in use until the cache is
 // within `bound`; `keep` stays whatever its size.
+// Removes what a holder killed while it unpacked left behind: its scratch
+// copy and an entry it was evicting (named by its pid, which is gone), and
+// a half-made entry (whose lock is free).
+void sweep_leftovers(const std::string& cache) {
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(cache, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        std::string name = it->path().filename().string();
+        auto dot = name.rfind('.');
+        if (dot == std::string::npos)
+            continue;
+        std::string suffix = name.substr(dot + 1);
+        bool by_pid = name.starts_with("scratch.") || name.find(".evicted.") != std::string::npos;
+        if (by_pid && !suffix.empty() && suffix.find_first_not_of("0123456789") == std::string::npos) {
+            pid_t pid = static_cast<pid_t>(std::strtol(suffix.c_str(), nullptr, 10));
+            if (pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH)
+                remove_tree(it->path());
+        } else if (suffix == "part") {
+            UniqueFd lock(open((cache + "/" + name.substr(0, dot) + ".lock").c_str(), O_RDONLY | O_CLOEXEC));
+            if (lock && flock(lock.get(), LOCK_EX | LOCK_NB) == 0)
+                remove_tree(it->path());
+        }
+    }
+}
+
 void evict(const std::string& cache, const std::string& keep, uint64_t bound) {
+    sweep_leftovers(cache);
     struct Entry {
         std::string name;
         int64_t used;
@@ -367,6 +461,57 @@ void evict(const std::string& cache, const std::string& keep, uint64_t bound) {
 enum class ImageKind { layout, archive, storage };
 
 }  // namespace
+
+Result<std::string> resolve_in_root(const std::string& root, const std::string& path, bool follow_last) {
+    std::deque<std::string> todo;
+    auto push_front = [&todo](const std::string& p) {
+        std::vector<std::string> parts;
+        for (size_t start = 0; start <= p.size();) {
+            size_t slash = std::min(p.find('/', start), p.size());
+            parts.push_back(p.substr(start, slash - start));
+            start = slash + 1;
+        }
+        todo.insert(todo.begin(), parts.begin(), parts.end());
+    };
+    push_front(path);
+    std::vector<std::string> done;
+    auto joined = [&] {
+        std::string out = root;
+        for (const auto& d : done)
+            out += "/" + d;
+        return out;
+    };
+    int links = 0;
+    while (!todo.empty()) {
+        std::string part = std::move(todo.front());
+        todo.pop_front();
+        if (part.empty() || part == ".")
+            continue;
+        if (part == "..") {
+            if (!done.empty())
+                done.pop_back();
+            continue;
+        }
+        std::string at = joined() + "/" + part;
+        bool last = std::all_of(todo.begin(), todo.end(), [](const std::string& t) { return t.empty() || t == "."; });
+        struct stat st {};
+        if ((follow_last || !last) && lstat(at.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+            if (++links > 40)
+                return make_error(ELOOP, fmt::format("{}: too many symbolic links in the image", path));
+            std::string target(PATH_MAX, '\0');
+            ssize_t n = readlink(at.c_str(), target.data(), target.size());
+            if (n < 0)
+                return make_error(errno, fmt::format("{}: {}", at, std::strerror(errno)));
+            target.resize(static_cast<size_t>(n));
+            if (target.starts_with("/"))
+                done.clear();
+            push_front(target);
+            continue;
+        }
+        done.push_back(part);
+    }
+    return joined();
+}
 
 std::string oci_architecture() {
     utsname u{};
@@ -407,7 +552,9 @@ Result<PreparedImage> prepare_image(const std::string& image, const std::string&
         // Its index alone, to name the entry: a cached image costs no
         // more than reading the archive through.
         layout = scratch;
-        fs::create_directories(layout);
+        std::error_code ec;
+        if (fs::create_directories(layout, ec); ec)
+            return make_error(ec.value(), fmt::format("{}: {}", layout, ec.message()));
         if (auto r = run_tool({"tar", "-xf", image, "-C", layout, "index.json", "oci-layout"}); !r)
             return image_error(image, "not an OCI archive (" + r.error().message + ")");
         if (!manifest_digest(layout)) {  // a nested index: its blob is needed
@@ -417,7 +564,7 @@ Result<PreparedImage> prepare_image(const std::string& image, const std::string&
         }
     } else if (kind == ImageKind::storage) {
         std::string id;
-        if (auto r = run_tool({"podman", "image", "inspect", "--format", "{{.Id}}", image}, &id); !r)
+        if (auto r = run_tool({"podman", "image", "inspect", "--format", "{{.Id}}", "--", image}, &id); !r)
             return image_error(image, "no such file, and not in the containers storage (" + r.error().message + ")");
         id.erase(id.find_last_not_of("\n ") + 1);
         if (id.empty() || id.find_first_not_of("0123456789abcdef") != std::string::npos)
@@ -454,8 +601,10 @@ Result<PreparedImage> prepare_image(const std::string& image, const std::string&
             extracted = true;
         } else if (kind == ImageKind::storage && digest.empty()) {
             layout = scratch + "/layout";
-            fs::create_directories(scratch);
-            if (auto r = run_tool({"podman", "save", "--format", "oci-dir", "-o", layout, image}); !r)
+            std::error_code ec;
+            if (fs::create_directories(scratch, ec); ec)
+                return make_error(ec.value(), fmt::format("{}: {}", scratch, ec.message()));
+            if (auto r = run_tool({"podman", "save", "--format", "oci-dir", "-o", layout, "--", image}); !r)
                 return image_error(image, r.error().message);
             auto d = manifest_digest(layout);
             if (!d)

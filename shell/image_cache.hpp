@@ -28,6 +28,15 @@ struct PreparedImage {
 // not the user's.
 Result<PreparedImage> prepare_image(const std::string& image, const std::string& cache, uint64_t bound);
 
+// PATH (absolute, as the container sees it) inside ROOT, as the kernel
+// would resolve it with ROOT as "/" (openat2's RESOLVE_IN_ROOT): each link
+// followed within ROOT (an absolute target from ROOT, ".." stopping at
+// ROOT), the last component's too unless `follow_last` is false; what does
+// not exist yet kept as it is. The result is ROOT followed by a path with
+// no link in it, so nothing made there lands outside ROOT. Error: a loop
+// of links.
+Result<std::string> resolve_in_root(const std::string& root, const std::string& path, bool follow_last = true);
+
 // This machine's architecture in OCI's words (amd64, arm64, ...).
 std::string oci_architecture();
 

@@ -245,7 +245,7 @@ void Shell::on_message(Result<nlohmann::json> message) {
         // Ended while its containers are being made: no task starts.
         int n = static_cast<int>(*signo);
         bool ends = n == SIGKILL || n == SIGTERM || n == SIGINT || n == SIGHUP;
-        if (ends && !started_ && containers_ && !containers_->ready())
+        if (ends && !started_ && !finishing_ && containers_ && !containers_->ready())
             return launch_failed(make_error(EINTR, fmt::format("signal {} came while its container was made", n)));
         signal_tasks(n);
     } else if (type == "stdin") {
@@ -429,7 +429,8 @@ void Shell::refuse_job(const std::string& why) {
 void Shell::launch() {
     // In containers: their holders first (an image may take seconds to
     // unpack), then the tasks, inside.
-    if (!job_->options.container_image.empty() && !(containers_ && containers_->ready())) {
+    // (A rank with no task of the job here makes no container.)
+    if (!job_->options.container_image.empty() && job_->local.ntasks > 0 && !(containers_ && containers_->ready())) {
         if (containers_)
             return;  // (a second `go`)
         auto made = JobContainers::start(reactor_, *job_, [this](Result<void> ready) {
@@ -832,6 +833,8 @@ void Shell::signal_tasks(int signo) {
 
 void Shell::kill_everything() {
     signal_tasks(SIGKILL);
+    if (containers_)
+        containers_->end_holders();
     // Orphans re-parented to this subreaper: kill and reap until none is
     // left. (Tasks themselves are reaped already, except when the broker is
     // gone and the shell exits without their statuses.)

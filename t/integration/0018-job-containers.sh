@@ -185,6 +185,11 @@ banyan cancel "$job"
 wait_for "the job ends when canceled meanwhile" 30 sh -c "[ \"\$(state $job)\" != R ]"
 check "... no task ran" test ! -e "$T_DIR/ran-after-cancel"
 wait_for "... nothing of it is left running (holder, tar)" 10 sh -c "! pgrep -f 'banyan-shell --containe[r]|ta[r] -xf $BARE_LAYOUT'"
+banyan run --container="$BARE_LAYOUT" true
+check "a later unpack removes what the canceled one left (part, scratch)" \
+    sh -c "! ls -d '$CACHE-$(id -u)'/*.part '$CACHE-$(id -u)'/scratch.* '$CACHE-$(id -u)'/*.evicted.* 2>/dev/null | grep -q ."
+check_output "a job whose cwd is / still runs in its image (/ is never bound)" "^banyan's job image$" \
+    banyan run --cwd=/ --container="$L" cat /etc/banyan-job-image
 check_fails "a cache path without {uid} is refused when the broker starts" \
     "exec.container-cache: \"/var/tmp/shared\": expected an absolute path with \{uid\}" \
     banyan start --test-size=1 -S 'exec.container-cache="/var/tmp/shared"' true

@@ -211,26 +211,37 @@ TEST_CASE("shell option container: an image, mounts of clean absolute paths, per
     CHECK(with({{"container-per-task", true}}).error().message == "-o container-per-task: only with --container");
 }
 
-TEST_CASE("prepare_image refuses a layer that reaches through a lower layer's link") {
+TEST_CASE("prepare_image resolves every layer's links inside the image, never on the host") {
     REQUIRE(sodium_init() >= 0);
     TempDir dir;
     fs::path outside = dir.path / "outside";
     fs::create_directories(outside);
-    fs::create_directories(dir.path / "l1");
     fs::path image = dir.path / "image";
-    // Layer 1: etc -> OUTSIDE; layer 2: etc/x, and a whiteout of etc/y.
+    // Layer 1: etc -> OUTSIDE (absolute) and up -> ../../.. ; layer 2:
+    // etc/x, up/z, a whiteout of etc/y, and a link a -> etc of its own.
     fs::remove_all(dir.path / "s1");
     fs::create_directories(dir.path / "s1");
     fs::create_symlink(outside, dir.path / "s1/etc");
+    fs::create_symlink("../../..", dir.path / "s1/up");
     REQUIRE(std::system(fmt::format("tar -C '{0}/s1' -cf '{0}/s1.tar' .", dir.path.string()).c_str()) == 0);
     std::ofstream(outside / "y") << "keep";
-    make_layout(image, {read_bytes(dir.path / "s1.tar"), layer(dir.path / "l2", {{"etc/x", "x"}, {"etc/.wh.y", ""}})},
-                oci_architecture());
+    fs::remove_all(dir.path / "s2");
+    fs::create_directories(dir.path / "s2/etc");
+    fs::create_directories(dir.path / "s2/up");
+    std::ofstream(dir.path / "s2/etc/x") << "x";
+    std::ofstream(dir.path / "s2/etc/.wh.y") << "";
+    std::ofstream(dir.path / "s2/up/z") << "z";
+    fs::create_symlink("etc", dir.path / "s2/a");
+    REQUIRE(std::system(fmt::format("tar -C '{0}/s2' -cf '{0}/s2.tar' ./a ./etc ./up", dir.path.string()).c_str()) == 0);
+    make_layout(image, {read_bytes(dir.path / "s1.tar"), read_bytes(dir.path / "s2.tar")}, oci_architecture());
     auto p = prepare_image(image, dir.path / "cache", 1 << 30);
-    REQUIRE_FALSE(p);
-    CHECK_THAT(p.error().message, Catch::Contains("under a symbolic link of a lower layer"));
-    CHECK_FALSE(fs::exists(outside / "x"));
-    CHECK(fs::exists(outside / "y"));
+    REQUIRE(p);
+    fs::path root = p->rootfs;
+    CHECK_FALSE(fs::exists(outside / "x"));  // nothing written on the host
+    CHECK(fs::exists(outside / "y"));        // nor removed there
+    CHECK(read_bytes(root / outside.relative_path() / "x") == "x");  // etc/x: where the link leads inside
+    CHECK(read_bytes(root / "z") == "z");     // up/z: ".." stops at the root
+    CHECK_FALSE(fs::exists(dir.path / "z"));
 
     // A link within the image (bin -> usr/bin, as Debian's) is followed.
     fs::path merged = dir.path / "merged";
@@ -239,7 +250,7 @@ TEST_CASE("prepare_image refuses a layer that reaches through a lower layer's li
     fs::create_symlink("usr/bin", dir.path / "s1/bin");
     REQUIRE(std::system(fmt::format("tar -C '{0}/s1' -cf '{0}/s1.tar' .", dir.path.string()).c_str()) == 0);
     make_layout(merged, {read_bytes(dir.path / "s1.tar"), layer(dir.path / "l2", {{"bin/tool", "t"}})}, oci_architecture());
-    auto ok = prepare_image(merged, dir.path / "cache", 1 << 30);
+    auto ok = prepare_image(merged, dir.path / "cache2", 1 << 30);
     REQUIRE(ok);
     CHECK(read_bytes(fs::path(ok->rootfs) / "usr/bin/tool") == "t");
 }
