@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string_view>
 #include <vector>
@@ -17,7 +18,35 @@
 namespace banyan {
 namespace {
 
-constexpr int kAnswerTimeoutMs = 1000;
+// How often a server that owes an answer is looked at; and how long one
+// that is at work (running, or in the kernel) may take before it is
+// given up: a busy machine slows the server, and a slow answer is no
+// reason to fail a job (doc/spec/shell.md §1.1).
+constexpr int kAnswerCheckMs = 1000;
+constexpr int kSlowServerLimitMs = 60000;
+
+// A process's state letter (R, S, D, T, ...) and CPU time in clock ticks,
+// from /proc/PID/stat; state '?' when it cannot be read (gone).
+std::pair<char, uint64_t> process_activity(pid_t pid) {
+    std::string stat;
+    UniqueFd fd(open(fmt::format("/proc/{}/stat", pid).c_str(), O_RDONLY | O_CLOEXEC));
+    char buf[1024];
+    ssize_t n = fd ? read(fd.get(), buf, sizeof buf - 1) : -1;
+    if (n <= 0)
+        return {'?', 0};
+    stat.assign(buf, static_cast<size_t>(n));
+    // "PID (COMM) STATE ..." where COMM may hold anything: after the last ')'.
+    auto close = stat.rfind(')');
+    if (close == std::string::npos || close + 2 >= stat.size())
+        return {'?', 0};
+    char state = stat[close + 2];
+    // Fields after STATE: ppid pgrp session tty tpgid flags minflt cminflt
+    // majflt cmajflt utime stime (the 11th and 12th).
+    unsigned long long utime = 0, stime = 0;
+    if (std::sscanf(stat.c_str() + close + 3, "%*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+        return {state, 0};
+    return {state, utime + stime};
+}
 // Requests sent and not answered: past this the server is stuck (the
 // deadline ends it) and a shell is executed instead, so that a full socket
 // never blocks the loop.
@@ -133,10 +162,30 @@ Result<void> ShellForkServer::fork_shell(int stdin_fd, int stdout_fd, int cgroup
 }
 
 // The oldest request waiting is answered within a second (of its asking,
-// or of the answer before it).
+// or of the answer before it), or the server is looked at then and every
+// second after: one that is at work (running or runnable, in the kernel,
+// or its CPU time grew) is waited for, up to kSlowServerLimitMs; one that
+// is not (stopped, asleep with an answer owed, gone) is given up.
 void ShellForkServer::arm_deadline() {
-    deadline_.start(std::chrono::milliseconds(kAnswerTimeoutMs),
-                    [this] { fail(make_error(ETIMEDOUT, "no answer within a second")); });
+    owed_since_ = std::chrono::steady_clock::now();
+    last_cpu_ = server_ ? process_activity(server_->pid()).second : 0;
+    deadline_.start(std::chrono::milliseconds(kAnswerCheckMs), [this] { check_progress(); });
+}
+
+void ShellForkServer::check_progress() {
+    auto [state, cpu] = server_ ? process_activity(server_->pid()) : std::pair<char, uint64_t>{'?', 0};
+    auto owed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - owed_since_)
+                       .count();
+    bool at_work = state == 'R' || state == 'D' || cpu > last_cpu_;
+    if (at_work && owed_ms < kSlowServerLimitMs) {
+        last_cpu_ = cpu;
+        deadline_.start(std::chrono::milliseconds(kAnswerCheckMs), [this] { check_progress(); });
+        return;
+    }
+    if (at_work)
+        return fail(make_error(ETIMEDOUT, fmt::format("no answer within {} s", kSlowServerLimitMs / 1000)));
+    fail(make_error(ETIMEDOUT, fmt::format("no answer within {:.1f} s, and it is not at work (state {})",
+                                           static_cast<double>(owed_ms) / 1000, state == '?' ? "gone" : std::string(1, state))));
 }
 
 // One answer a call (the watcher calls again while more wait).

@@ -3,6 +3,8 @@
 // jobs so that none pays for an execve and the dynamic loader.
 #pragma once
 
+#include <chrono>
+
 #include <deque>
 #include <functional>
 #include <memory>
@@ -40,7 +42,8 @@ class ShellForkServer {
     // - to `started` with `refused`: clone3 refused the shell (the cgroup,
     //   seccomp, an old kernel); the server stays usable;
     // - to `started` without it (no answer within a second of asking or of
-    //   the answer before, ECONNRESET, EPROTO): a shell may have been
+    //   the answer before from a server that is not at work, or within a
+    //   minute from one that is; ECONNRESET, EPROTO): a shell may have been
     //   started on these pipes, which must not be used again. The server
     //   is killed, usable() is false, and every request still waiting gets
     //   the error, on the loop (also when the server is destroyed).
@@ -56,6 +59,7 @@ class ShellForkServer {
     explicit ShellForkServer(Reactor& reactor) : reactor_(reactor), deadline_(reactor) {}
     void on_answer();
     void arm_deadline();
+    void check_progress();
     // Kills the server; every waiting request gets `why`.
     void fail(Error why);
     void reap_unread_answers();
@@ -66,6 +70,8 @@ class ShellForkServer {
     std::unique_ptr<FdWatcher> answers_;
     std::deque<Request> waiting_;  // sent, not answered yet, oldest first
     Timer deadline_;               // for the oldest
+    std::chrono::steady_clock::time_point owed_since_;  // the oldest's answer is owed since
+    uint64_t last_cpu_ = 0;                             // the server's CPU time then (ticks)
     bool usable_ = true;
 };
 
