@@ -519,26 +519,34 @@ void ExecService::remove_job(JobId id) {
     jobs_.erase(it);
     for (auto& cgroup : cgroups)
         if (cgroup && !cgroup->try_remove())
-            emptying_.push_back({std::move(*cgroup), 50});
-    if (!emptying_.empty() && !emptying_timer_) {
-        emptying_timer_ = std::make_unique<Timer>(broker_.reactor());
-        emptying_timer_->start_repeating(std::chrono::milliseconds(2), [this] { retry_cgroup_removal(); });
+            emptying_.push_back({std::move(*cgroup), Clock::now()});
+    if (!emptying_.empty()) {
+        if (!emptying_timer_)
+            emptying_timer_ = std::make_unique<Timer>(broker_.reactor());
+        emptying_timer_->start(std::chrono::milliseconds(2), [this] { retry_cgroup_removal(); });
     }
 }
 
 void ExecService::retry_cgroup_removal() {
+    constexpr std::chrono::milliseconds kQuickly(100), kGiveUp(60000);
+    auto now = Clock::now();
+    bool any_young = false;
     for (auto it = emptying_.begin(); it != emptying_.end();) {
         if (it->cgroup.try_remove()) {
             it = emptying_.erase(it);
-        } else if (--it->tries_left == 0) {
-            log::warning("exec", "cgroup {} still holds processes after SIGKILL; left in place", it->cgroup.dir());
+        } else if (now - it->since >= kGiveUp) {
+            log::warning("exec", "cgroup {} still holds processes a minute after SIGKILL; left in place",
+                         it->cgroup.dir());
             it = emptying_.erase(it);
         } else {
+            any_young = any_young || now - it->since < kQuickly;
             ++it;
         }
     }
     if (emptying_.empty())
-        emptying_timer_.reset();  // from inside its own callback: the timer copies its function first
+        return emptying_timer_.reset();  // from inside its own callback: the timer copies its function first
+    emptying_timer_->start(any_young ? std::chrono::milliseconds(2) : std::chrono::milliseconds(100),
+                           [this] { retry_cgroup_removal(); });
 }
 
 ExecService::LocalJob* ExecService::job_for(const Message& req, nlohmann::json& body) {

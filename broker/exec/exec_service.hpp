@@ -162,9 +162,14 @@ class ExecService {
     std::map<uint64_t, std::unique_ptr<Subprocess>> exiting_shells_;
     uint64_t launches_ = 0;
     std::map<std::pair<JobId, uint64_t>, Fence> fences_;  // at a job's first rank
+    // A job's cgroup whose killed processes are still exiting: removed
+    // once empty, looked at every 2 ms for its first 100 ms, then every
+    // 100 ms; left in place (said once) only after a minute. A busy
+    // machine takes longer than 100 ms to end them, and a cgroup given up
+    // too soon stays on the host for good.
     struct EmptyingCgroup {
         JobCgroup cgroup;
-        int tries_left;
+        Clock::time_point since;
     };
     std::list<EmptyingCgroup> emptying_;
     std::unique_ptr<Timer> emptying_timer_;
