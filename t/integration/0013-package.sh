@@ -33,6 +33,17 @@ check_output "the config is in /etc/banyan" "imp = " in_root "cat /etc/banyan/ba
 check_output "the Snakemake profile is installed" "^cluster: \"banyan batch" \
     in_root "test -x /usr/share/banyan/snakemake/status && cat /usr/share/banyan/snakemake/config.yaml"
 
+# systemd-tmpfiles ages /var/tmp (Debian: 30 days); the container image
+# caches there are exempt: an old image's files stay, others go.
+mkdir -p "$R/etc/tmpfiles.d" "$R/var/tmp/banyan-images-1000/sha256-a/rootfs/bin" "$R/var/tmp/other"
+# (aged by mtime: a test cannot set a file's ctime back)
+printf 'q /var/tmp 1777 root root m:30d\n' >"$R/etc/tmpfiles.d/age.conf"
+touch "$R/var/tmp/banyan-images-1000/sha256-a/rootfs/bin/app" "$R/var/tmp/other/file"
+find "$R/var/tmp/banyan-images-1000" "$R/var/tmp/other" -exec touch -a -m -d '90 days ago' {} +
+systemd-tmpfiles --clean --root="$R" >"$T_DIR/tmpfiles.log" 2>&1
+check "systemd-tmpfiles ages other old files in /var/tmp" test ! -e "$R/var/tmp/other/file"
+check "... not an image cache's (the package's tmpfiles.d rule)" test -e "$R/var/tmp/banyan-images-1000/sha256-a/rootfs/bin/app"
+
 # banyan-slurm, Slurm's commands: beside banyan, never beside Slurm's.
 slurm_deb=$("$BANYAN_SOURCE_DIR/scripts/package-slurm" "$BANYAN_BUILD_DIR" 2>>"$T_DIR/package.log")
 check "scripts/package-slurm prints the .deb it made" test -f "$slurm_deb"
