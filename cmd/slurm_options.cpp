@@ -551,11 +551,7 @@ Result<std::vector<std::string>> SlurmOptions::banyan_words(bool complete) const
         out.push_back("--container=" + value(has("container") ? "container" : "container-image"));
     if (has("container-mounts")) {
         // Pyxis: SRC[:DST[:ro]] pairs, comma-separated.
-        std::string list = value("container-mounts");
-        for (size_t start = 0; start <= list.size();) {
-            size_t comma = std::min(list.find(',', start), list.size());
-            std::string mount = list.substr(start, comma - start);
-            start = comma + 1;
+        for (std::string mount : split_commas(value("container-mounts"))) {
             if (mount.empty())
                 return bad("container-mounts", "an empty mount in the list");
             if (mount.find(':') == std::string::npos)

@@ -12,17 +12,10 @@
 #include <fmt/format.h>
 
 #include "core/json_field.hpp"
+#include "shell/task.hpp"
 
 namespace banyan {
 namespace {
-
-std::string env_value(const std::vector<std::string>& env, std::string_view name) {
-    std::string value;
-    for (const auto& e : env)  // the last one counts, as the task sees it
-        if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=')
-            value = e.substr(name.size() + 1);
-    return value;
-}
 
 bool is_dir(const std::string& path) {
     struct stat st {};

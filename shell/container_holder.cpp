@@ -22,6 +22,7 @@
 #include "core/json_field.hpp"
 #include "core/json_parse.hpp"
 #include "shell/image_cache.hpp"
+#include "shell/task.hpp"
 
 namespace banyan {
 namespace {
@@ -189,27 +190,16 @@ Result<void> make_root(const std::string& root, const std::vector<Bind>& binds, 
     return {};
 }
 
-// COMMAND as execvp would find it from `cwd` with PATH `path`, inside.
+// COMMAND as the task will find it from `cwd` with PATH `path`, inside.
 Result<std::string> find_command(const std::string& command, const std::string& cwd, const std::string& path) {
     if (!cwd.empty() && chdir(cwd.c_str()) != 0)
         return failed("the working directory " + cwd);
-    auto runnable = [](const std::string& p) {
-        struct stat st {};
-        return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(p.c_str(), X_OK) == 0;
-    };
-    if (command.find('/') != std::string::npos) {
-        if (!runnable(command))
-            return make_error(ENOENT, fmt::format("{}: not an executable file in the container", command));
-        return command;
-    }
-    for (size_t start = 0; start <= path.size();) {
-        size_t colon = std::min(path.find(':', start), path.size());
-        std::string dir = path.substr(start, colon - start);
-        start = colon + 1;
-        std::string candidate = (dir.empty() ? "." : dir) + "/" + command;
-        if (runnable(candidate))
-            return candidate;
-    }
+    std::string found = resolve_command(command, path);
+    struct stat st {};
+    if (stat(found.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(found.c_str(), X_OK) == 0)
+        return found;
+    if (command.find('/') != std::string::npos)
+        return make_error(ENOENT, fmt::format("{}: not an executable file in the container", command));
     return make_error(ENOENT, fmt::format("{}: not found in the container (PATH={})", command, path));
 }
 

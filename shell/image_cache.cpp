@@ -26,6 +26,7 @@
 #include "core/json_field.hpp"
 #include "core/json_parse.hpp"
 #include "core/private_dir.hpp"
+#include "core/text.hpp"
 #include "core/text_file.hpp"
 
 namespace banyan {
@@ -229,19 +230,13 @@ void remove_tree(const fs::path& path) {
 // Error: a ".." in it.
 Result<std::string> member_path(const char* name) {
     std::string path = name ? name : "";
-    std::vector<std::string> parts;
-    for (size_t start = 0; start <= path.size();) {
-        size_t slash = std::min(path.find('/', start), path.size());
-        std::string part = path.substr(start, slash - start);
-        start = slash + 1;
+    std::string out;
+    for (const auto& part : split(path, '/')) {
         if (part == "..")
             return make_error(EINVAL, fmt::format("{}: a file outside the root", path));
         if (!part.empty() && part != ".")
-            parts.push_back(part);
+            out += (out.empty() ? "" : "/") + part;
     }
-    std::string out;
-    for (const auto& part : parts)
-        out += (out.empty() ? "" : "/") + part;
     return out;
 }
 
@@ -465,12 +460,7 @@ enum class ImageKind { layout, archive, storage };
 Result<std::string> resolve_in_root(const std::string& root, const std::string& path, bool follow_last) {
     std::deque<std::string> todo;
     auto push_front = [&todo](const std::string& p) {
-        std::vector<std::string> parts;
-        for (size_t start = 0; start <= p.size();) {
-            size_t slash = std::min(p.find('/', start), p.size());
-            parts.push_back(p.substr(start, slash - start));
-            start = slash + 1;
-        }
+        auto parts = split(p, '/');
         todo.insert(todo.begin(), parts.begin(), parts.end());
     };
     push_front(path);

@@ -77,29 +77,6 @@ std::set<pid_t> children_of_self() {
     return out;
 }
 
-// The command as the task's PATH finds it (posix_spawnp would search the
-// shell's PATH, not the job's).
-std::string resolve_command(const std::string& command, const std::vector<std::string>& env) {
-    if (command.find('/') != std::string::npos)
-        return command;
-    for (const auto& e : env) {
-        if (!e.starts_with("PATH="))
-            continue;
-        std::string_view path = std::string_view(e).substr(5);
-        while (!path.empty()) {
-            size_t colon = path.find(':');
-            std::string dir(path.substr(0, colon));
-            std::string candidate = (dir.empty() ? "." : dir) + "/" + command;
-            if (access(candidate.c_str(), X_OK) == 0)
-                return candidate;
-            if (colon == std::string_view::npos)
-                break;
-            path.remove_prefix(colon + 1);
-        }
-    }
-    return command;
-}
-
 // `env` with each variable once, its last value: what the shell sets
 // (OMPI_MCA_* for its PMIx server) replaces what the job brought along
 // (a job submitted from inside another job, or a nested instance).
@@ -564,7 +541,7 @@ Result<void> Shell::launch_tasks() {
         cpu_affinity == Affinity::off || !topology_ ? std::vector<std::vector<int>>() : topology_->core_cpus(),
         mine.cores, mine.gpus, job.local.ntasks, cpu_affinity, job.options.gpu_affinity);
     bool yield = ranks_oversubscribe(bindings);
-    std::string command = resolve_command(job.command[0], job.environment);
+    std::string command = resolve_command(job.command[0], env_value(job.environment, "PATH"));
     for (uint32_t i = 0; i < job.local.ntasks; i++) {
         uint32_t rank = job.local.first_task + i;
         Task::Setup setup;

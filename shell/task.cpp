@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -15,6 +16,26 @@
 #include "core/text.hpp"
 
 namespace banyan {
+
+std::string env_value(const std::vector<std::string>& env, std::string_view name) {
+    std::string value;
+    for (const auto& e : env)
+        if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=')
+            value = e.substr(name.size() + 1);
+    return value;
+}
+
+std::string resolve_command(const std::string& command, std::string_view path) {
+    if (command.find('/') != std::string::npos || path.empty())
+        return command;
+    for (const auto& dir : split(path, ':')) {
+        std::string candidate = (dir.empty() ? "." : dir) + "/" + command;
+        struct stat st {};
+        if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(candidate.c_str(), X_OK) == 0)
+            return candidate;
+    }
+    return command;
+}
 namespace {
 
 // A cut line and its label fit one output message (job-manager.output

@@ -7,6 +7,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/pipe_writer.hpp"
 #include "core/reactor.hpp"
@@ -14,6 +16,16 @@
 #include "core/unique_fd.hpp"
 
 namespace banyan {
+
+// The value of variable NAME in `env` ("K=V" entries), the last one as the
+// task sees it (the shell keeps the last of each name); "" when unset.
+std::string env_value(const std::vector<std::string>& env, std::string_view name);
+
+// COMMAND as the task's PATH (`path`) finds it, from the current directory
+// (posix_spawnp would search the shell's PATH, not the job's): the first
+// executable regular file, as execvp takes; COMMAND itself when it holds a
+// '/' or nothing is found (the exec then says why).
+std::string resolve_command(const std::string& command, std::string_view path);
 
 class Task {
   public:

@@ -14,24 +14,12 @@
 #include "core/json_parse.hpp"
 #include "sched/shell_options.hpp"
 #include "shell/image_cache.hpp"
+#include "t/unit/temp_dir.hpp"
 
 using namespace banyan;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string tmpl = (fs::temp_directory_path() / "banyan-unit-XXXXXX").string();
-        REQUIRE(mkdtemp(tmpl.data()));
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
 
 std::string read_bytes(const fs::path& p) {
     std::ifstream in(p, std::ios::binary);

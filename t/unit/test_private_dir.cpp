@@ -11,24 +11,12 @@
 
 #include "core/descriptors.hpp"
 #include "core/private_dir.hpp"
+#include "t/unit/temp_dir.hpp"
 
 using namespace banyan;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        std::string tmpl = (fs::temp_directory_path() / "banyan-unit-XXXXXX").string();
-        REQUIRE(mkdtemp(tmpl.data()));
-        path = tmpl;
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
 
 unsigned mode_of(const fs::path& p) {
     struct stat st{};
