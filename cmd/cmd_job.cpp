@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "cmd/cli_util.hpp"
+#include "cmd/profile_report.hpp"
 #include "cmd/progress.hpp"
 #include "core/duration.hpp"
 #include "core/idset.hpp"
@@ -338,6 +339,17 @@ void add_job(CLI::App& app, int& exit_code) {
     info->callback([&exit_code] {
         Client client = connect_to_instance();
         fmt::print("{}\n", ask(client, "job-manager.info", job_request(id_text)).dump(2));
+        exit_code = 0;
+    });
+
+    auto* profile = job->add_subcommand("profile", "Print the job's eBPF profile (--profile-ebpf) per node and task");
+    profile->add_option("ID", id_text, "job id")->required();
+    static bool profile_json = false;
+    profile->add_flag("--json", profile_json, "print it as JSON, for tools");
+    profile->callback([&exit_code] {
+        Client client = connect_to_instance();
+        auto reply = ask(client, "job-manager.profile-get", job_request(id_text));
+        fmt::print("{}", profile_json ? reply.dump(2) + "\n" : profile_report(id_text, reply));
         exit_code = 0;
     });
 

@@ -25,6 +25,7 @@
 #include "core/jobid.hpp"
 #include "core/json_parse.hpp"
 #include "core/rlimits.hpp"
+#include "core/text.hpp"
 #include "core/text_file.hpp"
 #include "sched/constraint.hpp"
 #include "sched/job_request.hpp"
@@ -244,11 +245,51 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
     cmd->add_option("--container-mount", o.container_mounts,
                     "bind SRC on DST in the container, read-only with :ro (SRC:DST[:ro]); repeatable")
         ->allow_extra_args(false);
+    cmd->add_option("--profile-ebpf", o.profile_ebpf,
+                    "profile the job with eBPF: cpu,futex,tcp,shm,file or all; :optional runs it unprofiled where "
+                    "a node cannot (banyan job profile ID shows it)")
+        ->allow_extra_args(false);
+    cmd->add_option("--profile-ebpf-interval", o.profile_ebpf_interval,
+                    "seconds between profile samples while the job runs (1-3600; default 10)");
     cmd->add_flag("-l,--label-io", o.label_io, "start each line of output with the task rank");
     cmd->add_flag("--requeue", o.requeue, "if a node of the job fails, run it again (same id) instead of failing");
 }
 
 namespace {
+
+// --profile-ebpf=cpu,futex[:optional] and its interval, as
+// attributes.system.ebpf (doc/spec/profiling.md §1); the job manager
+// checks it again.
+nlohmann::json ebpf_request(const SubmitOptions& o) {
+    static const std::vector<std::string> known{"cpu", "futex", "tcp", "shm", "file"};
+    std::string list = o.profile_ebpf;
+    bool optional = false;
+    if (list.ends_with(":optional")) {
+        optional = true;
+        list.resize(list.size() - 9);
+    }
+    std::vector<std::string> programs;
+    for (const auto& name : split(list, ',')) {
+        if (name == "all") {
+            programs = known;
+            continue;
+        }
+        if (std::find(known.begin(), known.end(), name) == known.end())
+            fail(fmt::format("--profile-ebpf={}: no program \"{}\" (cpu, futex, tcp, shm, file, all)", o.profile_ebpf,
+                             name));
+        if (std::find(programs.begin(), programs.end(), name) == programs.end())
+            programs.push_back(name);
+    }
+    if (programs.empty())
+        fail(fmt::format("--profile-ebpf={}: name one or more of cpu, futex, tcp, shm, file, all", o.profile_ebpf));
+    nlohmann::json request{{"programs", programs}, {"optional", optional}};
+    if (o.profile_ebpf_interval != 0) {
+        if (!(o.profile_ebpf_interval >= 1 && o.profile_ebpf_interval <= 3600))
+            fail(fmt::format("--profile-ebpf-interval={}: expected 1 to 3600 seconds", o.profile_ebpf_interval));
+        request["interval"] = o.profile_ebpf_interval;
+    }
+    return request;
+}
 
 std::string absolute_path(const std::string& path) {
     std::error_code ec;
@@ -416,6 +457,10 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
         set_path(jobspec["attributes"]["system"], "shell.options.container", container_option(o), "--container");
     else if (!o.container_mounts.empty())
         fail("--container-mount: only with --container=IMAGE");
+    if (!o.profile_ebpf.empty())
+        jobspec["attributes"]["system"]["ebpf"] = ebpf_request(o);
+    else if (o.profile_ebpf_interval != 0)
+        fail("--profile-ebpf-interval: only with --profile-ebpf=PROGRAMS");
     if (!o.signal.empty()) {
         if (!r.time_limit)
             fail(fmt::format("--signal={}: needs a time limit (-t) to count back from", o.signal));

@@ -46,6 +46,8 @@ struct SubmitOptions {
     std::string signal_to;  // --signal-to (batch and alloc: where the instance passes SIGUSR1 on)
     std::string container;                     // --container=IMAGE
     std::vector<std::string> container_mounts;  // --container-mount=SRC:DST[:ro]
+    std::string profile_ebpf;                   // --profile-ebpf=LIST[:optional]
+    double profile_ebpf_interval = 0;           // --profile-ebpf-interval=SECONDS; 0: the default
 };
 
 void add_submit_options(CLI::App* cmd, SubmitOptions& o);

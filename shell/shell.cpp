@@ -218,6 +218,8 @@ void Shell::on_message(Result<nlohmann::json> message) {
             launch();
         return;
     }
+    if (type == "ebpf")
+        return on_ebpf_answer(m);
     if (type == "signal" && *signo > 0 && *signo < NSIG) {
         // Ended while its containers are being made: no task starts.
         int n = static_cast<int>(*signo);
@@ -359,6 +361,8 @@ void Shell::start(const nlohmann::json& request) {
         user = pw ? pw->pw_name : std::to_string(getuid());
     }
     job_->expand_job_templates(user);
+    if (json_field<bool>(message, "ebpf", false, "job").value_or(false))
+        ebpf_ = Ebpf::waiting;
     auto socket = json_field<std::string>(message, "reattach_socket", "", "job");
     auto timeout = json_field<double>(message, "reattach_timeout", 300, "job");
     auto broker_uid = json_field<uint32_t>(message, "broker_uid", getuid(), "job");
@@ -403,7 +407,41 @@ void Shell::refuse_job(const std::string& why) {
     reactor_.stop();
 }
 
+// The profiler counts this job's processes from now on, or cannot: then
+// the start fails, or (`optional`) the tasks run unprofiled, and say why.
+void Shell::on_ebpf_answer(const nlohmann::json& m) {
+    if (ebpf_ != Ebpf::waiting)
+        return;
+    auto error = json_field<std::string>(m, "error", "", "ebpf");
+    auto optional = json_field<bool>(m, "optional", false, "ebpf");
+    if (auto e = first_error(error, optional)) {
+        error = e->message;
+        optional = false;
+    }
+    ebpf_ = error->empty() ? Ebpf::counting : Ebpf::off;
+    bool launch_now = std::exchange(launch_waits_for_ebpf_, false) && !finishing_ && !started_;
+    if (!error->empty() && !*optional) {
+        if (launch_now)
+            launch_failed(make_error(ENOTSUP, *error));
+        else
+            failed_ebpf_ = *error;
+        return;
+    }
+    if (!error->empty())
+        emit_output(job_->local.first_task, true,
+                    fmt::format("banyan: {}; the job runs unprofiled here (optional)\n", *error));
+    if (launch_now)
+        launch();
+}
+
 void Shell::launch() {
+    // Profiled: not before the profiler counts the shell's children.
+    if (ebpf_ == Ebpf::waiting) {
+        launch_waits_for_ebpf_ = true;
+        return;
+    }
+    if (!failed_ebpf_.empty())
+        return launch_failed(make_error(ENOTSUP, failed_ebpf_));
     // In containers: their holders first (an image may take seconds to
     // unpack), then the tasks, inside.
     // (A rank with no task of the job here makes no container.)
@@ -426,6 +464,12 @@ void Shell::launch() {
     if (!ready)
         return launch_failed(ready.error());
     started_ = true;
+    if (ebpf_ == Ebpf::counting) {  // which child is which rank
+        nlohmann::json pids = nlohmann::json::array();
+        for (const auto& t : tasks_)
+            pids.push_back({t->pgid(), t->rank()});
+        send({{"type", "ebpf-tasks"}, {"tasks", std::move(pids)}});
+    }
     send({{"type", "started"}});
     on_task_change();  // none left already: finish at once
 }

@@ -99,6 +99,12 @@ class Shell {
     bool ending_ = false;                   // the broker is stopping: end with it
     bool held_ = false;                     // prepared; the tasks wait for `go` (shell.md §7)
     bool started_ = false;                  // every local task was started
+    // --profile-ebpf (doc/spec/profiling.md §5): the tasks wait for the
+    // exec service's `ebpf` line; a launch that came first waits for it.
+    enum class Ebpf { none, waiting, counting, off } ebpf_ = Ebpf::none;
+    bool launch_waits_for_ebpf_ = false;
+    std::string failed_ebpf_;  // refused before the launch: it fails then
+    void on_ebpf_answer(const nlohmann::json& m);
     std::string reattach_socket_;           // where to wait for a broker; empty: do not
     double reattach_timeout_ = 0;
     UniqueFd listen_fd_;

@@ -288,6 +288,13 @@ void ExecService::on_run(const Message& req) {
     auto hold = json_field<bool>(p, "hold", false, "exec.run");
     if (auto e = first_error(credential, hold))
         return broker_.respond_error(req, EPROTO, e->message);
+    std::optional<EbpfRequest> ebpf;
+    if (p.contains("ebpf")) {
+        auto asked = read_ebpf_request(json_object_at(p, {"ebpf"}));
+        if (!asked)
+            return broker_.respond_error(req, EPROTO, asked.error().message);
+        ebpf = std::move(*asked);
+    }
     if (*userid != getuid() && !imp_path_)
         return broker_.respond_error(req, EPERM,
                                      fmt::format("cannot run tasks as uid {}: this broker runs as uid {} and has no "
@@ -297,6 +304,7 @@ void ExecService::on_run(const Message& req) {
     job->launch = ++launches_;
     job->userid = *userid;
     job->credential = *credential;
+    job->ebpf = std::move(ebpf);
     job->answer_to = req;
     job->answer_to->payload.reset();  // enough to answer it
     if (test->is_object() && test->contains("run_duration")) {

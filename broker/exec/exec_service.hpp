@@ -35,11 +35,19 @@
 #include "broker/broker.hpp"
 #include "broker/exec/ended_shares.hpp"
 #include "broker/exec/job_cgroup.hpp"
+#include "broker/exec/profiler_link.hpp"
 #include "broker/exec/shell_fork_server.hpp"
 #include "core/jobid.hpp"
 #include "core/unique_fd.hpp"
 
 namespace banyan {
+
+// What exec.run asks of the eBPF profiles (doc/spec/profiling.md §1).
+struct EbpfRequest {
+    std::vector<std::string> programs;
+    double interval = 10;  // seconds between samples
+    bool optional = false;
+};
 
 class ExecService {
   public:
@@ -135,6 +143,15 @@ class ExecService {
     // have taken its place: exec.run).
     void remove_soon(JobId id, uint64_t launch);
     void retry_cgroup_removal();
+    // eBPF profiles (exec_profile.cpp, doc/spec/profiling.md §5).
+    static Result<EbpfRequest> read_ebpf_request(const nlohmann::json& ebpf);
+    Result<std::vector<std::string>> profiler_argv() const;
+    // The job's shell has started: the profiler counts it from now on, and
+    // the shell hears whether it may start its tasks.
+    void start_profiling(JobId id, LocalJob& job);
+    void sample_profile(JobId id);
+    // The shell has finished: the last counters go to rank 0, then `then`.
+    void end_profiling(JobId id, LocalJob& job, std::function<void()> then);
 
     Broker& broker_;
     Duration kill_timeout_;
@@ -157,6 +174,7 @@ class ExecService {
     uint32_t host_brokers_ = 1;                 // brokers of this instance on this host, this one included
     std::optional<std::string> topology_xml_;   // this machine's hwloc XML, for the shells; nullopt: none
     std::map<JobId, std::unique_ptr<LocalJob>> jobs_;
+    std::unique_ptr<ProfilerLink> profiler_;  // started at the first profiled job
     // Shells of jobs that ended (at their finish, or before their shell
     // had started), by LocalJob::launch, until they exit.
     std::map<uint64_t, std::unique_ptr<Subprocess>> exiting_shells_;

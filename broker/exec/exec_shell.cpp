@@ -92,6 +92,10 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     request["broker_uid"] = getuid();
     request["container_cache"] = container_cache_;
     request["container_cache_size"] = container_cache_size_;
+    if (job.ebpf)
+        request["ebpf"] = true;  // tasks wait for the profiler's word (profiling.md §5)
+    else
+        request.erase("ebpf");
     if (topology_xml_)
         request["topology"] = *topology_xml_;
     if (host_brokers_ > 1)
@@ -170,6 +174,8 @@ void ExecService::launch_shell(JobId id, std::shared_ptr<ShellEnds> ends) {
             return;
         }
         started_job.shell = std::move(*proc);
+        if (started_job.ebpf)
+            start_profiling(id, started_job);
     });
 }
 
@@ -387,6 +393,13 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
         // once the shell's own exit is through (~0.5 ms on the next job's
         // cores).
         on_shell_done(id, std::nullopt);
+    } else if (*type == "ebpf-tasks") {  // which of its children is which rank (profiling.md §5)
+        if (job.ebpf_tracked && profiler_)
+            profiler_->ask({{"op", "tasks"}, {"job", id}, {"tasks", json_array_at(m, "tasks")}},
+                           [id](Result<nlohmann::json> named) {
+                               if (!named)
+                                   log::warning("exec", "{}: profile: {}", format_jobid(id), named.error().message);
+                           });
     } else if (*type == "hello") {  // an adopted shell: whether its tasks all run
         auto started = json_field<bool>(m, "started", false, "shell");
         if (!started)
@@ -426,11 +439,19 @@ void ExecService::on_shell_done(JobId id, std::optional<int> wait_status) {
         job.cgroup->kill_all();
     if (job.memory_cgroup)
         job.memory_cgroup->kill_all();
-    if (job.status)
-        return after_epilog(id, [this, id, status = *job.status, time = job.end_time] { finish(id, status, time); });
-    std::string note = fmt::format("banyan-shell on rank {} {}", broker_.bootstrap().rank,
-                                   describe_wait_status(wait_status.value_or(0)));
-    after_epilog(id, [this, id, note] { fail(id, note); });
+    auto end = [this, id, wait_status] {
+        LocalJob& ended = *jobs_.at(id);
+        if (ended.status)
+            return after_epilog(id,
+                                [this, id, status = *ended.status, time = ended.end_time] { finish(id, status, time); });
+        std::string note = fmt::format("banyan-shell on rank {} {}", broker_.bootstrap().rank,
+                                       describe_wait_status(wait_status.value_or(0)));
+        after_epilog(id, [this, id, note] { fail(id, note); });
+    };
+    // Profiled: its last counters reach rank 0 before exec.run's answer.
+    if (job.ebpf_tracked)
+        return end_profiling(id, job, std::move(end));
+    end();
 }
 
 }  // namespace banyan

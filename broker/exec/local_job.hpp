@@ -95,6 +95,11 @@ struct ExecService::LocalJob {
     // earlier one's shell (a start ended, then run again after rank 0
     // restarted) is told apart by it.
     uint64_t launch = 0;
+    // --profile-ebpf (exec_profile.cpp): asked; counted by the profiler
+    // (from its `track` answer until `untrack`); sampled every interval.
+    std::optional<EbpfRequest> ebpf;
+    bool ebpf_tracked = false;
+    std::unique_ptr<Timer> ebpf_sampler;
 };
 
 struct ExecService::Fence {

@@ -108,9 +108,10 @@ void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, con
         std::string array = job->array_id ? fmt::format(R"("array":{{"id":{},"index":{},"size":{}}},)",
                                                         job->array_id, job->array_index, job->array_size)
                                           : "";
+        std::string ebpf = job->ebpf ? fmt::format(R"("ebpf":{},)", job->ebpf->dump()) : "";
         Message req = Message::request("exec.run", nlohmann::json::object(), rank);
-        req.payload = fmt::format(R"({{"id":{},"userid":{},{}{}"R":{},{}}})", id, job->userid,
-                                  ex.held ? R"("hold":true,)" : "", array, r_text, *spec);
+        req.payload = fmt::format(R"({{"id":{},"userid":{},{}{}{}"R":{},{}}})", id, job->userid,
+                                  ex.held ? R"("hold":true,)" : "", array, ebpf, r_text, *spec);
         table_.broker().rpc(std::move(req),
                             [this, id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
     }

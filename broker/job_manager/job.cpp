@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "broker/job_manager/job_profiles.hpp"
 #include "core/duration.hpp"
 #include "core/json_field.hpp"
 #include "core/json_parse.hpp"
@@ -169,6 +170,10 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
         warning_signal = options->signal->signum;
         warning_timeleft = options->signal->timeleft;
     }
+    auto ebpf_asked = read_ebpf_request(system);
+    if (!ebpf_asked)
+        return ebpf_asked.error();
+    ebpf = std::move(*ebpf_asked);
     auto requeue = json_field<bool>(system, "requeue", false, "attributes.system");
     if (!requeue)
         return requeue.error();

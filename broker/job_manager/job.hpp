@@ -72,6 +72,9 @@ struct Job {
     bool singleton = false;  // --dependency=singleton: after every earlier job of its user and name has ended
     double begin_time = 0;  // --begin-time: not before (seconds since the epoch); 0: none
     bool requeue_on_node_failure = false;  // --requeue: a lost node sends it back to pending
+    // --profile-ebpf: {programs, interval, optional}, as exec.run passes it
+    // on (doc/spec/profiling.md §1); null: not profiled.
+    std::shared_ptr<const nlohmann::json> ebpf;
     // --signal=SIG@TIME: signum, sent timeleft seconds before the time
     // limit (0: none).
     int warning_signal = 0;

@@ -23,6 +23,8 @@ CREATE TABLE IF NOT EXISTS signatures (id INTEGER PRIMARY KEY, credential TEXT N
 CREATE TABLE IF NOT EXISTS output (id INTEGER NOT NULL, seq INTEGER NOT NULL, rank INTEGER NOT NULL,
                                    stream TEXT NOT NULL, data BLOB NOT NULL,
                                    PRIMARY KEY (id, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS profiles (id INTEGER NOT NULL, rank INTEGER NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (id, rank));
 INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1');
 )sql";
 
@@ -136,10 +138,18 @@ void JobDb::add_output(JobId id, const OutputChunk& chunk) {
            }});
 }
 
+void JobDb::add_profile(JobId id, int64_t rank, std::string data) {
+    queue({id, false, [id, rank, data = std::move(data)](Database& db) {
+               return ran(db.query("INSERT OR REPLACE INTO profiles (id, rank, data) VALUES (?, ?, ?)",
+                                   {static_cast<int64_t>(id), rank, data}));
+           }});
+}
+
 void JobDb::remove_job(JobId id) {
     queue({id, false, [id](Database& db) -> Result<void> {
                for (const char* sql : {"DELETE FROM jobs WHERE id = ?", "DELETE FROM events WHERE id = ?",
-                                       "DELETE FROM output WHERE id = ?", "DELETE FROM signatures WHERE id = ?"})
+                                       "DELETE FROM output WHERE id = ?", "DELETE FROM signatures WHERE id = ?",
+                                       "DELETE FROM profiles WHERE id = ?"})
                    if (auto r = db.query(sql, {static_cast<int64_t>(id)}); !r)
                        return r.error();
                return {};
@@ -331,6 +341,16 @@ Result<std::string> JobDbReader::signature(JobId id) {
     if (!rows)
         return rows.error();
     return rows->empty() ? std::string() : sql_text((*rows)[0][0]);
+}
+
+Result<std::vector<std::pair<int64_t, std::string>>> JobDbReader::profiles(JobId id) {
+    auto rows = db_.query("SELECT rank, data FROM profiles WHERE id = ? ORDER BY rank", {static_cast<int64_t>(id)});
+    if (!rows)
+        return rows.error();
+    std::vector<std::pair<int64_t, std::string>> out;
+    for (const auto& row : *rows)
+        out.emplace_back(sql_int(row[0]), sql_text(row[1]));
+    return out;
 }
 
 Result<std::string> JobDbReader::jobspec(JobId id) {

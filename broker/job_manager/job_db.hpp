@@ -50,6 +50,9 @@ class JobDbReader {
     Result<std::string> jobspec(JobId id);
     // The job's MUNGE credential; empty when it was submitted unsigned.
     Result<std::string> signature(JobId id);
+    // The job's stored eBPF profile (doc/spec/profiling.md §6): each rank's
+    // last counters, and its series as rank -1.
+    Result<std::vector<std::pair<int64_t, std::string>>> profiles(JobId id);
     // The largest id ever issued (0 for a new database).
     Result<JobId> max_id();
 
@@ -71,6 +74,7 @@ class JobDb {
                  const std::string& signature = "");
     void add_event(JobId id, uint32_t seq, const JobEvent& event);
     void add_output(JobId id, const OutputChunk& chunk);
+    void add_profile(JobId id, int64_t rank, std::string data);  // replaces that rank's
     void remove_job(JobId id);
     // Runs `fn` on the loop once everything queued so far is committed
     // (never inside this call). A failed commit is retried every 100 ms

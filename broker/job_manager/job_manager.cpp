@@ -50,10 +50,14 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
     auto priority = PrioritySettings::read(config);
     if (!priority)
         return priority.error();
+    auto profiling = ProfilingPolicy::from_config(config);
+    if (!profiling)
+        return profiling.error();
     std::unique_ptr<JobManager> jm(new JobManager(broker, limits, std::move(*db)));
     jm->queues_ = std::move(*queues);
     jm->mailer_ = std::make_unique<Mailer>(broker.reactor(), *mail_program);
     jm->priority_ = *priority;
+    jm->profiling_ = std::move(*profiling);
     for (const auto& q : jm->queues_.queues)
         jm->top_queue_priority_ = std::max(jm->top_queue_priority_, q.priority);
     if (auto r = jm->load_banks(); !r)
@@ -96,6 +100,7 @@ void JobManager::remove(JobId id) {
         if (Job* array = find(job->array_id); array && array->array)
             array->array->elements.erase(job->array_index);
     jobs_.erase(id);
+    profiles_.forget(id);
     db_->remove_job(id);
 }
 
@@ -384,6 +389,11 @@ void JobManager::release(Job& job) {
 }
 
 void JobManager::became_inactive(Job& job) {
+    // Its series goes with its last counters (profiling.md §6).
+    if (const auto* live = profiles_.find(job.id)) {
+        db_->add_profile(job.id, -1, JobProfiles::series_json(*live).dump());
+        profiles_.forget(job.id);
+    }
     if (job.array) {  // nothing more is made from them
         std::string().swap(job.array->jobspec);
         std::string().swap(job.array->signature);

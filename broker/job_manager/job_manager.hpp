@@ -30,6 +30,7 @@
 #include "broker/job_manager/exec_client.hpp"
 #include "broker/job_manager/job.hpp"
 #include "broker/job_manager/job_db.hpp"
+#include "broker/job_manager/job_profiles.hpp"
 #include "broker/job_manager/job_table.hpp"
 #include "broker/job_manager/purge.hpp"
 #include "broker/job_manager/recovery.hpp"
@@ -83,6 +84,10 @@ class JobManager final : private JobTable {
 
     // Requests (job_manager_requests.cpp lists which file serves each).
     void on_submit(const Message& req);
+    // eBPF profiles (job_manager_running.cpp, queries): a rank's counters;
+    // a job's profile.
+    void on_profile(const Message& req);
+    void on_profile_get(const Message& req);
     // The submission, its signature checked (or none needed).
     void submit(const Message& req, nlohmann::json body);
     // Every check of the job manager's own passed: could it ever run here
@@ -201,6 +206,8 @@ class JobManager final : private JobTable {
     void on_queue_enable(const Message& req);
     JobIdGenerator ids_;
     std::map<JobId, Job> jobs_;
+    ProfilingPolicy profiling_;  // [profiling] (doc/spec/profiling.md §1)
+    JobProfiles profiles_;       // of running profiled jobs
     std::unordered_map<JobId, Message> unstored_;  // submitted, not yet on disk: the submit to answer
     std::multimap<JobId, JobId> dependents_;  // target -> jobs waiting on it
     std::unique_ptr<Mailer> mailer_;

@@ -243,4 +243,50 @@ void JobManager::on_wait_all(const Message& req) {
     watchers_.wait_all(req, std::move(ids));
 }
 
+// A job's eBPF profile (doc/spec/profiling.md §6): from memory while it
+// runs, from the database once it has ended.
+void JobManager::on_profile_get(const Message& req) {
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
+    if (!job)
+        return;
+    if (!job->ebpf)
+        return broker_.respond_error(
+            req, EINVAL, fmt::format("{}: the job was not profiled (--profile-ebpf)", format_jobid(job->id)));
+    nlohmann::json programs = json_array_at(*job->ebpf, "programs");
+    if (job->state != JobState::inactive) {
+        nlohmann::json ranks = nlohmann::json::object(), series = nlohmann::json::array();
+        if (const auto* live = profiles_.find(job->id)) {
+            for (const auto& [rank, data] : live->ranks)
+                ranks[std::to_string(rank)] = data;
+            series = JobProfiles::series_json(*live);
+        }
+        return broker_.respond(Message::response_to(
+            req, {{"programs", programs}, {"ranks", ranks}, {"series", series}, {"complete", false}}));
+    }
+    // Inactive: its last writes may still be committing.
+    size_t nranks = job->ranks.size();
+    db_->after_commit([this, req, id = job->id, nranks, programs] {
+        db_->read([id](JobDbReader& reader) { return reader.profiles(id); },
+                  [this, req, nranks, programs](const Result<std::vector<std::pair<int64_t, std::string>>>& rows) {
+                      if (!rows)
+                          return broker_.respond_error(req, EIO, rows.error().message);
+                      nlohmann::json ranks = nlohmann::json::object(), series = nlohmann::json::array();
+                      for (const auto& [rank, text] : *rows) {
+                          auto data = parse_json(text);
+                          if (!data)
+                              continue;  // (written by this program: not expected)
+                          if (rank < 0)
+                              series = std::move(*data);
+                          else
+                              ranks[std::to_string(rank)] = std::move(*data);
+                      }
+                      bool complete = ranks.size() >= nranks;
+                      broker_.respond(Message::response_to(
+                          req,
+                          {{"programs", programs}, {"ranks", ranks}, {"series", series}, {"complete", complete}}));
+                  });
+    });
+}
+
 }  // namespace banyan

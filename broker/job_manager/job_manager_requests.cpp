@@ -50,6 +50,8 @@ void JobManager::register_methods() {
     method("job-manager.output", true, &JobManager::on_output);
     method("job-manager.raise", true, &JobManager::on_raise);
     method("job-manager.started", true, &JobManager::on_started);
+    method("job-manager.profile", true, &JobManager::on_profile);
+    method("job-manager.profile-get", false, &JobManager::on_profile_get);
     method("job-manager.input", false, &JobManager::on_input);
     method("job-manager.queue-list", false, &JobManager::on_queue_list);
     method("job-manager.stats", true, &JobManager::on_stats);

@@ -181,4 +181,32 @@ void JobManager::on_input(const Message& req) {
     });
 }
 
+// A rank's eBPF counters (exec service, owner only; doc/spec/profiling.md
+// §6): kept in memory while the job runs; a rank's last ones stored.
+void JobManager::on_profile(const Message& req) {
+    nlohmann::json body;
+    Job* job = visible_job(req, body);
+    if (!job)
+        return;
+    auto rank = json_field<uint32_t>(body, "rank", 0, "profile");
+    auto time = json_field<double>(body, "time", 0, "profile");
+    auto final = json_field<bool>(body, "final", false, "profile");
+    if (auto e = first_error(rank, time, final))
+        return broker_.respond_error(req, EPROTO, e->message);
+    auto data = body.find("data");
+    if (data == body.end() || !data->is_object())
+        return broker_.respond_error(req, EPROTO, "profile.data: expected an object");
+    if (!job->ebpf)
+        return broker_.respond_error(req, EINVAL, fmt::format("{}: the job is not profiled", format_jobid(job->id)));
+    if (*final)
+        db_->add_profile(job->id, *rank, data->dump());
+    if (job->state != JobState::inactive) {
+        double interval = json_field<double>(*job->ebpf, "interval", 10, "ebpf").value_or(10);
+        profiles_.add(job->id, interval, *rank, std::isfinite(*time) ? *time : wall_now(), std::move(*data), *final);
+    }
+    if (*final)
+        return respond_once_stored(Message::response_to(req, nlohmann::json::object()));
+    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+}
+
 }  // namespace banyan

@@ -184,6 +184,9 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
     if (*queue)
         if (auto refused = over_queue_limits(**queue, job, req.userid); !refused.empty())
             return broker_.respond_error(req, EINVAL, refused);
+    if (job.ebpf)
+        if (auto refused = profiling_.refused(*job.ebpf, req.userid, job.queue); !refused.empty())
+            return broker_.respond_error(req, EPERM, refused);
     // The bank it is charged to, and its submit limits (accounting.md §5, §8).
     auto asked_bank = json_field<std::string>(system, "bank", "", "jobspec: attributes.system");
     if (!asked_bank)

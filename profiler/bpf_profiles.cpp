@@ -1,0 +1,413 @@
+#include "profiler/bpf_profiles.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <tuple>
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fmt/format.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+
+#include "profiler/profile_maps.h"
+#include "profile.skel.h"
+
+namespace banyan {
+
+namespace {
+
+constexpr size_t kTreeGroup = 5;
+// What the node report keeps of each list: the busiest first.
+constexpr size_t kMaxFiles = 64, kMaxPrefixes = 32, kMaxConnections = 256, kMaxSegments = 64;
+
+// libbpf's last words, for a refusal's one line.
+std::string g_libbpf_said;
+
+int keep_libbpf_message(libbpf_print_level level, const char* format, va_list args) {
+    if (level == LIBBPF_DEBUG)
+        return 0;
+    char line[512];
+    std::vsnprintf(line, sizeof line, format, args);
+    std::string text = line;
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
+        text.pop_back();
+    if (!text.empty())
+        g_libbpf_said = text;
+    return 0;
+}
+
+// Its group: the five programs by their names' prefix, then the tree.
+size_t group_of(const bpf_program* prog) {
+    std::string name = bpf_program__name(prog);
+    for (size_t g = 0; g < kProfilePrograms.size(); g++)
+        if (name.rfind(std::string(kProfilePrograms[g]) + "_", 0) == 0)
+            return g;
+    return kTreeGroup;
+}
+
+// A skeleton with only the groups in `groups` (a bit mask) loaded.
+Result<profile*> open_and_load(unsigned groups) {
+    g_libbpf_said.clear();
+    profile* skel = profile__open();
+    if (!skel)
+        return make_error(errno, fmt::format("cannot open the BPF object: {}", g_libbpf_said));
+    bpf_program* prog;
+    bpf_object__for_each_program(prog, skel->obj) {
+        bpf_program__set_autoload(prog, (groups >> group_of(prog)) & 1);
+    }
+    if (int rc = profile__load(skel); rc != 0) {
+        profile__destroy(skel);
+        return make_error(-rc, g_libbpf_said.empty() ? std::strerror(-rc) : g_libbpf_said);
+    }
+    return skel;
+}
+
+template <class K, class V>
+void for_each_entry(int fd, const std::function<void(const K&, const V&)>& f) {
+    K key{}, next{};
+    K* prev = nullptr;
+    while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+        V value{};
+        if (bpf_map_lookup_elem(fd, &next, &value) == 0)
+            f(next, value);
+        key = next;
+        prev = &key;
+    }
+}
+
+template <class K>
+void delete_where(int fd, const std::function<bool(const K&)>& matches) {
+    std::vector<K> doomed;
+    for_each_entry<K, std::array<char, 4096>>(fd, [&](const K& k, const std::array<char, 4096>&) {
+        if (matches(k))
+            doomed.push_back(k);
+    });
+    for (const K& k : doomed)
+        bpf_map_delete_elem(fd, &k);
+}
+
+double seconds(uint64_t ns) {
+    return static_cast<double>(ns) / 1e9;
+}
+
+std::string endpoint(uint16_t family, const uint8_t* addr, uint16_t port) {
+    char text[INET6_ADDRSTRLEN] = "?";
+    inet_ntop(family == 2 ? AF_INET : AF_INET6, addr, text, sizeof text);
+    return family == 2 ? fmt::format("{}:{}", text, port) : fmt::format("[{}]:{}", text, port);
+}
+
+// "/usr/lib/x/y" -> "/usr/lib": two components, what the report groups by.
+std::string path_prefix(const std::string& path) {
+    size_t slash = 0;
+    for (int component = 0; component < 2; component++) {
+        slash = path.find('/', slash + 1);
+        if (slash == std::string::npos)
+            return path.substr(0, path.rfind('/') == 0 ? path.size() : path.rfind('/'));
+    }
+    return path.substr(0, slash);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<BpfProfiles>> BpfProfiles::load() {
+    libbpf_set_print(keep_libbpf_message);
+    struct stat st {};
+    if (stat("/sys/kernel/btf/vmlinux", &st) != 0)
+        return make_error(ENOTSUP, "this kernel has no BTF (/sys/kernel/btf/vmlinux): its BPF programs cannot load");
+    // Syscall tracepoints are found by their ids in tracefs: mounted where
+    // it is not (a fresh boot mounts it only on first use).
+    if (stat("/sys/kernel/tracing/events", &st) != 0 && stat("/sys/kernel/debug/tracing/events", &st) != 0 &&
+        mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr) != 0)
+        return make_error(errno, fmt::format("tracefs is not mounted and cannot be, on /sys/kernel/tracing: {}",
+                                             std::strerror(errno)));
+    auto profiles = std::unique_ptr<BpfProfiles>(new BpfProfiles());
+    // The tree first: without it nothing can be counted.
+    auto tree = open_and_load(1u << kTreeGroup);
+    if (!tree)
+        return make_error(tree.error().code, fmt::format("the kernel refuses the process-tree program: {}",
+                                                          tree.error().message));
+    profile__destroy(*tree);
+    unsigned groups = 1u << kTreeGroup;
+    for (size_t g = 0; g < kProfilePrograms.size(); g++) {
+        auto one = open_and_load((1u << kTreeGroup) | (1u << g));
+        if (one) {
+            profile__destroy(*one);
+            groups |= 1u << g;
+        } else {
+            profiles->refused_[g] = one.error().message;
+        }
+    }
+    auto all = open_and_load(groups);
+    if (!all)
+        return make_error(all.error().code, fmt::format("loading the programs: {}", all.error().message));
+    profiles->skel_ = *all;
+    return profiles;
+}
+
+BpfProfiles::~BpfProfiles() {
+    for (auto& group : links_)
+        for (bpf_link* link : group)
+            bpf_link__destroy(link);
+    if (skel_)
+        profile__destroy(skel_);
+}
+
+void BpfProfiles::attach(size_t group) {
+    if (users_[group]++ > 0)
+        return;
+    bpf_program* prog;
+    bpf_object__for_each_program(prog, skel_->obj) {
+        if (group_of(prog) != group || !bpf_program__autoload(prog))
+            continue;
+        bpf_link* link = bpf_program__attach(prog);
+        if (link)
+            links_[group].push_back(link);
+        else
+            std::fprintf(stderr, "banyan-profiler: cannot attach %s: %s\n", bpf_program__name(prog),
+                         g_libbpf_said.c_str());
+    }
+}
+
+void BpfProfiles::detach(size_t group) {
+    if (users_[group] == 0 || --users_[group] > 0)
+        return;
+    for (bpf_link* link : links_[group])
+        bpf_link__destroy(link);
+    links_[group].clear();
+}
+
+Result<void> BpfProfiles::track(uint64_t job, pid_t shell_pid, unsigned programs) {
+    if (jobs_.count(job))
+        return make_error(EEXIST, fmt::format("job {} is profiled already", job));
+    for (size_t g = 0; g < kProfilePrograms.size(); g++)
+        if ((programs >> g & 1) && !refused_[g].empty())
+            return make_error(ENOTSUP, fmt::format("the kernel refuses the {} program: {}", kProfilePrograms[g],
+                                                   refused_[g]));
+    banyan_tracked shell{.job = job, .root = 0, .flags = BANYAN_TRACKED_SHELL, .programs = static_cast<__u16>(programs)};
+    uint32_t pid = static_cast<uint32_t>(shell_pid);
+    if (bpf_map_update_elem(bpf_map__fd(skel_->maps.tracked), &pid, &shell, BPF_NOEXIST) != 0)
+        return make_error(errno, fmt::format("cannot track pid {}: {}", pid, std::strerror(errno)));
+    attach(kTreeGroup);
+    for (size_t g = 0; g < kProfilePrograms.size(); g++)
+        if (programs >> g & 1)
+            attach(g);
+    jobs_[job] = Job{.programs = programs, .shell = shell_pid, .rank_of = {}};
+    return {};
+}
+
+void BpfProfiles::name_tasks(uint64_t job, const std::vector<std::pair<pid_t, uint32_t>>& tasks) {
+    auto it = jobs_.find(job);
+    if (it == jobs_.end())
+        return;
+    for (auto [pid, rank] : tasks)
+        it->second.rank_of[static_cast<uint32_t>(pid)] = rank;
+}
+
+nlohmann::json BpfProfiles::read(uint64_t job, size_t top) const {
+    auto it = jobs_.find(job);
+    if (it == jobs_.end())
+        return nullptr;
+    const Job& j = it->second;
+    auto rank_name = [&](uint32_t root) {
+        auto r = j.rank_of.find(root);
+        return r == j.rank_of.end() ? std::string("other") : std::to_string(r->second);
+    };
+    // Per rank (several roots may share one: a task's restarts), summed.
+    struct RankTotals {
+        std::optional<banyan_cpu_stats> cpu;
+        std::optional<banyan_futex_stats> futex;
+    };
+    std::map<std::string, RankTotals> totals;
+    nlohmann::json programs = nlohmann::json::array();
+    for (size_t g = 0; g < kProfilePrograms.size(); g++)
+        if (j.programs >> g & 1)
+            programs.push_back(kProfilePrograms[g]);
+    // Every task shows, with nothing where nothing was counted.
+    for (auto [root, rank] : j.rank_of)
+        totals[std::to_string(rank)];
+    for_each_entry<banyan_task_key, banyan_cpu_stats>(
+        bpf_map__fd(skel_->maps.cpu_stats), [&](const banyan_task_key& k, const banyan_cpu_stats& s) {
+            if (k.job != job)
+                return;
+            auto& cpu = totals[rank_name(k.root)].cpu;
+            if (!cpu)
+                cpu = banyan_cpu_stats{};
+            cpu->oncpu_ns += s.oncpu_ns, cpu->runq_ns += s.runq_ns;
+            cpu->switches += s.switches, cpu->migrations += s.migrations;
+        });
+    for_each_entry<banyan_task_key, banyan_futex_stats>(
+        bpf_map__fd(skel_->maps.futex_stats), [&](const banyan_task_key& k, const banyan_futex_stats& s) {
+            if (k.job != job)
+                return;
+            auto& futex = totals[rank_name(k.root)].futex;
+            if (!futex)
+                futex = banyan_futex_stats{};
+            futex->waits += s.waits, futex->wait_ns += s.wait_ns;
+            for (size_t i = 0; i < BANYAN_FUTEX_SLOTS; i++)
+                futex->hist[i] += s.hist[i];
+        });
+    nlohmann::json ranks = nlohmann::json::object();
+    for (auto& [rank, t] : totals) {
+        nlohmann::json entry = nlohmann::json::object();
+        if (t.cpu)
+            entry["cpu"] = {{"oncpu", seconds(t.cpu->oncpu_ns)},
+                            {"runq", seconds(t.cpu->runq_ns)},
+                            {"switches", t.cpu->switches},
+                            {"migrations", t.cpu->migrations}};
+        if (t.futex) {
+            // hist[i]: waits of 2^i to 2^(i+1) microseconds (the first:
+            // under 2); trailing empty slots left out.
+            std::vector<uint64_t> hist(t.futex->hist, t.futex->hist + BANYAN_FUTEX_SLOTS);
+            while (!hist.empty() && hist.back() == 0)
+                hist.pop_back();
+            entry["futex"] = {{"waits", t.futex->waits}, {"wait", seconds(t.futex->wait_ns)}, {"hist", hist}};
+        }
+        ranks[rank] = std::move(entry);
+    }
+
+    std::map<std::tuple<std::string, std::string, std::string>, banyan_tcp_stats> connections;
+    for_each_entry<banyan_tcp_key, banyan_tcp_stats>(
+        bpf_map__fd(skel_->maps.tcp_stats), [&](const banyan_tcp_key& k, const banyan_tcp_stats& s) {
+            if (k.job != job)
+                return;
+            auto& c = connections[{rank_name(k.root), endpoint(k.family, k.local_addr, k.local_port),
+                                   endpoint(k.family, k.remote_addr, k.remote_port)}];
+            c.sent += s.sent, c.received += s.received, c.retransmits += s.retransmits;
+            c.connects += s.connects, c.accepts += s.accepts;
+        });
+    std::vector<nlohmann::json> tcp;
+    for (auto& [k, s] : connections)
+        tcp.push_back({{"rank", std::get<0>(k)},
+                       {"local", std::get<1>(k)},
+                       {"peer", std::get<2>(k)},
+                       {"sent", s.sent},
+                       {"received", s.received},
+                       {"retransmits", s.retransmits},
+                       {"connects", s.connects},
+                       {"accepts", s.accepts}});
+    auto busiest = [](std::vector<nlohmann::json>& list, const char* a, const char* b, size_t keep) {
+        std::sort(list.begin(), list.end(), [&](const nlohmann::json& x, const nlohmann::json& y) {
+            return x[a].get<uint64_t>() + x[b].get<uint64_t>() > y[a].get<uint64_t>() + y[b].get<uint64_t>();
+        });
+        if (list.size() > keep)
+            list.resize(keep);
+    };
+    uint64_t tcp_sent = 0, tcp_received = 0;
+    for (const auto& [k, c] : connections)
+        tcp_sent += c.sent, tcp_received += c.received;
+    busiest(tcp, "sent", "received", std::min(kMaxConnections, top));
+
+    std::vector<nlohmann::json> shm;
+    for_each_entry<banyan_shm_key, banyan_shm_stats>(
+        bpf_map__fd(skel_->maps.shm_stats), [&](const banyan_shm_key& k, const banyan_shm_stats& s) {
+            if (k.job != job)
+                return;
+            std::string name(k.name, strnlen(k.name, sizeof k.name));
+            shm.push_back({{"rank", rank_name(k.root)},
+                           {"kind", s.sysv ? "sysv" : "posix"},
+                           {"name", s.sysv ? name : "/dev/shm/" + name},
+                           {"opens", s.opens},
+                           {"maps", s.maps},
+                           {"mapped", s.mapped_bytes},
+                           {"size", s.size}});
+        });
+    busiest(shm, "mapped", "size", std::min(kMaxSegments, top));
+
+    std::vector<nlohmann::json> files;
+    std::map<std::pair<std::string, std::string>, banyan_file_stats> prefixes;
+    for_each_entry<banyan_file_key, banyan_file_stats>(
+        bpf_map__fd(skel_->maps.file_stats), [&](const banyan_file_key& k, const banyan_file_stats& s) {
+            if (k.job != job)
+                return;
+            std::string fs(k.fs, strnlen(k.fs, sizeof k.fs)), path(k.path, strnlen(k.path, sizeof k.path));
+            files.push_back({{"rank", rank_name(k.root)},
+                             {"fs", fs},
+                             {"path", path},
+                             {"opens", s.opens},
+                             {"reads", s.reads},
+                             {"read_bytes", s.read_bytes},
+                             {"read_time", seconds(s.read_ns)},
+                             {"writes", s.writes},
+                             {"write_bytes", s.write_bytes},
+                             {"write_time", seconds(s.write_ns)}});
+            auto& p = prefixes[{fs, path_prefix(path)}];
+            p.opens += s.opens, p.reads += s.reads, p.read_bytes += s.read_bytes, p.read_ns += s.read_ns;
+            p.writes += s.writes, p.write_bytes += s.write_bytes, p.write_ns += s.write_ns;
+        });
+    banyan_file_stats file_totals{};
+    for (const auto& [k, p] : prefixes) {
+        file_totals.read_bytes += p.read_bytes, file_totals.write_bytes += p.write_bytes;
+        file_totals.read_ns += p.read_ns, file_totals.write_ns += p.write_ns;
+    }
+    busiest(files, "read_bytes", "write_bytes", std::min(kMaxFiles, top));
+    std::vector<nlohmann::json> by_prefix;
+    for (auto& [k, s] : prefixes)
+        by_prefix.push_back({{"fs", k.first},
+                             {"prefix", k.second},
+                             {"opens", s.opens},
+                             {"read_bytes", s.read_bytes},
+                             {"read_time", seconds(s.read_ns)},
+                             {"write_bytes", s.write_bytes},
+                             {"write_time", seconds(s.write_ns)}});
+    busiest(by_prefix, "read_bytes", "write_bytes", std::min(kMaxPrefixes, top));
+
+    // Counted nowhere because a map was full (every job of the node).
+    uint64_t dropped = 0;
+    for (uint32_t i = 0; i < BANYAN_PROGRAMS; i++) {
+        uint64_t n = 0;
+        if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.dropped), &i, &n) == 0)
+            dropped += n;
+    }
+    // Exact sums over every connection and file (the lists are cut).
+    nlohmann::json sums{{"tcp_sent", tcp_sent},
+                          {"tcp_received", tcp_received},
+                          {"file_read_bytes", file_totals.read_bytes},
+                          {"file_write_bytes", file_totals.write_bytes},
+                          {"file_time", seconds(file_totals.read_ns + file_totals.write_ns)}};
+    return {{"programs", programs}, {"ranks", ranks},          {"tcp", tcp},          {"shm", shm},
+            {"files", files},       {"prefixes", by_prefix}, {"totals", sums}, {"dropped", dropped}};
+}
+
+nlohmann::json BpfProfiles::untrack(uint64_t job) {
+    auto it = jobs_.find(job);
+    if (it == jobs_.end())
+        return nullptr;
+    nlohmann::json last = read(job, SIZE_MAX);
+    unsigned programs = it->second.programs;
+    remove_entries(job);
+    jobs_.erase(it);
+    for (size_t g = 0; g < kProfilePrograms.size(); g++)
+        if (programs >> g & 1)
+            detach(g);
+    detach(kTreeGroup);
+    return last;
+}
+
+void BpfProfiles::remove_entries(uint64_t job) {
+    auto job_is = [job](const auto& k) { return k.job == job; };
+    delete_where<uint32_t>(bpf_map__fd(skel_->maps.tracked), [&](const uint32_t& pid) {
+        banyan_tracked t{};
+        return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.tracked), &pid, &t) == 0 && t.job == job;
+    });
+    delete_where<banyan_task_key>(bpf_map__fd(skel_->maps.cpu_stats), job_is);
+    delete_where<banyan_task_key>(bpf_map__fd(skel_->maps.futex_stats), job_is);
+    delete_where<banyan_tcp_key>(bpf_map__fd(skel_->maps.tcp_stats), job_is);
+    delete_where<banyan_shm_key>(bpf_map__fd(skel_->maps.shm_stats), job_is);
+    delete_where<banyan_file_key>(bpf_map__fd(skel_->maps.file_stats), job_is);
+    delete_where<uint64_t>(bpf_map__fd(skel_->maps.open_files), [&](const uint64_t& file) {
+        banyan_file_key k{};
+        return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.open_files), &file, &k) == 0 && k.job == job;
+    });
+    delete_where<uint64_t>(bpf_map__fd(skel_->maps.socket_owner), [&](const uint64_t& sock) {
+        banyan_task_key k{};
+        return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.socket_owner), &sock, &k) == 0 && k.job == job;
+    });
+}
+
+}  // namespace banyan

@@ -1,0 +1,136 @@
+// banyan-profiler: the node's eBPF job profiles (doc/spec/profiling.md).
+// Started by the exec service at the node's first profiled job, as root:
+// directly by a broker that runs as root, otherwise through `banyan-imp
+// profiler`. Its stdin and stdout are the exec service's: JSON lines, one
+// request and one answer each, in order. It holds the loaded programs for
+// as long as its stdin stays open; when the broker goes, it goes, and the
+// kernel detaches everything with it.
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "core/json_field.hpp"
+#include "core/json_parse.hpp"
+#include "profiler/bpf_profiles.hpp"
+
+using namespace banyan;
+
+namespace {
+
+void answer(const nlohmann::json& message) {
+    std::cout << message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n' << std::flush;
+}
+
+// The parent of `pid` (/proc/PID/stat's fourth field); 0 when it is gone.
+pid_t parent_of(pid_t pid) {
+    std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    size_t close = text.rfind(')');
+    if (close == std::string::npos)
+        return 0;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(text.c_str() + close + 1, " %c %d", &state, &ppid) != 2)
+        return 0;
+    return ppid;
+}
+
+Result<nlohmann::json> serve(BpfProfiles& profiles, const nlohmann::json& request, const std::string& op,
+                             uint64_t job) {
+    if (op == "track") {
+        auto pid = json_field<int64_t>(request, "pid", 0, "track");
+        if (!pid)
+            return pid.error();
+        // Only a shell of the broker that started this profiler: the
+        // broker's own child (its fork server's shells are too, by
+        // CLONE_PARENT). Nothing else on the node may be watched through it.
+        if (*pid <= 0 || parent_of(static_cast<pid_t>(*pid)) != getppid())
+            return make_error(EPERM, fmt::format("pid {} is not a job shell of this broker", *pid));
+        unsigned programs = 0;
+        for (const auto& name : json_array_at(request, "programs")) {
+            auto text = json_as<std::string>(name, "track.programs[]");
+            if (!text)
+                return text.error();
+            size_t g = 0;
+            while (g < kProfilePrograms.size() && *text != kProfilePrograms[g])
+                g++;
+            if (g == kProfilePrograms.size())
+                return make_error(EINVAL, fmt::format("no profile program is named {}", *text));
+            programs |= 1u << g;
+        }
+        if (programs == 0)
+            return make_error(EINVAL, "track: no program named");
+        if (auto tracked = profiles.track(job, static_cast<pid_t>(*pid), programs); !tracked)
+            return tracked.error();
+        return nlohmann::json::object();
+    }
+    if (op == "tasks") {
+        std::vector<std::pair<pid_t, uint32_t>> tasks;
+        for (const auto& pair : json_array_at(request, "tasks")) {
+            auto pid = json_as<int64_t>(pair.is_array() && pair.size() == 2 ? pair[0] : nlohmann::json(), "tasks[][0]");
+            auto rank = json_as<uint32_t>(pair.is_array() && pair.size() == 2 ? pair[1] : nlohmann::json(), "tasks[][1]");
+            if (!pid || !rank || *pid <= 0)
+                return make_error(EINVAL, "tasks: each is [pid, rank]");
+            tasks.emplace_back(static_cast<pid_t>(*pid), *rank);
+        }
+        profiles.name_tasks(job, tasks);
+        return nlohmann::json::object();
+    }
+    if (op == "read" || op == "untrack") {
+        if (!profiles.tracking(job))
+            return make_error(ENOENT, fmt::format("job {} is not profiled here", job));
+        auto top = json_field<uint64_t>(request, "top", UINT64_MAX, "read");
+        if (!top)
+            return top.error();
+        return op == "read" ? profiles.read(job, *top) : profiles.untrack(job);
+    }
+    return make_error(EINVAL, fmt::format("no request is named {}", op));
+}
+
+}  // namespace
+
+int main(int argc, char**) {
+    if (argc != 1) {
+        std::fprintf(stderr, "usage: banyan-profiler (started by banyan-broker; see doc/spec/profiling.md)\n");
+        return 2;
+    }
+    std::signal(SIGPIPE, SIG_IGN);
+    auto loaded = BpfProfiles::load();
+    if (!loaded) {
+        answer({{"error", loaded.error().message}});
+        return 1;
+    }
+    BpfProfiles& profiles = **loaded;
+    nlohmann::json refused = nlohmann::json::object();
+    for (size_t g = 0; g < kProfilePrograms.size(); g++)
+        if (!profiles.refused(g).empty())
+            refused[kProfilePrograms[g]] = profiles.refused(g);
+    answer({{"ready", true}, {"refused", refused}});
+    std::string line;
+    while (std::getline(std::cin, line)) {
+        auto request = parse_json(line);
+        if (!request || !request->is_object()) {
+            answer({{"error", "a request is one JSON object on a line"}});
+            continue;
+        }
+        auto op = json_field<std::string>(*request, "op", "", "request");
+        auto job = json_field<uint64_t>(*request, "job", 0, "request");
+        if (!op || !job) {
+            answer({{"error", (!op ? op.error() : job.error()).message}});
+            continue;
+        }
+        auto result = serve(profiles, *request, *op, *job);
+        if (result)
+            answer({{"op", *op}, {"job", *job}, {"data", *result}});
+        else
+            answer({{"op", *op}, {"job", *job}, {"error", result.error().message}});
+    }
+    return 0;
+}
