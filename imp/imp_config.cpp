@@ -48,7 +48,8 @@ Result<ImpConfig> load_imp_config(const std::string& path) {
     if (!config)
         return config.error();
     if (auto r = config->check_keys(
-            "", {"allowed-users", "allow-root", "max-credential-age", "state-dir", "shell", "prolog", "epilog"});
+            "", {"allowed-users", "allow-root", "max-credential-age", "state-dir", "shell", "prolog", "epilog",
+                 "profiling"});
         !r)
         return r.error();
     ImpConfig c;
@@ -57,8 +58,11 @@ Result<ImpConfig> load_imp_config(const std::string& path) {
     auto age = config->get_duration("max-credential-age", c.max_credential_age);
     auto state = config->get_string("state-dir", "/var/lib/banyan-imp");
     auto shell = config->get_string("shell", program_path("banyan-shell"));
-    if (auto e = first_error(users, root, age, state, shell))
+    auto profiling = config->get_bool("profiling", false);
+    if (auto e = first_error(users, root, age, state, shell, profiling))
         return *e;
+    c.profiling = *profiling;
+    c.profiler = program_path("banyan-profiler");
     c.allowed_users = *users;
     c.allow_root = *root;
     c.max_credential_age = *age;

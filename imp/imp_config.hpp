@@ -19,6 +19,11 @@ struct ImpConfig {
     std::string state_dir;                   // replay records
     std::string shell;                       // the one program `exec` starts
     std::optional<std::string> prolog, epilog;
+    // `profiler`: banyan-profiler runs as root for the brokers (eBPF job
+    // profiles, doc/spec/profiling.md §2); off unless set. Its path is
+    // found beside banyan-imp, never from the file or the caller.
+    bool profiling = false;
+    std::string profiler;
 };
 
 // The config path: system_config_dir()/banyan/imp.toml, found from where

@@ -1,7 +1,8 @@
 // banyan-imp: the one privileged part of Banyan (banyan-imp(8)). Installed
 // setuid root and executable only by the group banyan, it lets the
 // unprivileged brokers (1) start a job's shell as the user who signed the
-// job, and (2) run the node's prolog and epilog as root. Everything it is
+// job, (2) run the node's prolog and epilog as root, and (3) start the
+// node's eBPF profiler as root where imp.toml allows it. Everything it is
 // told comes from the broker and is checked; everything it may do is in
 // root's imp.toml.
 #include <cerrno>
@@ -249,19 +250,42 @@ int run_script(const ImpConfig& config, const std::string& which) {
     fail(fmt::format("/bin/sh: {}", std::strerror(errno)), 127);
 }
 
+// profiler: banyan-profiler as root, with stdin and stdout (the exec
+// service's protocol) and nothing else of the caller's: no environment,
+// no other descriptor. It loads the eBPF programs and counts only the
+// caller's own children (doc/spec/profiling.md §2).
+int run_profiler(const ImpConfig& config) {
+    if (!config.profiling)
+        fail("eBPF profiling is off on this node (imp.toml: profiling = true turns it on)");
+    if (setgroups(0, nullptr) != 0 || setresgid(0, 0, 0) != 0 || setresuid(0, 0, 0) != 0)
+        fail(fmt::format("cannot become root: {}", std::strerror(errno)));
+    clearenv();
+    setenv("PATH", "/usr/sbin:/usr/bin:/sbin:/bin", 1);
+    close_descriptors_from(3);
+    std::string path = config.profiler;
+    char* argv[] = {path.data(), nullptr};
+    execv(path.c_str(), argv);
+    fail(fmt::format("{}: {}", path, std::strerror(errno)), 127);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 1, argv + argc);
     bool exec = args.size() == 1 && args[0] == "exec";
     bool run = args.size() == 2 && args[0] == "run" && (args[1] == "prolog" || args[1] == "epilog");
-    if (!exec && !run)
-        fail("usage: banyan-imp exec | banyan-imp run prolog|epilog (started by banyan-broker; see banyan-imp(8))", 2);
+    bool profiler = args.size() == 1 && args[0] == "profiler";
+    if (!exec && !run && !profiler)
+        fail("usage: banyan-imp exec | banyan-imp run prolog|epilog | banyan-imp profiler (started by banyan-broker; "
+             "see banyan-imp(8))",
+             2);
     g_exec = exec;
     if (geteuid() != 0)
         fail("not setuid root (install it root:banyan, mode 4750)");
     std::string path = imp_config_path();
     ImpConfig config = must(load_imp_config(path));
     check_caller(config);
+    if (profiler)
+        return run_profiler(config);
     return exec ? exec_shell(config) : run_script(config, args[1]);
 }

@@ -310,7 +310,7 @@ nlohmann::json BpfProfiles::read(uint64_t job, size_t top) const {
                 return;
             std::string name(k.name, strnlen(k.name, sizeof k.name));
             shm.push_back({{"rank", rank_name(k.root)},
-                           {"kind", s.sysv ? "sysv" : "posix"},
+                           {"kind", s.sysv || name.starts_with("SYSV") ? "sysv" : "posix"},
                            {"name", s.sysv ? name : "/dev/shm/" + name},
                            {"opens", s.opens},
                            {"maps", s.maps},

@@ -377,8 +377,10 @@ static __always_inline void tcp_key_of(const struct sock* sk, const struct banya
     k->local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
     k->remote_port = __builtin_bswap16(BPF_CORE_READ(sk, __sk_common.skc_dport));
     if (k->family == AF_INET) {
-        BPF_CORE_READ_INTO(&k->local_addr[0], sk, __sk_common.skc_rcv_saddr);
-        BPF_CORE_READ_INTO(&k->remote_addr[0], sk, __sk_common.skc_daddr);
+        // (Through a __u32: BPF_CORE_READ_INTO reads the size of what
+        // its destination points to.)
+        BPF_CORE_READ_INTO((__u32*)k->local_addr, sk, __sk_common.skc_rcv_saddr);
+        BPF_CORE_READ_INTO((__u32*)k->remote_addr, sk, __sk_common.skc_daddr);
     } else {
         BPF_CORE_READ_INTO(&k->local_addr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
         BPF_CORE_READ_INTO(&k->remote_addr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
@@ -503,16 +505,24 @@ static __always_inline struct banyan_shm_stats* shm_counters(const struct banyan
     return counters(&shm_stats, &k, &zero, BANYAN_PROGRAM_SHM);
 }
 
-// "SYSV" and the key in 8 hex digits: the name the kernel gives the
-// segment's file.
-static __always_inline void sysv_name(__u32 key, char name[16]) {
-    __builtin_memcpy(name, "SYSV", 4);
+// "SYSV" and the key in 8 hex digits, the name the kernel gives the
+// segment's file; a private segment (key 0) "shmid" and its id, since
+// all of them share that key.
+static __always_inline void sysv_name(__u32 key, __u32 shmid, char name[16]) {
+    __u32 n = key ? key : shmid;
+    int at = 4;
+    if (key) {
+        name[0] = 'S', name[1] = 'Y', name[2] = 'S', name[3] = 'V';
+    } else {
+        name[0] = 's', name[1] = 'h', name[2] = 'm', name[3] = 'i', name[4] = 'd';
+        at = 5;
+    }
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        __u32 nibble = (key >> (28 - 4 * i)) & 0xf;
-        name[4 + i] = nibble < 10 ? '0' + nibble : 'a' + nibble - 10;
+        __u32 nibble = (n >> (28 - 4 * i)) & 0xf;
+        name[at + i] = nibble < 10 ? '0' + nibble : 'a' + nibble - 10;
     }
-    name[12] = 0;
+    name[at + 8] = 0;
 }
 
 // SysV: shmget(key, size, flags) -> shmid.
@@ -541,7 +551,7 @@ int shm_get_exit(struct trace_event_raw_sys_exit* ctx) {
     __u32 shmid = (__u32)ctx->ret;
     bpf_map_update_elem(&sysv_segments, &shmid, &segment, BPF_ANY);
     char name[16];
-    sysv_name(segment.key, name);
+    sysv_name(segment.key, shmid, name);
     struct banyan_shm_stats* s = shm_counters(&owner, name, 0);
     if (!s)
         return 0;
@@ -561,7 +571,7 @@ int shm_at_enter(struct trace_event_raw_sys_enter* ctx) {
     struct banyan_sysv_segment* segment = bpf_map_lookup_elem(&sysv_segments, &shmid);
     struct banyan_sysv_segment unknown = {.key = 0, .size = 0};
     char name[16];
-    sysv_name(segment ? segment->key : unknown.key, name);
+    sysv_name(segment ? segment->key : unknown.key, shmid, name);
     struct banyan_shm_stats* s = shm_counters(&owner, name, 0);
     if (!s)
         return 0;
