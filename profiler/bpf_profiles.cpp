@@ -159,8 +159,8 @@ BpfProfiles::~BpfProfiles() {
 }
 
 void BpfProfiles::attach(size_t group) {
-    if (users_[group]++ > 0)
-        return;
+    if (users_[group]++ > 0 || !links_[group].empty())
+        return;  // (attached still: detach_idle had not come to it)
     bpf_program* prog;
     bpf_object__for_each_program(prog, skel_->obj) {
         if (group_of(prog) != group || !bpf_program__autoload(prog))
@@ -175,11 +175,19 @@ void BpfProfiles::attach(size_t group) {
 }
 
 void BpfProfiles::detach(size_t group) {
-    if (users_[group] == 0 || --users_[group] > 0)
-        return;
-    for (bpf_link* link : links_[group])
-        bpf_link__destroy(link);
-    links_[group].clear();
+    if (users_[group] > 0 && --users_[group] == 0)
+        unused_since_[group] = std::chrono::steady_clock::now();
+}
+
+void BpfProfiles::detach_idle(std::chrono::seconds idle) {
+    auto now = std::chrono::steady_clock::now();
+    for (size_t group = 0; group < links_.size(); group++) {
+        if (users_[group] > 0 || links_[group].empty() || now - unused_since_[group] < idle)
+            continue;
+        for (bpf_link* link : links_[group])
+            bpf_link__destroy(link);
+        links_[group].clear();
+    }
 }
 
 Result<void> BpfProfiles::track(uint64_t job, pid_t shell_pid, unsigned programs) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -48,6 +49,10 @@ class BpfProfiles {
     // The job's counters, and nothing of it left in the maps.
     nlohmann::json untrack(uint64_t job);
     bool tracking(uint64_t job) const { return jobs_.count(job) > 0; }
+    // Detaches the programs no job has asked for in `idle`. Not at once:
+    // each detach waits for an RCU grace period (~45 ms a program, ~1.8 s
+    // for all five on the test machine), which a job's end must not.
+    void detach_idle(std::chrono::seconds idle);
 
   private:
     BpfProfiles() = default;
@@ -65,6 +70,7 @@ class BpfProfiles {
     // Per group (the five, then the process tree): its links while attached.
     std::array<std::vector<bpf_link*>, 6> links_;
     std::array<int, 6> users_{};
+    std::array<std::chrono::steady_clock::time_point, 6> unused_since_{};
     std::map<uint64_t, Job> jobs_;
 };
 

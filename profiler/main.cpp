@@ -14,6 +14,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include "core/json_field.hpp"
@@ -23,6 +24,10 @@
 using namespace banyan;
 
 namespace {
+
+// Programs stay attached this long after their last job: a job's end
+// never waits for the detach (BpfProfiles::detach_idle).
+constexpr auto kDetachAfter = std::chrono::seconds(30);
 
 void answer(const nlohmann::json& message) {
     std::cout << message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n' << std::flush;
@@ -113,8 +118,34 @@ int main(int argc, char**) {
         if (!profiles.refused(g).empty())
             refused[kProfilePrograms[g]] = profiles.refused(g);
     answer({{"ready", true}, {"refused", refused}});
+    // Lines from stdin; between them, every second, programs no job has
+    // used for kDetachAfter are detached.
+    std::string buffer;
+    auto next_line = [&](std::string& line) {
+        for (;;) {
+            if (size_t nl = buffer.find('\n'); nl != std::string::npos) {
+                line = buffer.substr(0, nl);
+                buffer.erase(0, nl + 1);
+                return true;
+            }
+            pollfd in{.fd = 0, .events = POLLIN, .revents = 0};
+            int ready = poll(&in, 1, 1000);
+            if (ready < 0 && errno != EINTR)
+                return false;
+            profiles.detach_idle(kDetachAfter);
+            if (ready <= 0)
+                continue;
+            char chunk[65536];
+            ssize_t n = read(0, chunk, sizeof chunk);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                return false;  // the broker is gone
+            buffer.append(chunk, static_cast<size_t>(n));
+        }
+    };
     std::string line;
-    while (std::getline(std::cin, line)) {
+    while (next_line(line)) {
         auto request = parse_json(line);
         if (!request || !request->is_object()) {
             answer({{"error", "a request is one JSON object on a line"}});

@@ -130,10 +130,17 @@ check "two jobs on one node are told apart: the first read a.bin only" \
 check "... the second b.bin only" \
     sh -c "profile $b | jq -e '[.ranks[].files[].path] | (index(\"$T_DIR/data/b.bin\") != null) and (index(\"$T_DIR/data/a.bin\") == null)'"
 check_fails "a job not profiled has no profile" "the job was not profiled" banyan job profile "$c"
-# (The programs stay loaded in the profiler; attached, a link holds them.)
+# (The programs stay loaded in the profiler; attached, a link holds them.
+# Detached 30 s after their last job: a detach costs an RCU grace period.)
 ours=$(bpftool prog show -j | jq -c '[.[] | select(.name | test("^(cpu|futex|tcp|shm|file|track)_")) | .id]')
-check "no profiled job left: no program of the profiler is attached" \
-    sh -c "bpftool link show -j | jq -e --argjson ours '$ours' '[.[] | select(.prog_id as \$p | \$ours | index(\$p))] | length == 0'"
+attached() {
+    bpftool link show -j | jq -e --argjson ours "$ours" '[.[] | select(.prog_id as $p | $ours | index($p))] | length > 0'
+}
+export -f attached
+export ours
+check "right after the last profiled job its programs are still attached" attached
+check "... and detached within a minute: no program of the profiler is attached" \
+    wait_for "the programs detached" 60 bash -c '! attached >/dev/null'
 check "... and nothing of the jobs is left in its maps" \
     bash -c "[ \$(map_entries tracked | jq length) = 0 ] && [ \$(map_entries file_stats | jq length) = 0 ]"
 
