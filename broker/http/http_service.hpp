@@ -57,6 +57,7 @@ class HttpService {
     void api_jobs(const HttpCall& call);
     void api_job(const HttpCall& call, uint64_t id);
     void api_eventlog(const HttpCall& call, uint64_t id);
+    void api_profile(const HttpCall& call, uint64_t id);
     // SSE of job events: every visible job's, or one job's to its end.
     void stream_events(const HttpCall& call, std::optional<uint64_t> job);
     void api_output(const HttpCall& call, uint64_t id);

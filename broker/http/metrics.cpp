@@ -98,6 +98,36 @@ std::string render(const Scrape& s, const std::map<int, uint64_t>& answered) {
     for (const auto& [result, n] : json_object_at(s.jobs, {"results"}).items())
         out += fmt::format("banyan_jobs_inactive_total{{result=\"{}\"}} {}\n", label(result.empty() ? "none" : result),
                            n.is_number() ? n.get<uint64_t>() : 0);
+    // Running profiled jobs (--profile-ebpf, doc/spec/profiling.md §6).
+    const auto& profiles = json_object_at(s.jobs, {"profiles"});
+    struct ProfileSeries {
+        const char* name;
+        const char* help;
+        const char* key;
+        const char* direction;  // a label, or none
+    };
+    const ProfileSeries series[] = {
+        {"job_profile_cpu_seconds_total", "On-CPU time of a profiled job's tasks.", "oncpu", nullptr},
+        {"job_profile_runq_seconds_total", "Time a profiled job's tasks waited for a CPU.", "runq", nullptr},
+        {"job_profile_futex_wait_seconds_total", "Time a profiled job's tasks waited in futexes.", "futex_wait",
+         nullptr},
+        {"job_profile_file_seconds_total", "Time a profiled job's tasks spent in file reads and writes.", "file_time",
+         nullptr},
+        {"job_profile_tcp_bytes_total", "TCP bytes a profiled job's tasks sent and received.", "tcp_sent", "sent"},
+        {"job_profile_tcp_bytes_total", nullptr, "tcp_received", "received"},
+        {"job_profile_file_bytes_total", "File bytes a profiled job's tasks read and wrote.", "file_read", "read"},
+        {"job_profile_file_bytes_total", nullptr, "file_written", "written"},
+    };
+    for (const auto& f : series) {
+        if (f.help)
+            family(out, f.name, "counter", f.help);
+        for (const auto& [job, totals] : profiles.items()) {
+            double value = json_field<double>(totals, f.key, 0, "").value_or(0);
+            out += f.direction ? fmt::format("banyan_{}{{job=\"{}\",direction=\"{}\"}} {}\n", f.name, label(job),
+                                             f.direction, value)
+                               : fmt::format("banyan_{}{{job=\"{}\"}} {}\n", f.name, label(job), value);
+        }
+    }
     const auto& demand = json_object_at(s.jobs, {"demand"});
     for (const char* what : {"nodes", "cores", "gpus"}) {
         std::string name = fmt::format("pending_demand_{}", what);

@@ -323,6 +323,8 @@ void HttpService::api(HttpCall call) {
             return get ? api_eventlog(call, *id) : only("GET");
         if (is({"jobs", "*", "output"}))
             return get ? api_output(call, *id) : only("GET");
+        if (is({"jobs", "*", "profile"}))
+            return get ? api_profile(call, *id) : only("GET");
         if (is({"jobs", "*", "cancel"}))
             return post ? api_cancel(call, *id) : only("POST");
     }
@@ -496,6 +498,15 @@ void HttpService::api_job(const HttpCall& call, uint64_t id) {
             present_job(answer["job"]);
         respond_json(*exchange, 200, answer);
     });
+}
+
+// The job's eBPF profile (doc/spec/profiling.md §6), as job-manager.profile-get.
+void HttpService::api_profile(const HttpCall& call, uint64_t id) {
+    if (!known_query(call, {}))
+        return;
+    auto exchange = call.exchange;
+    ask(call, "job-manager.profile-get", {{"id", id}},
+        [exchange](nlohmann::json answer) { respond_json(*exchange, 200, answer); });
 }
 
 void HttpService::api_eventlog(const HttpCall& call, uint64_t id) {

@@ -95,8 +95,14 @@ void JobManager::on_stats(const Message& req) {
     nlohmann::json by_queue = nlohmann::json::object();
     for (const auto& [name, c] : queues)
         by_queue[name] = {{"pending", c.first}, {"running", c.second}};
+    // Running profiled jobs' totals (doc/spec/profiling.md §6), for /metrics.
+    nlohmann::json profiled = nlohmann::json::object();
+    for (const auto& [id, live] : profiles_.live())
+        if (const Job* j = find(id); j && j->state == JobState::run)
+            profiled[format_jobid(id)] = live.totals().to_json();
     broker_.respond(Message::response_to(
         req, {{"states", states},
+              {"profiles", std::move(profiled)},
               {"queues", std::move(by_queue)},
               {"submitted", counters_.submitted},
               {"started", counters_.started},

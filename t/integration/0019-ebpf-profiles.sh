@@ -17,15 +17,28 @@ MPI_DIR=${BANYAN_MPI_DIR:?the MPI test programs (BANYAN_MPI_DIR)}
 export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo UCX_NET_DEVICES=lo
 export OMPI_MCA_mpi_yield_when_idle=1
 
-start_cluster 2
+start_cluster 2 '[http]
+listen = "127.0.0.1:0"
+open = ["/metrics"]'
+wait_for "the instance runs" 20 banyan ready
+URL=http://$(banyan uptime | sed -n 's,.*http http://,,p')
 cd "$T_DIR" || exit 1
 profile() { banyan job profile --json "$1"; }
+# profile_is ID FILTER: the job's profile (JSON) makes jq's FILTER true;
+# false, not vacuously true, when there is no profile to read.
+profile_is() {
+    banyan job profile --json "$1" >"$T_DIR/profile.json" && [ -s "$T_DIR/profile.json" ] &&
+        jq -e "$2" "$T_DIR/profile.json" >/dev/null
+}
 # The entries of the profilers' map NAME (one profiler per broker here:
 # bpftool lists each map's elements when a name matches several).
 map_entries() {
     bpftool map dump name "$1" -j | jq -c 'if (.[0] // {}) | has("elements") then [.[].elements[]] else . end'
 }
-export -f profile map_entries
+# jq_is [JQ OPTIONS] FILTER FILE: as jq -e, but false for an empty FILE
+# (jq -e takes no input as success).
+jq_is() { [ -s "${@: -1}" ] && jq -e "$@" >/dev/null; }
+export -f profile profile_is map_entries jq_is
 
 # A futex only task 1 fights over: four threads, one lock.
 cat >"$T_DIR/contend.py" <<'EOF'
@@ -44,15 +57,15 @@ id=$(banyan submit -N2 -n2 --profile-ebpf=futex,cpu python3 "$T_DIR/contend.py")
 banyan job wait "$id" >/dev/null
 profile "$id" >"$T_DIR/futex.json"
 check "futex: task 1 waited on futexes" \
-    jq -e '[.ranks[].ranks["1"] // empty][0].futex.waits > 10' "$T_DIR/futex.json"
+    jq_is '[.ranks[].ranks["1"] // empty][0].futex.waits > 10' "$T_DIR/futex.json"
 check "... task 0 (no threads) far less" \
-    jq -e '([.ranks[].ranks["0"] // empty][0].futex.waits // 0) < ([.ranks[].ranks["1"] // empty][0].futex.waits / 4)' \
+    jq_is '([.ranks[].ranks["0"] // empty][0].futex.waits // 0) < ([.ranks[].ranks["1"] // empty][0].futex.waits / 4)' \
     "$T_DIR/futex.json"
 check "... and the histogram counts every wait" \
-    jq -e '[.ranks[].ranks["1"] // empty][0].futex | (.hist | add) == .waits' "$T_DIR/futex.json"
+    jq_is '[.ranks[].ranks["1"] // empty][0].futex | (.hist | add) == .waits' "$T_DIR/futex.json"
 check "cpu: each task has on-CPU time and switches" \
-    jq -e '[.ranks[].ranks[] | .cpu.oncpu > 0 and .cpu.switches > 0] | all and length == 2' "$T_DIR/futex.json"
-check "the profile of an ended job is complete" jq -e '.complete' "$T_DIR/futex.json"
+    jq_is '[.ranks[].ranks[] | .cpu.oncpu > 0 and .cpu.switches > 0] | all and length == 2' "$T_DIR/futex.json"
+check "the profile of an ended job is complete" jq_is '.complete' "$T_DIR/futex.json"
 check_output "the report names the task that waited most" "^  task 1 on node [01]: .* in [0-9]+ waits" \
     sh -c "banyan job profile $id | grep -A1 'Waited most on futexes' | tail -1"
 
@@ -63,13 +76,13 @@ profile "$id" >"$T_DIR/tcp.json"
 # Each task's connections; a peer is the other task when its address is
 # where the other task's end of a connection is.
 check "tcp: task 0 sent bytes to task 1's end of a connection" \
-    jq -e '[.ranks[].tcp[]] as $all | [$all[] | select(.rank == "0") | .peer as $p |
+    jq_is '[.ranks[].tcp[]] as $all | [$all[] | select(.rank == "0") | .peer as $p |
             select(any($all[]; .rank == "1" and .local == $p)) | .sent] | add > 1000' "$T_DIR/tcp.json"
 check "... and task 1 to task 0's" \
-    jq -e '[.ranks[].tcp[]] as $all | [$all[] | select(.rank == "1") | .peer as $p |
+    jq_is '[.ranks[].tcp[]] as $all | [$all[] | select(.rank == "1") | .peer as $p |
             select(any($all[]; .rank == "0" and .local == $p)) | .sent] | add > 1000' "$T_DIR/tcp.json"
 check "... over loopback addresses, as the job was told" \
-    jq -e '[.ranks[].tcp[] | .local | startswith("127.")] | all' "$T_DIR/tcp.json"
+    jq_is '[.ranks[].tcp[] | .local | startswith("127.")] | all and length > 0' "$T_DIR/tcp.json"
 check_output "the report names the peer task" "task 0 -> task 1 \(127\.0\.0\.1:[0-9]+\): sent" banyan job profile "$id"
 
 # A file read: its path, prefix and bytes.
@@ -79,14 +92,14 @@ id=$(banyan submit -n1 --profile-ebpf=file --output=/dev/null cat "$T_DIR/data/i
 banyan job wait "$id" >/dev/null
 profile "$id" >"$T_DIR/file.json"
 check "file: the file read, by its path, with its bytes" \
-    jq -e --arg p "$T_DIR/data/input.bin" '[.ranks[].files[] | select(.path == $p) | .read_bytes] | add == 3000000' \
+    jq_is --arg p "$T_DIR/data/input.bin" '[.ranks[].files[] | select(.path == $p) | .read_bytes] | add == 3000000' \
     "$T_DIR/file.json"
 check "... its file system named" \
-    jq -e --arg p "$T_DIR/data/input.bin" '[.ranks[].files[] | select(.path == $p) | .fs | length > 0] | all' \
+    jq_is --arg p "$T_DIR/data/input.bin" '[.ranks[].files[] | select(.path == $p) | .fs | length > 0] | all and length > 0' \
     "$T_DIR/file.json"
 prefix=$(echo "$T_DIR" | cut -d/ -f1-3)
 check "... and its path prefix counts it" \
-    jq -e --arg p "$prefix" '[.ranks[].prefixes[] | select(.prefix == $p) | .read_bytes] | add >= 3000000' \
+    jq_is --arg p "$prefix" '[.ranks[].prefixes[] | select(.prefix == $p) | .read_bytes] | add >= 3000000' \
     "$T_DIR/file.json"
 
 # Shared-memory MPI on one node: its segments.
@@ -94,7 +107,7 @@ id=$(banyan submit -N1 -n2 --profile-ebpf=shm "$MPI_DIR/mpi-ring")
 banyan job wait "$id" >/dev/null
 profile "$id" >"$T_DIR/shm.json"
 check "shm: Open MPI's /dev/shm segments, opened and mapped by both tasks" \
-    jq -e '[.ranks[].shm[] | select(.kind == "posix" and .maps > 0 and .size > 0) | .rank] | unique == ["0", "1"]' \
+    jq_is '[.ranks[].shm[] | select(.kind == "posix" and .maps > 0 and .size > 0) | .rank] | unique == ["0", "1"]' \
     "$T_DIR/shm.json"
 cat >"$T_DIR/sysv.py" <<'EOF'
 import ctypes, sys
@@ -106,9 +119,10 @@ libc.shmctl(shmid, 0, None)  # IPC_RMID
 EOF
 id=$(banyan submit -n1 --profile-ebpf=shm python3 "$T_DIR/sysv.py")
 banyan job wait "$id" >/dev/null
+profile "$id" >"$T_DIR/sysv.json"
 check "... a SysV segment by its key, with its size, attached once" \
-    jq -e '[.ranks[].shm[] | select(.name == "SYSV62616e79")][0] | .kind == "sysv" and .size == 1048576 and .maps == 1' \
-    <(profile "$id")
+    jq_is '[.ranks[].shm[] | select(.name == "SYSV62616e79")][0] | .kind == "sysv" and .size == 1048576 and .maps == 1' \
+    "$T_DIR/sysv.json"
 
 # Two profiled jobs on one node at once, and a third not profiled (on the
 # other node, whose profiler runs too).
@@ -126,9 +140,9 @@ check "... a job not profiled is not" \
 touch "$go"
 banyan job wait "$a" >/dev/null; banyan job wait "$b" >/dev/null; banyan job wait "$c" >/dev/null
 check "two jobs on one node are told apart: the first read a.bin only" \
-    sh -c "profile $a | jq -e '[.ranks[].files[].path] | (index(\"$T_DIR/data/a.bin\") != null) and (index(\"$T_DIR/data/b.bin\") == null)'"
+    profile_is "$a" "[.ranks[].files[].path] | (index(\"$T_DIR/data/a.bin\") != null) and (index(\"$T_DIR/data/b.bin\") == null)"
 check "... the second b.bin only" \
-    sh -c "profile $b | jq -e '[.ranks[].files[].path] | (index(\"$T_DIR/data/b.bin\") != null) and (index(\"$T_DIR/data/a.bin\") == null)'"
+    profile_is "$b" "[.ranks[].files[].path] | (index(\"$T_DIR/data/b.bin\") != null) and (index(\"$T_DIR/data/a.bin\") == null)"
 check_fails "a job not profiled has no profile" "the job was not profiled" banyan job profile "$c"
 # (The programs stay loaded in the profiler; attached, a link holds them.
 # Detached 30 s after their last job: a detach costs an RCU grace period.)
@@ -146,9 +160,17 @@ check "... and nothing of the jobs is left in its maps" \
 
 # While a job runs: samples every interval.
 id=$(banyan submit -n1 --profile-ebpf=cpu --profile-ebpf-interval=1 sh -c "while [ ! -e $T_DIR/stop ]; do :; done")
-wait_for "two samples of a running job" 30 sh -c "profile $id | jq -e '.series | length >= 2'"
-check "... with its on-CPU time growing" sh -c "profile $id | jq -e '.series[-1][1].oncpu > .series[0][1].oncpu'"
-check "... not yet complete" sh -c "profile $id | jq -e '.complete == false'"
+check "a running job's profile has two samples within 30 s (one a second)" \
+    wait_for "two samples of a running job" 30 profile_is "$id" '.series | length >= 2'
+check "... with its on-CPU time growing" profile_is "$id" '.series[-1][1].oncpu > .series[0][1].oncpu'
+check "... not yet complete" profile_is "$id" '.complete == false'
+
+curl -s "$URL/metrics" >"$T_DIR/metrics"
+check_output "/metrics has the running job's on-CPU seconds" \
+    "^banyan_job_profile_cpu_seconds_total\\{job=\"$id\"\\} [0-9.e+-]*[1-9]" cat "$T_DIR/metrics"
+check "... and promtool finds the exposition valid" promtool check metrics <"$T_DIR/metrics"
+check_output "the REST API gives the profile (GET /api/v1/jobs/ID/profile)" '"programs":\["cpu"\]' \
+    curl -s -H "Authorization: Bearer $(banyan token create)" "$URL/api/v1/jobs/$id/profile"
 touch "$T_DIR/stop"
 banyan job wait "$id" >/dev/null
 

@@ -65,6 +65,15 @@ check_output "the job's page: its eventlog" 'id="eventlog">[^<]*submit[^<]*finis
 check_output "... its output" 'id="output">from-the-job </pre>' dom "job/$id"
 check_output "... its R" 'id="R">\{' dom "job/$id"
 shot "job/$id" 1280,1000 job
+# A job profiled with eBPF (doc/spec/profiling.md) plots where its time
+# went; where profiles cannot be loaded here (not root, no BTF), 0019 says
+# why, and this page is checked without one.
+if [ "$(id -u)" = 0 ] && [ -x "$BANYAN_BUILD_DIR/bin/banyan-profiler" ] && [ -r /sys/kernel/btf/vmlinux ]; then
+    pid=$(banyan submit --profile-ebpf=cpu,futex --profile-ebpf-interval=1 sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done')
+    banyan job wait "$pid" >/dev/null
+    check_output "a profiled job's page plots its profile" '<canvas id="profile"[^>]*data-samples="[1-9]' dom "job/$pid"
+fi
+check_output "a job not profiled has no profile plot" '<canvas id="profile" hidden=""' dom "job/$id"
 
 banyan resource drain 1 "fan failure in bay 3"
 check_output "a drained node shows its reason" \

@@ -148,9 +148,30 @@ function showJob(id) {
     const events = el('pre', {id: 'eventlog'});
     const output = el('pre', {id: 'output'});
     const R = el('pre', {id: 'R'});
+    // A profiled job (--profile-ebpf): where its tasks' time went, over time.
+    const profileTitle = el('h3', {hidden: ''}, 'eBPF profile');
+    const profile = el('canvas', {id: 'profile', hidden: ''});
     view.append(
-        el('h2', {}, 'Job ' + id), summary, el('h3', {}, 'Eventlog'), events, el('h3', {}, 'Output (tail)'), output,
-        el('h3', {}, 'Resources (R)'), R);
+        el('h2', {}, 'Job ' + id), summary, profileTitle, profile, el('h3', {}, 'Eventlog'), events,
+        el('h3', {}, 'Output (tail)'), output, el('h3', {}, 'Resources (R)'), R);
+    let profiled = true;
+    const showProfile = async () => {
+        if (!profiled)
+            return;
+        let p;
+        try {
+            p = await api(`jobs/${encodeURIComponent(id)}/profile`);
+        } catch (e) {
+            profiled = false;  // not profiled: nothing to plot
+            return;
+        }
+        const samples = p.series.map(([t, s]) => ({t, 'on CPU': s.oncpu, 'run queue': s.runq, 'futex': s.futex_wait,
+                                                   'file I/O': s.file_time}));
+        profileTitle.hidden = profile.hidden = false;
+        plot(profile, samples, [['on CPU', '#1b6ec2'], ['run queue', '#a06000'], ['futex', '#b42318'],
+                                ['file I/O', '#2d6a4f']], 'Seconds, all tasks', '(since the job started)');
+        profile.dataset.samples = samples.length;
+    };
     // Output is read on from `next` until the job is done and all read.
     let next = 0, text = '', done = false;
     const info = async () => {
@@ -164,6 +185,7 @@ function showJob(id) {
     refresh(async () => {
         try {
             await info();
+            await showProfile();
             while (!done) {
                 const o = await api(`jobs/${encodeURIComponent(id)}/output?from=${next}`);
                 for (const c of o.output)
@@ -259,7 +281,7 @@ function expand(ids) {
     return out;
 }
 
-function plot(canvas, samples, series, title) {
+function plot(canvas, samples, series, title, footer = '(last hour, every 10 s)') {
     const dpr = window.devicePixelRatio || 1;
     const w = canvas.clientWidth * dpr, h = canvas.clientHeight * dpr;
     canvas.width = w;
@@ -284,7 +306,7 @@ function plot(canvas, samples, series, title) {
         g.stroke();
     }
     g.fillStyle = '#667085';
-    g.fillText(series.map(([k]) => k).join(' · ') + '  (last hour, every 10 s)', pad, H - 8);
+    g.fillText(series.map(([k]) => k).join(' · ') + '  ' + footer, pad, H - 8);
 }
 
 function showPlots() {
