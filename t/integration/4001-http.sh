@@ -67,6 +67,8 @@ check_output "eventlog as Server-Sent Events, to the end" \
     '^200 event: job.*"name":"submit".*"name":"finish".*event: end' \
     bash -c "call GET '/api/v1/jobs/$id/eventlog?follow=1' -H 'Authorization: Bearer $TOKEN' | tr '\n' ' '"
 check_output "eventlog as JSON" '^200 \{"events":\[\{"context"' call GET "/api/v1/jobs/$id/eventlog" "${auth[@]}"
+check_output "a job not profiled has no profile (GET .../profile: 400, one line)" \
+    '^400 \{"message":".*the job was not profiled \(--profile-ebpf\)"' call GET "/api/v1/jobs/$id/profile" "${auth[@]}"
 # The two ranks' lines arrive in either order.
 check_output "output of both tasks" '^200 \{"done":true.*("out-0\\n".*"out-1\\n"|"out-1\\n".*"out-0\\n")' \
     call GET "/api/v1/jobs/$id/output" "${auth[@]}"
