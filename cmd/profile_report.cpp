@@ -21,8 +21,14 @@ uint64_t count(const nlohmann::json& object, std::string_view key) {
     return json_field<uint64_t>(object, key, 0).value_or(0);
 }
 
+// A string of the profile, its control characters shown as '?': paths
+// come from the job, and must not drive the reader's terminal.
 std::string text(const nlohmann::json& object, std::string_view key) {
-    return json_field<std::string>(object, key, "").value_or("");
+    std::string s = json_field<std::string>(object, key, "").value_or("");
+    for (char& c : s)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+            c = '?';
+    return s;
 }
 
 std::string task_name(const std::string& rank) {

@@ -36,6 +36,9 @@ namespace {
 // In `exec`, stdout is the shell's protocol: a refusal goes there too, as
 // the job's exception, so its user reads why (doc/spec/shell.md §3).
 bool g_exec = false;
+// In `profiler`, stdout is the profiler's protocol: a refusal is its
+// `error` line (doc/spec/profiling.md §2), which the broker passes on.
+bool g_profiler = false;
 
 [[noreturn]] void fail(const std::string& message, int code = 1) {
     std::fprintf(stderr, "banyan-imp: %s\n", message.c_str());
@@ -45,6 +48,11 @@ bool g_exec = false;
                 {"type", "exception"}, {"exception", "exec"}, {"severity", 0}, {"note", "banyan-imp: " + message}}
                 .dump() +
             "\n";
+        ssize_t ignored = write(1, line.data(), line.size());
+        (void)ignored;
+    }
+    if (g_profiler) {
+        std::string line = nlohmann::json{{"error", "banyan-imp: " + message}}.dump() + "\n";
         ssize_t ignored = write(1, line.data(), line.size());
         (void)ignored;
     }
@@ -280,6 +288,7 @@ int main(int argc, char** argv) {
              "see banyan-imp(8))",
              2);
     g_exec = exec;
+    g_profiler = profiler;
     if (geteuid() != 0)
         fail("not setuid root (install it root:banyan, mode 4750)");
     std::string path = imp_config_path();

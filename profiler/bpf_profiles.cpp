@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <csignal>
 
 #include "profiler/profile_maps.h"
 #include "profile.skel.h"
@@ -29,16 +31,21 @@ constexpr size_t kMaxFiles = 64, kMaxPrefixes = 32, kMaxConnections = 256, kMaxS
 // libbpf's last words, for a refusal's one line.
 std::string g_libbpf_said;
 
-int keep_libbpf_message(libbpf_print_level level, const char* format, va_list args) {
+// (A callback from C: nothing may escape it.)
+int keep_libbpf_message(libbpf_print_level level, const char* format, va_list args) noexcept {
     if (level == LIBBPF_DEBUG)
         return 0;
     char line[512];
     std::vsnprintf(line, sizeof line, format, args);
-    std::string text = line;
-    while (!text.empty() && (text.back() == '\n' || text.back() == ' '))
-        text.pop_back();
-    if (!text.empty())
-        g_libbpf_said = text;
+    size_t n = strnlen(line, sizeof line);
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == ' '))
+        n--;
+    if (n > 0) {
+        try {
+            g_libbpf_said.assign(line, n);
+        } catch (...) {
+        }
+    }
     return 0;
 }
 
@@ -126,6 +133,12 @@ Result<std::unique_ptr<BpfProfiles>> BpfProfiles::load() {
         mount("nodev", "/sys/kernel/tracing", "tracefs", 0, nullptr) != 0)
         return make_error(errno, fmt::format("tracefs is not mounted and cannot be, on /sys/kernel/tracing: {}",
                                              std::strerror(errno)));
+    // Pids from the broker are the kernel's only in the initial pid
+    // namespace (a container has its own: nothing would be counted).
+    char ns[64] = {};
+    if (readlink("/proc/self/ns/pid", ns, sizeof ns - 1) > 0 && std::string(ns) != "pid:[4026531836]")
+        return make_error(ENOTSUP, "banyan-profiler runs in a pid namespace of its own (a container): the pids it is "
+                                   "given are not the kernel's");
     auto profiles = std::unique_ptr<BpfProfiles>(new BpfProfiles());
     // The tree first: without it nothing can be counted.
     auto tree = open_and_load(1u << kTreeGroup);
@@ -158,20 +171,27 @@ BpfProfiles::~BpfProfiles() {
         profile__destroy(skel_);
 }
 
-void BpfProfiles::attach(size_t group) {
-    if (users_[group]++ > 0 || !links_[group].empty())
-        return;  // (attached still: detach_idle had not come to it)
+Result<void> BpfProfiles::attach(size_t group) {
+    if (users_[group] > 0 || !links_[group].empty()) {
+        users_[group]++;
+        return {};  // (attached still: detach_idle had not come to it)
+    }
     bpf_program* prog;
     bpf_object__for_each_program(prog, skel_->obj) {
         if (group_of(prog) != group || !bpf_program__autoload(prog))
             continue;
         bpf_link* link = bpf_program__attach(prog);
-        if (link)
-            links_[group].push_back(link);
-        else
-            std::fprintf(stderr, "banyan-profiler: cannot attach %s: %s\n", bpf_program__name(prog),
-                         g_libbpf_said.c_str());
+        if (!link) {
+            std::string why = fmt::format("cannot attach {}: {}", bpf_program__name(prog), g_libbpf_said);
+            for (bpf_link* made : links_[group])
+                bpf_link__destroy(made);
+            links_[group].clear();
+            return make_error(EIO, why);
+        }
+        links_[group].push_back(link);
     }
+    users_[group]++;
+    return {};
 }
 
 void BpfProfiles::detach(size_t group) {
@@ -190,21 +210,43 @@ void BpfProfiles::detach_idle(std::chrono::seconds idle) {
     }
 }
 
-Result<void> BpfProfiles::track(uint64_t job, pid_t shell_pid, unsigned programs) {
+Result<void> BpfProfiles::track(uint64_t job, pid_t shell_pid, unsigned programs, uint32_t uid) {
+    // A run of the job whose end was never told (its broker lost it):
+    // its shell is gone, and so is it.
+    if (auto old = jobs_.find(job); old != jobs_.end() && kill(old->second.shell, 0) != 0 && errno == ESRCH)
+        untrack(job);
     if (jobs_.count(job))
         return make_error(EEXIST, fmt::format("job {} is profiled already", job));
     for (size_t g = 0; g < kProfilePrograms.size(); g++)
         if ((programs >> g & 1) && !refused_[g].empty())
             return make_error(ENOTSUP, fmt::format("the kernel refuses the {} program: {}", kProfilePrograms[g],
                                                    refused_[g]));
-    banyan_tracked shell{.job = job, .root = 0, .flags = BANYAN_TRACKED_SHELL, .programs = static_cast<__u16>(programs)};
+    // Attached first: a program that cannot be is said now, and nothing
+    // of the job is left behind.
+    std::vector<size_t> attached;
+    for (size_t g : {kTreeGroup, size_t{0}, size_t{1}, size_t{2}, size_t{3}, size_t{4}}) {
+        if (g != kTreeGroup && !(programs >> g & 1))
+            continue;
+        if (auto r = attach(g); !r) {
+            for (size_t done : attached)
+                detach(done);
+            return r.error();
+        }
+        attached.push_back(g);
+    }
+    banyan_tracked shell{.job = job,
+                         .root = 0,
+                         .flags = BANYAN_TRACKED_SHELL,
+                         .programs = static_cast<__u16>(programs),
+                         .uid = uid,
+                         .pad = 0};
     uint32_t pid = static_cast<uint32_t>(shell_pid);
-    if (bpf_map_update_elem(bpf_map__fd(skel_->maps.tracked), &pid, &shell, BPF_NOEXIST) != 0)
-        return make_error(errno, fmt::format("cannot track pid {}: {}", pid, std::strerror(errno)));
-    attach(kTreeGroup);
-    for (size_t g = 0; g < kProfilePrograms.size(); g++)
-        if (programs >> g & 1)
-            attach(g);
+    if (bpf_map_update_elem(bpf_map__fd(skel_->maps.tracked), &pid, &shell, BPF_NOEXIST) != 0) {
+        int err = errno;
+        for (size_t done : attached)
+            detach(done);
+        return make_error(err, fmt::format("cannot track pid {}: {}", pid, std::strerror(err)));
+    }
     jobs_[job] = Job{.programs = programs, .shell = shell_pid, .rank_of = {}};
     return {};
 }
@@ -213,8 +255,18 @@ void BpfProfiles::name_tasks(uint64_t job, const std::vector<std::pair<pid_t, ui
     auto it = jobs_.find(job);
     if (it == jobs_.end())
         return;
-    for (auto [pid, rank] : tasks)
-        it->second.rank_of[static_cast<uint32_t>(pid)] = rank;
+    // Only the job's own roots (the shell, which runs as the job's user,
+    // says which is which rank: it may name nothing else), and no more
+    // than there can be.
+    int fd = bpf_map__fd(skel_->maps.tracked);
+    for (auto [pid, rank] : tasks) {
+        banyan_tracked t{};
+        uint32_t key = static_cast<uint32_t>(pid);
+        if (it->second.rank_of.size() >= BANYAN_MAX_TASKS || bpf_map_lookup_elem(fd, &key, &t) != 0 ||
+            t.job != job || t.root != key)
+            continue;
+        it->second.rank_of[key] = rank;
+    }
 }
 
 nlohmann::json BpfProfiles::read(uint64_t job, size_t top) const {
@@ -409,8 +461,8 @@ void BpfProfiles::remove_entries(uint64_t job) {
     delete_where<banyan_shm_key>(bpf_map__fd(skel_->maps.shm_stats), job_is);
     delete_where<banyan_file_key>(bpf_map__fd(skel_->maps.file_stats), job_is);
     delete_where<uint64_t>(bpf_map__fd(skel_->maps.open_files), [&](const uint64_t& file) {
-        banyan_file_key k{};
-        return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.open_files), &file, &k) == 0 && k.job == job;
+        banyan_open_file open{};
+        return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.open_files), &file, &open) == 0 && open.key.job == job;
     });
     delete_where<uint64_t>(bpf_map__fd(skel_->maps.socket_owner), [&](const uint64_t& sock) {
         banyan_task_key k{};

@@ -39,7 +39,9 @@ class BpfProfiles {
 
     // Counts the job `job` from its shell `shell_pid` on: every process
     // the shell forks from now on, and theirs. `programs`: a bit mask.
-    Result<void> track(uint64_t job, pid_t shell_pid, unsigned programs);
+    // `uid`: the job's user; a process of the job running as another (a
+    // setuid program) is not counted.
+    Result<void> track(uint64_t job, pid_t shell_pid, unsigned programs, uint32_t uid);
     // The tasks the shell started: their pids (the roots of their
     // subtrees) and ranks.
     void name_tasks(uint64_t job, const std::vector<std::pair<pid_t, uint32_t>>& tasks);
@@ -56,7 +58,7 @@ class BpfProfiles {
 
   private:
     BpfProfiles() = default;
-    void attach(size_t group);
+    Result<void> attach(size_t group);
     void detach(size_t group);
     void remove_entries(uint64_t job);
 

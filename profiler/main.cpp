@@ -51,13 +51,9 @@ Result<nlohmann::json> serve(BpfProfiles& profiles, const nlohmann::json& reques
                              uint64_t job) {
     if (op == "track") {
         auto pid = json_field<int64_t>(request, "pid", 0, "track");
-        if (!pid)
-            return pid.error();
-        // Only a shell of the broker that started this profiler: the
-        // broker's own child (its fork server's shells are too, by
-        // CLONE_PARENT). Nothing else on the node may be watched through it.
-        if (*pid <= 0 || parent_of(static_cast<pid_t>(*pid)) != getppid())
-            return make_error(EPERM, fmt::format("pid {} is not a job shell of this broker", *pid));
+        auto uid = json_field<uint32_t>(request, "uid", 0, "track");
+        if (auto e = first_error(pid, uid))
+            return *e;
         unsigned programs = 0;
         for (const auto& name : json_array_at(request, "programs")) {
             auto text = json_as<std::string>(name, "track.programs[]");
@@ -72,7 +68,12 @@ Result<nlohmann::json> serve(BpfProfiles& profiles, const nlohmann::json& reques
         }
         if (programs == 0)
             return make_error(EINVAL, "track: no program named");
-        if (auto tracked = profiles.track(job, static_cast<pid_t>(*pid), programs); !tracked)
+        // Only a shell of the broker that started this profiler: the
+        // broker's own child (its fork server's shells are too, by
+        // CLONE_PARENT). Nothing else on the node may be watched through it.
+        if (*pid <= 0 || parent_of(static_cast<pid_t>(*pid)) != getppid())
+            return make_error(EPERM, fmt::format("pid {} is not a job shell of this broker", *pid));
+        if (auto tracked = profiles.track(job, static_cast<pid_t>(*pid), programs, *uid); !tracked)
             return tracked.error();
         return nlohmann::json::object();
     }

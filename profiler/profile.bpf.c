@@ -119,8 +119,16 @@ struct {
     __uint(type, BPF_MAP_TYPE_HASH);
     __uint(max_entries, BANYAN_MAX_OPEN_FILES);
     __type(key, __u64);  // struct file *
-    __type(value, struct banyan_file_key);
+    __type(value, struct banyan_open_file);
 } open_files SEC(".maps");
+
+// open_files' value under construction: too large for the BPF stack.
+struct {
+    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+    __uint(max_entries, 1);
+    __type(key, __u32);
+    __type(value, struct banyan_open_file);
+} open_file_scratch SEC(".maps");
 
 // A socket's owner, for retransmits (counted where no process is current).
 struct {
@@ -165,9 +173,13 @@ static __always_inline void* counters(void* map, const void* key, const void* ze
 }
 
 // The job and root of a counted process with `program` asked for.
-static __always_inline int counted(__u32 tgid, __u32 program, struct banyan_task_key* key) {
+// (A process of the job that runs as another user, a setuid program,
+// is not counted: its files and peers are not the job's user's to see.)
+static __always_inline int counted(struct task_struct* task, __u32 program, struct banyan_task_key* key) {
+    __u32 tgid = BPF_CORE_READ(task, tgid);
     struct banyan_tracked* t = bpf_map_lookup_elem(&tracked, &tgid);
-    if (!t || (t->flags & BANYAN_TRACKED_SHELL) || !(t->programs & (1u << program)))
+    if (!t || (t->flags & BANYAN_TRACKED_SHELL) || !(t->programs & (1u << program)) ||
+        BPF_CORE_READ(task, cred, euid.val) != t->uid)
         return 0;
     key->job = t->job;
     key->root = t->root;
@@ -176,7 +188,7 @@ static __always_inline int counted(__u32 tgid, __u32 program, struct banyan_task
 }
 
 static __always_inline int current_counted(__u32 program, struct banyan_task_key* key) {
-    return counted(bpf_get_current_pid_tgid() >> 32, program, key);
+    return counted((struct task_struct*)bpf_get_current_task(), program, key);
 }
 
 // --- process tree: always attached while any job is profiled ------------
@@ -201,7 +213,17 @@ int BPF_PROG(track_fork, struct task_struct* parent, struct task_struct* child) 
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(track_exit, struct task_struct* p) {
+    static const struct banyan_cpu_stats zero;
     __u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
+    // Its last slice on a CPU, which no switch will count: it ends here.
+    struct banyan_task_key key;
+    __u64* since = bpf_map_lookup_elem(&oncpu_since, &tid);
+    if (since && counted(p, BANYAN_PROGRAM_CPU, &key)) {
+        __u64 now = bpf_ktime_get_ns();
+        struct banyan_cpu_stats* s = counters(&cpu_stats, &key, &zero, BANYAN_PROGRAM_CPU);
+        if (s && now > *since)
+            __sync_fetch_and_add(&s->oncpu_ns, now - *since);
+    }
     bpf_map_delete_elem(&oncpu_since, &tid);
     bpf_map_delete_elem(&runq_since, &tid);
     bpf_map_delete_elem(&futex_since, &tid);
@@ -217,7 +239,7 @@ int BPF_PROG(track_exit, struct task_struct* p) {
 
 static __always_inline void runnable(struct task_struct* p) {
     struct banyan_task_key key;
-    if (!counted(BPF_CORE_READ(p, tgid), BANYAN_PROGRAM_CPU, &key))
+    if (!counted(p, BANYAN_PROGRAM_CPU, &key))
         return;
     __u32 tid = BPF_CORE_READ(p, pid);
     __u64 now = bpf_ktime_get_ns();
@@ -241,7 +263,7 @@ int BPF_PROG(cpu_switch, bool preempt, struct task_struct* prev, struct task_str
     static const struct banyan_cpu_stats zero;
     __u64 now = bpf_ktime_get_ns();
     struct banyan_task_key key;
-    if (counted(BPF_CORE_READ(prev, tgid), BANYAN_PROGRAM_CPU, &key)) {
+    if (counted(prev, BANYAN_PROGRAM_CPU, &key)) {
         __u32 tid = BPF_CORE_READ(prev, pid);
         struct banyan_cpu_stats* s = counters(&cpu_stats, &key, &zero, BANYAN_PROGRAM_CPU);
         __u64* since = bpf_map_lookup_elem(&oncpu_since, &tid);
@@ -254,7 +276,7 @@ int BPF_PROG(cpu_switch, bool preempt, struct task_struct* prev, struct task_str
         if (prev_state == 0)  // preempted, still runnable: it waits from now
             bpf_map_update_elem(&runq_since, &tid, &now, BPF_ANY);
     }
-    if (counted(BPF_CORE_READ(next, tgid), BANYAN_PROGRAM_CPU, &key)) {
+    if (counted(next, BANYAN_PROGRAM_CPU, &key)) {
         __u32 tid = BPF_CORE_READ(next, pid);
         bpf_map_update_elem(&oncpu_since, &tid, &now, BPF_ANY);
         __u64* since = bpf_map_lookup_elem(&runq_since, &tid);
@@ -272,7 +294,7 @@ SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(cpu_migrate, struct task_struct* p, int dest_cpu) {
     static const struct banyan_cpu_stats zero;
     struct banyan_task_key key;
-    if (!counted(BPF_CORE_READ(p, tgid), BANYAN_PROGRAM_CPU, &key))
+    if (!counted(p, BANYAN_PROGRAM_CPU, &key))
         return 0;
     struct banyan_cpu_stats* s = counters(&cpu_stats, &key, &zero, BANYAN_PROGRAM_CPU);
     if (s)
@@ -702,8 +724,13 @@ static __always_inline void file_opened(long fd) {
     if (!s)
         return;
     __sync_fetch_and_add(&s->opens, 1);
+    struct banyan_open_file* open = bpf_map_lookup_elem(&open_file_scratch, &zero_index);
+    if (!open)
+        return;
+    open->inode = (__u64)BPF_CORE_READ(f, f_inode);
+    open->key = *k;
     __u64 ptr = (__u64)f;
-    if (bpf_map_update_elem(&open_files, &ptr, k, BPF_ANY) != 0)
+    if (bpf_map_update_elem(&open_files, &ptr, open, BPF_ANY) != 0)
         count_drop(BANYAN_PROGRAM_FILE);
 }
 
@@ -725,14 +752,23 @@ int file_open_exit(struct trace_event_raw_sys_exit* ctx) {
     return 0;
 }
 
-// Kernels before 6.13 count a file's references in f_count.
+// A file's references: f_ref (a file_ref_t, 0 for one) from 6.13, f_count
+// before. Both layouts declared here, so that the object builds against
+// either kernel's vmlinux.h.
+struct file_ref___new {
+    atomic_long_t refcnt;
+} __attribute__((preserve_access_index));
+struct file___new {
+    struct file_ref___new f_ref;
+} __attribute__((preserve_access_index));
 struct file___old {
     atomic_long_t f_count;
 } __attribute__((preserve_access_index));
 
 static __always_inline int last_reference(struct file* f) {
-    if (bpf_core_field_exists(f->f_ref))
-        return BPF_CORE_READ(f, f_ref.refcnt.counter) <= 0;  // file_ref_t: 0 is one reference
+    struct file___new* now = (struct file___new*)f;
+    if (bpf_core_field_exists(now->f_ref))
+        return BPF_CORE_READ(now, f_ref.refcnt.counter) <= 0;
     return BPF_CORE_READ((struct file___old*)f, f_count.counter) <= 1;
 }
 
@@ -755,7 +791,10 @@ static __always_inline void io_begin(long fd, __u32 is_write) {
         return;
     struct file* f = file_of_fd(fd);
     __u64 ptr = (__u64)f;
-    if (!f || !bpf_map_lookup_elem(&open_files, &ptr))
+    struct banyan_open_file* open = f ? bpf_map_lookup_elem(&open_files, &ptr) : 0;
+    // (A struct file freed without a close of ours and reused, for a pipe
+    // or a socket or by another job, is not the file counted.)
+    if (!open || open->inode != (__u64)BPF_CORE_READ(f, f_inode) || open->key.job != owner.job)
         return;
     __u32 tid = (__u32)bpf_get_current_pid_tgid();
     struct banyan_io io = {.file = ptr, .since = bpf_ktime_get_ns(), .is_write = is_write};
@@ -770,10 +809,10 @@ static __always_inline void io_end(long ret) {
     __u64 took = bpf_ktime_get_ns() - io->since, ptr = io->file;
     __u32 is_write = io->is_write;
     bpf_map_delete_elem(&io_since, &tid);
-    struct banyan_file_key* k = bpf_map_lookup_elem(&open_files, &ptr);
-    if (!k)
+    struct banyan_open_file* open = bpf_map_lookup_elem(&open_files, &ptr);
+    if (!open)
         return;
-    struct banyan_file_stats* s = bpf_map_lookup_elem(&file_stats, k);
+    struct banyan_file_stats* s = bpf_map_lookup_elem(&file_stats, &open->key);
     if (!s)
         return;
     if (is_write) {

@@ -34,7 +34,10 @@ struct banyan_tracked {
     __u32 root;     /* the task (child of the shell) this process descends from */
     __u16 flags;
     __u16 programs; /* 1 << BANYAN_PROGRAM_* */
+    __u32 uid;      /* the job's user: a process that runs as another (setuid) is not counted */
+    __u32 pad;
 };
+
 
 struct banyan_task_key {
     __u64 job;
@@ -92,6 +95,11 @@ struct banyan_sysv_segment {
 struct banyan_io { /* a read or write under way */
     __u64 file, since;
     __u32 is_write, pad;
+};
+
+struct banyan_open_file { /* a file a counted process opened */
+    __u64 inode;          /* its inode: a struct file reused for another is not this one */
+    struct banyan_file_key key;
 };
 
 struct banyan_file_stats {

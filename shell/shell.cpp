@@ -226,6 +226,12 @@ void Shell::on_message(Result<nlohmann::json> message) {
         bool ends = n == SIGKILL || n == SIGTERM || n == SIGINT || n == SIGHUP;
         if (ends && !started_ && !finishing_ && containers_ && !containers_->ready())
             return launch_failed(make_error(EINTR, fmt::format("signal {} came while its container was made", n)));
+        if (ends && !started_ && !finishing_ && ebpf_ == Ebpf::waiting) {
+            ebpf_ = Ebpf::off;
+            launch_waits_for_ebpf_ = false;
+            return launch_failed(
+                make_error(EINTR, fmt::format("signal {} came while the profiler was being readied", n)));
+        }
         signal_tasks(n);
     } else if (type == "stdin") {
         auto data = io_data(m, "stdin");
@@ -254,7 +260,8 @@ void Shell::on_message(Result<nlohmann::json> message) {
 // no task may outlive it. Dead: the tasks go on, and this shell waits for
 // a broker to come back and re-attach it.
 void Shell::on_exec_service_gone() {
-    if (ending_ || !job_ || held_ || reattach_socket_.empty()) {  // (held: no task ever ran)
+    // (Held, or waiting for the profiler's word: no task ever ran.)
+    if (ending_ || !job_ || held_ || ebpf_ == Ebpf::waiting || reattach_socket_.empty()) {
         kill_everything();
         exit_code_ = 1;
         return reactor_.stop();

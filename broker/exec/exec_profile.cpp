@@ -16,6 +16,7 @@ namespace banyan {
 
 namespace {
 constexpr auto kProfilerPatience = std::chrono::seconds(5);
+constexpr auto kProfilerTrackPatience = std::chrono::seconds(30);
 }  // namespace
 
 Result<EbpfRequest> ExecService::read_ebpf_request(const nlohmann::json& ebpf) {
@@ -60,11 +61,33 @@ void ExecService::start_profiling(JobId id, LocalJob& job) {
     auto argv = profiler_argv();
     if (!argv)
         return refuse(job, argv.error().message);
-    if (!profiler_ || !profiler_->usable())
+    if (!profiler_ || !profiler_->usable()) {
+        if (profiler_)
+            retired_profilers_.push_back(std::move(profiler_));  // (it exits at the end of its stdin)
         profiler_ = std::make_unique<ProfilerLink>(broker_.reactor(), *argv);
-    nlohmann::json request{
-        {"op", "track"}, {"job", id}, {"pid", job.shell->pid()}, {"programs", job.ebpf->programs}};
-    profiler_->ask(std::move(request), [this, id, launch = job.launch, refuse](Result<nlohmann::json> tracked) {
+    }
+    nlohmann::json request{{"op", "track"},
+                           {"job", id},
+                           {"pid", job.shell->pid()},
+                           {"uid", job.userid},
+                           {"programs", job.ebpf->programs}};
+    // A profiler that does not answer (loading, stuck) holds no job: after
+    // kProfilerTrackPatience the shell hears why, and the next job starts
+    // another profiler.
+    auto answered = std::make_shared<bool>(false);
+    job.ebpf_sampler = std::make_unique<Timer>(broker_.reactor());
+    job.ebpf_sampler->start(kProfilerTrackPatience, [this, id, answered, refuse] {
+        if (std::exchange(*answered, true))
+            return;
+        if (profiler_)
+            profiler_->give_up("no answer to track within 30 s");
+        if (auto it = jobs_.find(id); it != jobs_.end())
+            refuse(*it->second, "banyan-profiler did not answer within 30 s");
+    });
+    profiler_->ask(std::move(request), [this, id, launch = job.launch, refuse,
+                                        answered](Result<nlohmann::json> tracked) {
+        if (std::exchange(*answered, true))
+            return;  // (given up already)
         auto it = jobs_.find(id);
         if (it == jobs_.end() || it->second->launch != launch || it->second->phase == LocalJob::Phase::ending) {
             // Ended meanwhile: nothing of it stays in the maps.
@@ -85,13 +108,18 @@ void ExecService::start_profiling(JobId id, LocalJob& job) {
 }
 
 void ExecService::sample_profile(JobId id) {
-    if (!profiler_)
+    auto job = jobs_.find(id);
+    // (One read at a time: a slow profiler is not asked again meanwhile.)
+    if (!profiler_ || job == jobs_.end() || std::exchange(job->second->ebpf_sampling, true))
         return;
     // (A sample keeps the 8 busiest of each list: rank 0 hears from every
     // node each interval. The last counters have them all.)
     profiler_->ask({{"op", "read"}, {"job", id}, {"top", 8}}, [this, id](Result<nlohmann::json> data) {
         auto it = jobs_.find(id);
-        if (it == jobs_.end() || !it->second->ebpf_tracked)
+        if (it == jobs_.end())
+            return;
+        it->second->ebpf_sampling = false;
+        if (!it->second->ebpf_tracked)
             return;
         if (!data)
             return log::warning("exec", "{}: profile: {}", format_jobid(id), data.error().message);

@@ -512,6 +512,10 @@ void ExecService::remove_job(JobId id) {
     auto it = jobs_.find(id);
     if (it == jobs_.end())
         return;
+    // Ended by a way that did not untrack it (a held start ended): the
+    // profiler forgets it too.
+    if (it->second->ebpf_tracked && profiler_)
+        profiler_->ask({{"op", "untrack"}, {"job", id}}, [](Result<nlohmann::json>) {});
     std::optional<JobCgroup> cgroups[] = {std::move(it->second->cgroup), std::move(it->second->memory_cgroup)};
     it->second->cgroup.reset();
     it->second->memory_cgroup.reset();

@@ -175,6 +175,9 @@ class ExecService {
     std::optional<std::string> topology_xml_;   // this machine's hwloc XML, for the shells; nullopt: none
     std::map<JobId, std::unique_ptr<LocalJob>> jobs_;
     std::unique_ptr<ProfilerLink> profiler_;  // started at the first profiled job
+    // Profilers given up on (stuck), kept until they exit: destroying one
+    // would wait for it.
+    std::vector<std::unique_ptr<ProfilerLink>> retired_profilers_;
     // Shells of jobs that ended (at their finish, or before their shell
     // had started), by LocalJob::launch, until they exit.
     std::map<uint64_t, std::unique_ptr<Subprocess>> exiting_shells_;

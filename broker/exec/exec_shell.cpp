@@ -394,8 +394,11 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
         // cores).
         on_shell_done(id, std::nullopt);
     } else if (*type == "ebpf-tasks") {  // which of its children is which rank (profiling.md §5)
-        if (job.ebpf_tracked && profiler_)
-            profiler_->ask({{"op", "tasks"}, {"job", id}, {"tasks", json_array_at(m, "tasks")}},
+        // Once, and bounded: the shell runs as the job's user.
+        const auto& tasks = json_array_at(m, "tasks");
+        if (job.ebpf_tracked && profiler_ && !std::exchange(job.ebpf_tasks_named, true) &&
+            tasks.size() <= kMaxTasksNamed)
+            profiler_->ask({{"op", "tasks"}, {"job", id}, {"tasks", tasks}},
                            [id](Result<nlohmann::json> named) {
                                if (!named)
                                    log::warning("exec", "{}: profile: {}", format_jobid(id), named.error().message);

@@ -33,6 +33,8 @@ inline constexpr auto kShellGrace = std::chrono::seconds(2);
 // pipe is no longer read (it resumes at half): bounds what a fast writer
 // queues in the brokers.
 inline constexpr size_t kOutputInFlightLimit = size_t{4} << 20;
+// The most tasks a shell may name to the profiler (profiling.md §5).
+inline constexpr size_t kMaxTasksNamed = 16384;
 
 struct ExecService::LocalJob {
     // exec.run or exec.reattach, answered when the shell has finished;
@@ -99,6 +101,8 @@ struct ExecService::LocalJob {
     // (from its `track` answer until `untrack`); sampled every interval.
     std::optional<EbpfRequest> ebpf;
     bool ebpf_tracked = false;
+    bool ebpf_sampling = false;     // a read is under way: the next tick skips
+    bool ebpf_tasks_named = false;  // the shell said which task is which (once)
     std::unique_ptr<Timer> ebpf_sampler;
 };
 

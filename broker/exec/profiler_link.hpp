@@ -26,10 +26,16 @@ class ProfilerLink {
     ProfilerLink(Reactor& reactor, std::vector<std::string> argv);
     ~ProfilerLink();
 
-    // {"op": OP, "job": ID, ...}: `answer` gets `data`, or the error.
+    // {"op": OP, "job": ID, ...}: `answer` gets `data`, or the error: on
+    // the loop, except for a link that has failed, which answers inside
+    // this call.
     void ask(nlohmann::json request, Answer answer);
-    // False once it has exited or failed to start: the next job starts another.
+    // False once it has exited, failed to start or been given up on: the
+    // next job starts another.
     bool usable() const { return !failed_; }
+    // Stops using it (stuck): what it owes is answered with `why`, and it
+    // exits at the end of its stdin, when this link is destroyed.
+    void give_up(const std::string& why) { fail(why); }
 
   private:
     void on_line(Result<nlohmann::json> line);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include <fmt/format.h>
 #include <pwd.h>
@@ -74,7 +75,18 @@ Result<ProfilingPolicy> ProfilingPolicy::from_config(const Config& config) {
     if (auto e = first_error(enabled, users, queues, imp))
         return *e;
     policy.enabled = *enabled;
-    policy.users = std::move(*users);
+    // Names become uids now: the loop asks no password database at submit.
+    for (const auto& user : *users) {
+        char* end = nullptr;
+        unsigned long uid = std::strtoul(user.c_str(), &end, 10);
+        if (!user.empty() && *end == '\0') {
+            policy.users.push_back(static_cast<uint32_t>(uid));
+        } else if (const passwd* pw = getpwnam(user.c_str())) {
+            policy.users.push_back(pw->pw_uid);
+        } else {
+            return make_error(EINVAL, fmt::format("profiling.users: no user is named \"{}\"", user));
+        }
+    }
     policy.queues = std::move(*queues);
 #ifndef BANYAN_HAVE_PROFILER
     policy.cannot = "this Banyan was built without eBPF profiling (no clang, bpftool or libbpf)";
@@ -90,13 +102,8 @@ std::string ProfilingPolicy::refused(const nlohmann::json& ebpf, uint32_t userid
     bool optional = json_field<bool>(ebpf, "optional", false, "ebpf").value_or(false);
     if (!enabled)
         return "eBPF profiling is off on this instance (banyan.toml: profiling.enable)";
-    if (!users.empty()) {
-        const passwd* pw = getpwuid(userid);
-        std::string name = pw ? pw->pw_name : "";
-        if (std::none_of(users.begin(), users.end(),
-                         [&](const std::string& u) { return u == name || u == std::to_string(userid); }))
-            return fmt::format("uid {} may not profile jobs (banyan.toml: profiling.users)", userid);
-    }
+    if (!users.empty() && std::find(users.begin(), users.end(), userid) == users.end())
+        return fmt::format("uid {} may not profile jobs (banyan.toml: profiling.users)", userid);
     if (!queues.empty() && std::find(queues.begin(), queues.end(), queue) == queues.end())
         return fmt::format("jobs in queue '{}' may not be profiled (banyan.toml: profiling.queues)", queue);
     if (!cannot.empty() && !optional)
@@ -137,9 +144,11 @@ void JobProfiles::add(JobId id, double interval, uint32_t rank, double time, nlo
     live.ranks[rank] = std::move(data);
     if (final)
         live.final_ranks.insert(rank);
-    // One point per interval: the ranks' samples of one interval update it.
+    // One point per interval: the ranks' samples of one interval (each
+    // node's timer runs from its own start) update it.
     ProfileTotals totals = live.totals();
-    if (!live.series.empty() && time - live.series.back().first < interval / 2)
+    double slot = std::floor(time / interval) * interval;
+    if (!live.series.empty() && std::floor(live.series.back().first / interval) * interval == slot)
         live.series.back() = {std::max(time, live.series.back().first), totals};
     else
         live.series.emplace_back(time, totals);

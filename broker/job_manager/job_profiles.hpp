@@ -28,7 +28,8 @@ Result<std::shared_ptr<const nlohmann::json>> read_ebpf_request(const nlohmann::
 // [profiling] of banyan.toml, and whether this instance can load programs.
 struct ProfilingPolicy {
     bool enabled = true;
-    std::vector<std::string> users, queues;  // empty: anyone, any queue
+    std::vector<uint32_t> users;       // empty: anyone
+    std::vector<std::string> queues;  // empty: any queue
     std::string cannot;                      // why no node can profile ("": they can)
     static Result<ProfilingPolicy> from_config(const Config& config);
     // Why the job may not be profiled ("": it may).

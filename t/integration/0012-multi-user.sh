@@ -26,6 +26,28 @@ as "$ALICE" banyan run --cwd "$T_DIR/home/alice" --output=out.txt sh -c 'echo hi
 check_output "her --output file is hers" "^$ALICE$" stat -c %U "$T_DIR/home/alice/out.txt"
 check_output "and so is what her task made" "^$ALICE$" stat -c %U "$T_DIR/home/alice/made-by-task"
 
+# eBPF profiles (doc/spec/profiling.md §2): the brokers run as the service
+# user, so banyan-imp starts the profiler as root, only where imp.toml says
+# so; users never load or read a program.
+if [ -x "$P/libexec/banyan/banyan-profiler" ] && [ -r /sys/kernel/btf/vmlinux ]; then
+    check_fails "imp.toml without profiling: a profiled job fails before any task, in one line" \
+        "eBPF profiling on rank [0-9]: banyan-imp: eBPF profiling is off on this node \(imp.toml: profiling = true" \
+        as "$ALICE" banyan run --profile-ebpf=cpu touch "$T_DIR/home/alice/profiled-ran"
+    check "... and nothing of it ran" test ! -e "$T_DIR/home/alice/profiled-ran"
+    sed -i 's/^profiling = false$/profiling = true/' "$P/etc/banyan/imp.toml"
+    pid=$(cd / && as "$ALICE" banyan submit -N2 -n2 --profile-ebpf=cpu,file sh -c 'id -un; cat /etc/hostname >/dev/null')
+    as "$ALICE" banyan job wait "$pid" >/dev/null
+    check_output "with profiling = true, alice's profiled job runs as alice" "^$ALICE$" \
+        sh -c "as $ALICE banyan job attach $pid | sort -u"
+    check "... and she reads its profile: both tasks' CPU, and the file they read" \
+        sh -c "as $ALICE banyan job profile --json $pid | jq -e '([.ranks[].ranks[] | .cpu.oncpu > 0] | length == 2) and
+               ([.ranks[].files[].path] | index(\"/etc/hostname\") != null)'"
+    check_fails "bob may not read it" "not your job|only the instance owner" as "$BOB" banyan job profile "$pid"
+    check_output "the profilers run as root, children of the service user's brokers" "^root $SVC$" \
+        sh -c "ps -o user= -o ppid= -C banyan-profiler | while read -r u pp; do echo \"\$u \$(ps -o user= -p \$pp)\"; done | sort -u"
+    check_fails "a user cannot start banyan-imp profiler" "Permission denied" as "$ALICE" "$IMP" profiler
+fi
+
 # Who may do what.
 job=$(as "$ALICE" banyan submit sleep 300)
 check_fails "bob may not cancel alice's job" "not your job|only the instance owner" as "$BOB" banyan cancel "$job"

@@ -187,6 +187,25 @@ check_fails "a jobspec naming an unknown program is refused by the job manager" 
     'attributes.system.ebpf.programs: no program .gpu.' \
     banyan-test-client rpc job-manager.submit "$(jq -c -n --argjson s "$spec" '{jobspec: $s}')"
 
+# The profiler itself (root): it watches only shells of the broker that
+# started it, and answers bad requests in one line.
+coproc PROFILER { "$BANYAN_BUILD_DIR/bin/banyan-profiler"; }
+ask_profiler() { echo "$1" >&"${PROFILER[1]}" && read -r -t 30 answer <&"${PROFILER[0]}" && echo "$answer"; }
+read -r -t 30 ready <&"${PROFILER[0]}"
+check_output "banyan-profiler loads all five programs" '^\{"ready":true,"refused":\{\}\}$' echo "$ready"
+check_output "... refuses to watch a process that is not its parent's child (pid 1)" \
+    '"error":"pid 1 is not a job shell of this broker"' ask_profiler '{"op":"track","job":5,"pid":1,"programs":["cpu"]}'
+sleep 600 &
+check_output "... or any other process of the node" "\"error\":\"pid $! is not a job shell of this broker\"" \
+    ask_profiler "{\"op\":\"track\",\"job\":5,\"pid\":$!,\"programs\":[\"cpu\"]}"
+kill $!
+check_output "... an unknown program" '"error":"no profile program is named gpu"' \
+    ask_profiler '{"op":"track","job":5,"pid":1,"programs":["gpu"]}'
+check_output "... a line that is not JSON" '^\{"error":"a request is one JSON object on a line"\}$' ask_profiler 'nonsense'
+check_output "... a job it does not watch" '"error":"job 6 is not profiled here"' ask_profiler '{"op":"read","job":6}'
+exec {PROFILER[1]}>&-
+wait "$PROFILER_PID"
+
 # An instance that is not root and has no banyan-imp cannot load programs.
 user=nobody
 home=$T_DIR/nobody

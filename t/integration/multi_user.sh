@@ -39,6 +39,7 @@ allowed-users = ["$SVC"]
 state-dir = "$T_DIR/imp-state"
 prolog = "$T_DIR/prolog.sh"
 epilog = "$T_DIR/epilog.sh"
+profiling = ${MULTI_USER_PROFILING:-false}
 TOML
     # Prolog and epilog (root's, through banyan-imp): they log who ran them for
     # which job; the prolog fails for bob once $T_DIR/fail-prolog exists.
