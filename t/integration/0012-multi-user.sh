@@ -38,10 +38,12 @@ if [ -x "$P/libexec/banyan/banyan-profiler" ] && [ -r /sys/kernel/btf/vmlinux ];
     pid=$(cd / && as "$ALICE" banyan submit -N2 -n2 --profile-ebpf=cpu,file sh -c 'id -un; cat /etc/hostname >/dev/null')
     as "$ALICE" banyan job wait "$pid" >/dev/null
     check_output "with profiling = true, alice's profiled job runs as alice" "^$ALICE$" \
-        sh -c "as $ALICE banyan job attach $pid | sort -u"
-    check "... and she reads its profile: both tasks' CPU, and the file they read" \
-        sh -c "as $ALICE banyan job profile --json $pid | jq -e '([.ranks[].ranks[] | .cpu.oncpu > 0] | length == 2) and
-               ([.ranks[].files[].path] | index(\"/etc/hostname\") != null)'"
+        bash -c "as $ALICE banyan job attach $pid | sort -u"
+    as "$ALICE" banyan job profile --json "$pid" >"$T_DIR/alice-profile.json"
+    check "... and she reads its profile" test -s "$T_DIR/alice-profile.json"
+    check "... both tasks' CPU in it, and the file they read" \
+        jq -e '([.ranks[].ranks[] | select(.cpu.oncpu > 0)] | length == 2) and
+               ([.ranks[].files[].path] | index("/etc/hostname") != null)' "$T_DIR/alice-profile.json"
     check_fails "bob may not read it" "not your job|only the instance owner" as "$BOB" banyan job profile "$pid"
     check_output "the profilers run as root, children of the service user's brokers" "^root $SVC$" \
         sh -c "ps -o user= -o ppid= -C banyan-profiler | while read -r u pp; do echo \"\$u \$(ps -o user= -p \$pp)\"; done | sort -u"
