@@ -269,33 +269,47 @@ void BpfProfiles::name_tasks(uint64_t job, const std::vector<std::pair<pid_t, ui
     }
 }
 
-nlohmann::json BpfProfiles::read(uint64_t job, size_t top) const {
-    auto it = jobs_.find(job);
-    if (it == jobs_.end())
-        return nullptr;
-    const Job& j = it->second;
-    auto rank_name = [&](uint32_t root) {
-        auto r = j.rank_of.find(root);
-        return r == j.rank_of.end() ? std::string("other") : std::to_string(r->second);
-    };
+std::map<uint64_t, nlohmann::json> BpfProfiles::read(const std::set<uint64_t>& wanted, size_t top) const {
     // Per rank (several roots may share one: a task's restarts), summed.
     struct RankTotals {
         std::optional<banyan_cpu_stats> cpu;
         std::optional<banyan_futex_stats> futex;
     };
-    std::map<std::string, RankTotals> totals;
-    nlohmann::json programs = nlohmann::json::array();
-    for (size_t g = 0; g < kProfilePrograms.size(); g++)
-        if (j.programs >> g & 1)
-            programs.push_back(kProfilePrograms[g]);
-    // Every task shows, with nothing where nothing was counted.
-    for (auto [root, rank] : j.rank_of)
-        totals[std::to_string(rank)];
+    // What a job's entries add up to: one pass over each map serves every
+    // job asked for, so a tick's cost does not grow with their number.
+    struct Reading {
+        const Job* job = nullptr;
+        std::map<std::string, RankTotals> totals;
+        std::map<std::tuple<std::string, std::string, std::string>, banyan_tcp_stats> connections;
+        std::vector<nlohmann::json> shm, files;
+        std::map<std::pair<std::string, std::string>, banyan_file_stats> prefixes;
+        std::string rank_name(uint32_t root) const {
+            auto r = job->rank_of.find(root);
+            return r == job->rank_of.end() ? std::string("other") : std::to_string(r->second);
+        }
+    };
+    std::map<uint64_t, Reading> readings;
+    for (uint64_t id : wanted)
+        if (auto it = jobs_.find(id); it != jobs_.end()) {
+            Reading& r = readings[id];
+            r.job = &it->second;
+            // Every task shows, with nothing where nothing was counted.
+            for (auto [root, rank] : it->second.rank_of)
+                r.totals[std::to_string(rank)];
+        }
+    auto reading = [&](uint64_t id) -> Reading* {
+        auto r = readings.find(id);
+        return r == readings.end() ? nullptr : &r->second;
+    };
+    if (readings.empty())
+        return {};
+
     for_each_entry<banyan_task_key, banyan_cpu_stats>(
         bpf_map__fd(skel_->maps.cpu_stats), [&](const banyan_task_key& k, const banyan_cpu_stats& s) {
-            if (k.job != job)
+            Reading* r = reading(k.job);
+            if (!r)
                 return;
-            auto& cpu = totals[rank_name(k.root)].cpu;
+            auto& cpu = r->totals[r->rank_name(k.root)].cpu;
             if (!cpu)
                 cpu = banyan_cpu_stats{};
             cpu->oncpu_ns += s.oncpu_ns, cpu->runq_ns += s.runq_ns;
@@ -303,120 +317,61 @@ nlohmann::json BpfProfiles::read(uint64_t job, size_t top) const {
         });
     for_each_entry<banyan_task_key, banyan_futex_stats>(
         bpf_map__fd(skel_->maps.futex_stats), [&](const banyan_task_key& k, const banyan_futex_stats& s) {
-            if (k.job != job)
+            Reading* r = reading(k.job);
+            if (!r)
                 return;
-            auto& futex = totals[rank_name(k.root)].futex;
+            auto& futex = r->totals[r->rank_name(k.root)].futex;
             if (!futex)
                 futex = banyan_futex_stats{};
             futex->waits += s.waits, futex->wait_ns += s.wait_ns;
             for (size_t i = 0; i < BANYAN_FUTEX_SLOTS; i++)
                 futex->hist[i] += s.hist[i];
         });
-    nlohmann::json ranks = nlohmann::json::object();
-    for (auto& [rank, t] : totals) {
-        nlohmann::json entry = nlohmann::json::object();
-        if (t.cpu)
-            entry["cpu"] = {{"oncpu", seconds(t.cpu->oncpu_ns)},
-                            {"runq", seconds(t.cpu->runq_ns)},
-                            {"switches", t.cpu->switches},
-                            {"migrations", t.cpu->migrations}};
-        if (t.futex) {
-            // hist[i]: waits of 2^i to 2^(i+1) microseconds (the first:
-            // under 2); trailing empty slots left out.
-            std::vector<uint64_t> hist(t.futex->hist, t.futex->hist + BANYAN_FUTEX_SLOTS);
-            while (!hist.empty() && hist.back() == 0)
-                hist.pop_back();
-            entry["futex"] = {{"waits", t.futex->waits}, {"wait", seconds(t.futex->wait_ns)}, {"hist", hist}};
-        }
-        ranks[rank] = std::move(entry);
-    }
-
-    std::map<std::tuple<std::string, std::string, std::string>, banyan_tcp_stats> connections;
     for_each_entry<banyan_tcp_key, banyan_tcp_stats>(
         bpf_map__fd(skel_->maps.tcp_stats), [&](const banyan_tcp_key& k, const banyan_tcp_stats& s) {
-            if (k.job != job)
+            Reading* r = reading(k.job);
+            if (!r)
                 return;
-            auto& c = connections[{rank_name(k.root), endpoint(k.family, k.local_addr, k.local_port),
-                                   endpoint(k.family, k.remote_addr, k.remote_port)}];
+            auto& c = r->connections[{r->rank_name(k.root), endpoint(k.family, k.local_addr, k.local_port),
+                                      endpoint(k.family, k.remote_addr, k.remote_port)}];
             c.sent += s.sent, c.received += s.received, c.retransmits += s.retransmits;
             c.connects += s.connects, c.accepts += s.accepts;
         });
-    std::vector<nlohmann::json> tcp;
-    for (auto& [k, s] : connections)
-        tcp.push_back({{"rank", std::get<0>(k)},
-                       {"local", std::get<1>(k)},
-                       {"peer", std::get<2>(k)},
-                       {"sent", s.sent},
-                       {"received", s.received},
-                       {"retransmits", s.retransmits},
-                       {"connects", s.connects},
-                       {"accepts", s.accepts}});
-    auto busiest = [](std::vector<nlohmann::json>& list, const char* a, const char* b, size_t keep) {
-        std::sort(list.begin(), list.end(), [&](const nlohmann::json& x, const nlohmann::json& y) {
-            return x[a].get<uint64_t>() + x[b].get<uint64_t>() > y[a].get<uint64_t>() + y[b].get<uint64_t>();
-        });
-        if (list.size() > keep)
-            list.resize(keep);
-    };
-    uint64_t tcp_sent = 0, tcp_received = 0;
-    for (const auto& [k, c] : connections)
-        tcp_sent += c.sent, tcp_received += c.received;
-    busiest(tcp, "sent", "received", std::min(kMaxConnections, top));
-
-    std::vector<nlohmann::json> shm;
     for_each_entry<banyan_shm_key, banyan_shm_stats>(
         bpf_map__fd(skel_->maps.shm_stats), [&](const banyan_shm_key& k, const banyan_shm_stats& s) {
-            if (k.job != job)
+            Reading* r = reading(k.job);
+            if (!r)
                 return;
             std::string name(k.name, strnlen(k.name, sizeof k.name));
-            shm.push_back({{"rank", rank_name(k.root)},
-                           {"kind", s.sysv || name.starts_with("SYSV") ? "sysv" : "posix"},
-                           {"name", s.sysv ? name : "/dev/shm/" + name},
-                           {"opens", s.opens},
-                           {"maps", s.maps},
-                           {"mapped", s.mapped_bytes},
-                           {"size", s.size}});
+            bool sysv = s.sysv || name.starts_with("SYSV") || name.starts_with("shmid");
+            r->shm.push_back({{"rank", r->rank_name(k.root)},
+                              {"kind", sysv ? "sysv" : "posix"},
+                              {"name", sysv ? name : "/dev/shm/" + name},
+                              {"opens", s.opens},
+                              {"maps", s.maps},
+                              {"mapped", s.mapped_bytes},
+                              {"size", s.size}});
         });
-    busiest(shm, "mapped", "size", std::min(kMaxSegments, top));
-
-    std::vector<nlohmann::json> files;
-    std::map<std::pair<std::string, std::string>, banyan_file_stats> prefixes;
     for_each_entry<banyan_file_key, banyan_file_stats>(
         bpf_map__fd(skel_->maps.file_stats), [&](const banyan_file_key& k, const banyan_file_stats& s) {
-            if (k.job != job)
+            Reading* r = reading(k.job);
+            if (!r)
                 return;
             std::string fs(k.fs, strnlen(k.fs, sizeof k.fs)), path(k.path, strnlen(k.path, sizeof k.path));
-            files.push_back({{"rank", rank_name(k.root)},
-                             {"fs", fs},
-                             {"path", path},
-                             {"opens", s.opens},
-                             {"reads", s.reads},
-                             {"read_bytes", s.read_bytes},
-                             {"read_time", seconds(s.read_ns)},
-                             {"writes", s.writes},
-                             {"write_bytes", s.write_bytes},
-                             {"write_time", seconds(s.write_ns)}});
-            auto& p = prefixes[{fs, path_prefix(path)}];
+            r->files.push_back({{"rank", r->rank_name(k.root)},
+                                {"fs", fs},
+                                {"path", path},
+                                {"opens", s.opens},
+                                {"reads", s.reads},
+                                {"read_bytes", s.read_bytes},
+                                {"read_time", seconds(s.read_ns)},
+                                {"writes", s.writes},
+                                {"write_bytes", s.write_bytes},
+                                {"write_time", seconds(s.write_ns)}});
+            auto& p = r->prefixes[{fs, path_prefix(path)}];
             p.opens += s.opens, p.reads += s.reads, p.read_bytes += s.read_bytes, p.read_ns += s.read_ns;
             p.writes += s.writes, p.write_bytes += s.write_bytes, p.write_ns += s.write_ns;
         });
-    banyan_file_stats file_totals{};
-    for (const auto& [k, p] : prefixes) {
-        file_totals.read_bytes += p.read_bytes, file_totals.write_bytes += p.write_bytes;
-        file_totals.read_ns += p.read_ns, file_totals.write_ns += p.write_ns;
-    }
-    busiest(files, "read_bytes", "write_bytes", std::min(kMaxFiles, top));
-    std::vector<nlohmann::json> by_prefix;
-    for (auto& [k, s] : prefixes)
-        by_prefix.push_back({{"fs", k.first},
-                             {"prefix", k.second},
-                             {"opens", s.opens},
-                             {"read_bytes", s.read_bytes},
-                             {"read_time", seconds(s.read_ns)},
-                             {"write_bytes", s.write_bytes},
-                             {"write_time", seconds(s.write_ns)}});
-    busiest(by_prefix, "read_bytes", "write_bytes", std::min(kMaxPrefixes, top));
-
     // Counted nowhere because a map was full (every job of the node).
     uint64_t dropped = 0;
     for (uint32_t i = 0; i < BANYAN_PROGRAMS; i++) {
@@ -424,21 +379,86 @@ nlohmann::json BpfProfiles::read(uint64_t job, size_t top) const {
         if (bpf_map_lookup_elem(bpf_map__fd(skel_->maps.dropped), &i, &n) == 0)
             dropped += n;
     }
-    // Exact sums over every connection and file (the lists are cut).
-    nlohmann::json sums{{"tcp_sent", tcp_sent},
-                          {"tcp_received", tcp_received},
-                          {"file_read_bytes", file_totals.read_bytes},
-                          {"file_write_bytes", file_totals.write_bytes},
-                          {"file_time", seconds(file_totals.read_ns + file_totals.write_ns)}};
-    return {{"programs", programs}, {"ranks", ranks},          {"tcp", tcp},          {"shm", shm},
-            {"files", files},       {"prefixes", by_prefix}, {"totals", sums}, {"dropped", dropped}};
+
+    auto busiest = [](std::vector<nlohmann::json>& list, const char* a, const char* b, size_t keep) {
+        std::sort(list.begin(), list.end(), [&](const nlohmann::json& x, const nlohmann::json& y) {
+            return x[a].get<uint64_t>() + x[b].get<uint64_t>() > y[a].get<uint64_t>() + y[b].get<uint64_t>();
+        });
+        if (list.size() > keep)
+            list.resize(keep);
+    };
+    std::map<uint64_t, nlohmann::json> out;
+    for (auto& [id, r] : readings) {
+        nlohmann::json programs = nlohmann::json::array();
+        for (size_t g = 0; g < kProfilePrograms.size(); g++)
+            if (r.job->programs >> g & 1)
+                programs.push_back(kProfilePrograms[g]);
+        nlohmann::json ranks = nlohmann::json::object();
+        for (auto& [rank, t] : r.totals) {
+            nlohmann::json entry = nlohmann::json::object();
+            if (t.cpu)
+                entry["cpu"] = {{"oncpu", seconds(t.cpu->oncpu_ns)},
+                                {"runq", seconds(t.cpu->runq_ns)},
+                                {"switches", t.cpu->switches},
+                                {"migrations", t.cpu->migrations}};
+            if (t.futex) {
+                // hist[i]: waits of 2^i to 2^(i+1) microseconds (the first:
+                // under 2); trailing empty slots left out.
+                std::vector<uint64_t> hist(t.futex->hist, t.futex->hist + BANYAN_FUTEX_SLOTS);
+                while (!hist.empty() && hist.back() == 0)
+                    hist.pop_back();
+                entry["futex"] = {{"waits", t.futex->waits}, {"wait", seconds(t.futex->wait_ns)}, {"hist", hist}};
+            }
+            ranks[rank] = std::move(entry);
+        }
+        std::vector<nlohmann::json> tcp;
+        uint64_t tcp_sent = 0, tcp_received = 0;
+        for (auto& [k, c] : r.connections) {
+            tcp_sent += c.sent, tcp_received += c.received;
+            tcp.push_back({{"rank", std::get<0>(k)},
+                           {"local", std::get<1>(k)},
+                           {"peer", std::get<2>(k)},
+                           {"sent", c.sent},
+                           {"received", c.received},
+                           {"retransmits", c.retransmits},
+                           {"connects", c.connects},
+                           {"accepts", c.accepts}});
+        }
+        busiest(tcp, "sent", "received", std::min(kMaxConnections, top));
+        busiest(r.shm, "mapped", "size", std::min(kMaxSegments, top));
+        banyan_file_stats file_totals{};
+        std::vector<nlohmann::json> by_prefix;
+        for (auto& [k, p] : r.prefixes) {
+            file_totals.read_bytes += p.read_bytes, file_totals.write_bytes += p.write_bytes;
+            file_totals.read_ns += p.read_ns, file_totals.write_ns += p.write_ns;
+            by_prefix.push_back({{"fs", k.first},
+                                 {"prefix", k.second},
+                                 {"opens", p.opens},
+                                 {"read_bytes", p.read_bytes},
+                                 {"read_time", seconds(p.read_ns)},
+                                 {"write_bytes", p.write_bytes},
+                                 {"write_time", seconds(p.write_ns)}});
+        }
+        busiest(r.files, "read_bytes", "write_bytes", std::min(kMaxFiles, top));
+        busiest(by_prefix, "read_bytes", "write_bytes", std::min(kMaxPrefixes, top));
+        // Exact sums over every connection and file (the lists are cut).
+        nlohmann::json sums{{"tcp_sent", tcp_sent},
+                            {"tcp_received", tcp_received},
+                            {"file_read_bytes", file_totals.read_bytes},
+                            {"file_write_bytes", file_totals.write_bytes},
+                            {"file_time", seconds(file_totals.read_ns + file_totals.write_ns)}};
+        out[id] = {{"programs", programs}, {"ranks", ranks},          {"tcp", tcp},
+                   {"shm", r.shm},         {"files", r.files},        {"prefixes", by_prefix},
+                   {"totals", sums},       {"dropped", dropped}};
+    }
+    return out;
 }
 
 nlohmann::json BpfProfiles::untrack(uint64_t job) {
     auto it = jobs_.find(job);
     if (it == jobs_.end())
         return nullptr;
-    nlohmann::json last = read(job, SIZE_MAX);
+    nlohmann::json last = read({job}, SIZE_MAX)[job];
     unsigned programs = it->second.programs;
     remove_entries(job);
     jobs_.erase(it);

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -45,9 +46,9 @@ class BpfProfiles {
     // The tasks the shell started: their pids (the roots of their
     // subtrees) and ranks.
     void name_tasks(uint64_t job, const std::vector<std::pair<pid_t, uint32_t>>& tasks);
-    // The job's counters so far (doc/spec/profiling.md §3), with at most
-    // `top` entries in each list.
-    nlohmann::json read(uint64_t job, size_t top) const;
+    // The counters so far (doc/spec/profiling.md §3) of each job of
+    // `jobs` profiled here, with at most `top` entries in each list.
+    std::map<uint64_t, nlohmann::json> read(const std::set<uint64_t>& jobs, size_t top) const;
     // The job's counters, and nothing of it left in the maps.
     nlohmann::json untrack(uint64_t job);
     bool tracking(uint64_t job) const { return jobs_.count(job) > 0; }

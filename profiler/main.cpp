@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <string>
 
 #include <fmt/format.h>
@@ -89,13 +90,29 @@ Result<nlohmann::json> serve(BpfProfiles& profiles, const nlohmann::json& reques
         profiles.name_tasks(job, tasks);
         return nlohmann::json::object();
     }
+    if (op == "read" && request.contains("jobs")) {  // several: {ID: counters} of those profiled here
+        std::set<uint64_t> jobs;
+        for (const auto& id : json_array_at(request, "jobs")) {
+            auto n = json_as<uint64_t>(id, "read.jobs[]");
+            if (!n)
+                return n.error();
+            jobs.insert(*n);
+        }
+        auto top = json_field<uint64_t>(request, "top", UINT64_MAX, "read");
+        if (!top)
+            return top.error();
+        nlohmann::json all = nlohmann::json::object();
+        for (auto& [id, data] : profiles.read(jobs, *top))
+            all[std::to_string(id)] = std::move(data);
+        return all;
+    }
     if (op == "read" || op == "untrack") {
         if (!profiles.tracking(job))
             return make_error(ENOENT, fmt::format("job {} is not profiled here", job));
         auto top = json_field<uint64_t>(request, "top", UINT64_MAX, "read");
         if (!top)
             return top.error();
-        return op == "read" ? profiles.read(job, *top) : profiles.untrack(job);
+        return op == "read" ? profiles.read({job}, *top)[job] : profiles.untrack(job);
     }
     return make_error(EINVAL, fmt::format("no request is named {}", op));
 }

@@ -6,7 +6,8 @@
 // root of its own subtree, so counters are kept per (job, root) and the
 // profiler names the rank of each root afterwards, from the shell's list.
 // A process tree serves cgroup v1 and v2 alike and tells ranks apart,
-// which a cgroup id (one per job and node) cannot.
+// which a cgroup id (one per job and node) cannot. Hash maps are not
+// preallocated: their memory is what the node's profiled jobs use.
 #include "vmlinux.h"
 
 #include <bpf/bpf_core_read.h>
@@ -22,6 +23,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __uint(max_entries, BANYAN_MAX_TRACKED);
     __type(key, __u32);  // tgid
     __type(value, struct banyan_tracked);
@@ -29,6 +31,7 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __uint(max_entries, BANYAN_MAX_TASKS);
     __type(key, struct banyan_task_key);
     __type(value, struct banyan_cpu_stats);
@@ -36,6 +39,7 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __uint(max_entries, BANYAN_MAX_TASKS);
     __type(key, struct banyan_task_key);
     __type(value, struct banyan_futex_stats);
@@ -43,6 +47,7 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __uint(max_entries, BANYAN_MAX_CONNECTIONS);
     __type(key, struct banyan_tcp_key);
     __type(value, struct banyan_tcp_stats);
@@ -50,6 +55,7 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __uint(max_entries, BANYAN_MAX_SEGMENTS);
     __type(key, struct banyan_shm_key);
     __type(value, struct banyan_shm_stats);
@@ -57,6 +63,7 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __uint(max_entries, BANYAN_MAX_FILES);
     __type(key, struct banyan_file_key);
     __type(value, struct banyan_file_stats);
@@ -74,6 +81,7 @@ struct {
 // in a read or write; an open file's key; a socket's owner.
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __uint(max_entries, BANYAN_MAX_THREADS);
     __type(key, __u32);
     __type(value, __u64);
@@ -81,6 +89,7 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __uint(max_entries, BANYAN_MAX_THREADS);
     __type(key, __u32);
     __type(value, __u64);
@@ -88,6 +97,7 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __uint(max_entries, BANYAN_MAX_THREADS);
     __type(key, __u32);
     __type(value, __u64);
@@ -95,6 +105,7 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __uint(max_entries, BANYAN_MAX_THREADS);
     __type(key, __u32);
     __type(value, struct banyan_io);
@@ -102,6 +113,7 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __uint(max_entries, BANYAN_MAX_THREADS);
     __type(key, __u32);
     __type(value, struct banyan_sysv_segment);
@@ -117,6 +129,7 @@ struct {
 
 struct {
     __uint(type, BPF_MAP_TYPE_HASH);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
     __uint(max_entries, BANYAN_MAX_OPEN_FILES);
     __type(key, __u64);  // struct file *
     __type(value, struct banyan_open_file);

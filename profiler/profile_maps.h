@@ -1,6 +1,7 @@
 /* The maps banyan-profiler and its BPF programs share (profile.bpf.c):
- * C for both sides. Sizes bound the memory of the maps per node, whatever
- * the number of profiled jobs (doc/spec/profiling.md §4). */
+ * C for both sides. The sizes bound the memory of the maps per node; the
+ * hash maps are not preallocated, so they hold what the node's profiled
+ * jobs use (doc/spec/profiling.md §4). */
 #ifndef BANYAN_PROFILE_MAPS_H
 #define BANYAN_PROFILE_MAPS_H
 

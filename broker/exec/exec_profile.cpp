@@ -1,6 +1,8 @@
 // The exec service's part of the eBPF job profiles (doc/spec/profiling.md
 // §5): the profiler counts a job from its shell's start, its counters go
 // to rank 0 every interval and, complete, before exec.run is answered.
+#include <cstdlib>
+
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -17,6 +19,10 @@ namespace banyan {
 namespace {
 constexpr auto kProfilerPatience = std::chrono::seconds(5);
 constexpr auto kProfilerTrackPatience = std::chrono::seconds(30);
+
+std::chrono::milliseconds interval_of(const EbpfRequest& ebpf) {
+    return std::chrono::milliseconds(static_cast<int64_t>(ebpf.interval * 1000));
+}
 }  // namespace
 
 Result<EbpfRequest> ExecService::read_ebpf_request(const nlohmann::json& ebpf) {
@@ -75,8 +81,8 @@ void ExecService::start_profiling(JobId id, LocalJob& job) {
     // kProfilerTrackPatience the shell hears why, and the next job starts
     // another profiler.
     auto answered = std::make_shared<bool>(false);
-    job.ebpf_sampler = std::make_unique<Timer>(broker_.reactor());
-    job.ebpf_sampler->start(kProfilerTrackPatience, [this, id, answered, refuse] {
+    job.ebpf_timer = std::make_unique<Timer>(broker_.reactor());
+    job.ebpf_timer->start(kProfilerTrackPatience, [this, id, answered, refuse] {
         if (std::exchange(*answered, true))
             return;
         if (profiler_)
@@ -99,34 +105,49 @@ void ExecService::start_profiling(JobId id, LocalJob& job) {
         if (!tracked)
             return refuse(counted, tracked.error().message);
         counted.ebpf_tracked = true;
+        counted.ebpf_timer.reset();
         to_shell(counted, {{"type", "ebpf"}, {"ok", true}});
-        counted.ebpf_sampler = std::make_unique<Timer>(broker_.reactor());
-        counted.ebpf_sampler->start_repeating(
-            std::chrono::milliseconds(static_cast<int64_t>(counted.ebpf->interval * 1000)),
-            [this, id] { sample_profile(id); });
+        counted.ebpf_next_sample = std::chrono::steady_clock::now() + interval_of(*counted.ebpf);
+        if (!profile_tick_) {
+            profile_tick_ = std::make_unique<Timer>(broker_.reactor());
+            profile_tick_->start_repeating(std::chrono::seconds(1), [this] { sample_profiles(); });
+        }
     });
 }
 
-void ExecService::sample_profile(JobId id) {
-    auto job = jobs_.find(id);
-    // (One read at a time: a slow profiler is not asked again meanwhile.)
-    if (!profiler_ || job == jobs_.end() || std::exchange(job->second->ebpf_sampling, true))
+void ExecService::sample_profiles() {
+    if (!profiler_ || profile_reading_)
+        return;  // (one read at a time: a slow profiler is not asked again meanwhile)
+    auto now = std::chrono::steady_clock::now();
+    nlohmann::json due = nlohmann::json::array();
+    for (auto& [id, job] : jobs_)
+        if (job->ebpf_tracked && job->ebpf_next_sample <= now) {
+            due.push_back(id);
+            job->ebpf_next_sample = now + interval_of(*job->ebpf);
+        }
+    if (due.empty())
         return;
-    // (A sample keeps the 8 busiest of each list: rank 0 hears from every
+    // One read for all of them: the profiler walks its maps once. (A
+    // sample keeps the 8 busiest of each list: rank 0 hears from every
     // node each interval. The last counters have them all.)
-    profiler_->ask({{"op", "read"}, {"job", id}, {"top", 8}}, [this, id](Result<nlohmann::json> data) {
-        auto it = jobs_.find(id);
-        if (it == jobs_.end())
-            return;
-        it->second->ebpf_sampling = false;
-        if (!it->second->ebpf_tracked)
-            return;
-        if (!data)
-            return log::warning("exec", "{}: profile: {}", format_jobid(id), data.error().message);
-        send_to_job_manager(id, *it->second,
-                            {"job-manager.profile",
-                             {{"id", id}, {"rank", broker_.bootstrap().rank}, {"time", wall_now()}, {"data", *data}}});
-    });
+    profile_reading_ = true;
+    profiler_->ask({{"op", "read"}, {"job", 0}, {"jobs", std::move(due)}, {"top", 8}},
+                   [this](Result<nlohmann::json> data) {
+                       profile_reading_ = false;
+                       if (!data)
+                           return log::warning("exec", "profiles: {}", data.error().message);
+                       for (auto& [key, counters] : data->items()) {
+                           auto it = jobs_.find(std::strtoull(key.c_str(), nullptr, 10));
+                           if (it == jobs_.end() || !it->second->ebpf_tracked || !counters.is_object())
+                               continue;
+                           send_to_job_manager(it->first, *it->second,
+                                               {"job-manager.profile",
+                                                {{"id", it->first},
+                                                 {"rank", broker_.bootstrap().rank},
+                                                 {"time", wall_now()},
+                                                 {"data", std::move(counters)}}});
+                       }
+                   });
 }
 
 void ExecService::end_profiling(JobId id, LocalJob& job, std::function<void()> then) {
@@ -136,8 +157,8 @@ void ExecService::end_profiling(JobId id, LocalJob& job, std::function<void()> t
     // A profiler that does not answer (stopped, hung) holds no job's end:
     // after kProfilerPatience it goes on without the last counters.
     auto pending = std::make_shared<std::function<void()>>(std::move(then));
-    job.ebpf_sampler = std::make_unique<Timer>(broker_.reactor());
-    job.ebpf_sampler->start(kProfilerPatience, [id, pending] {
+    job.ebpf_timer = std::make_unique<Timer>(broker_.reactor());
+    job.ebpf_timer->start(kProfilerPatience, [id, pending] {
         log::warning("exec", "{}: banyan-profiler did not answer: its last profile is lost", format_jobid(id));
         if (auto fn = std::exchange(*pending, nullptr))
             fn();
@@ -147,7 +168,7 @@ void ExecService::end_profiling(JobId id, LocalJob& job, std::function<void()> t
                        auto it = jobs_.find(id);
                        if (it == jobs_.end() || it->second->launch != launch || !*pending)
                            return;
-                       it->second->ebpf_sampler.reset();
+                       it->second->ebpf_timer.reset();
                        if (data)
                            send_to_job_manager(id, *it->second,
                                                {"job-manager.profile",

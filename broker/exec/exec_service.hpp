@@ -149,7 +149,8 @@ class ExecService {
     // The job's shell has started: the profiler counts it from now on, and
     // the shell hears whether it may start its tasks.
     void start_profiling(JobId id, LocalJob& job);
-    void sample_profile(JobId id);
+    // Every second: one read of every job whose interval has come.
+    void sample_profiles();
     // The shell has finished: the last counters go to rank 0, then `then`.
     void end_profiling(JobId id, LocalJob& job, std::function<void()> then);
 
@@ -178,6 +179,8 @@ class ExecService {
     // Profilers given up on (stuck), kept until they exit: destroying one
     // would wait for it.
     std::vector<std::unique_ptr<ProfilerLink>> retired_profilers_;
+    std::unique_ptr<Timer> profile_tick_;
+    bool profile_reading_ = false;  // a read is under way: the next tick skips
     // Shells of jobs that ended (at their finish, or before their shell
     // had started), by LocalJob::launch, until they exit.
     std::map<uint64_t, std::unique_ptr<Subprocess>> exiting_shells_;

@@ -101,9 +101,9 @@ struct ExecService::LocalJob {
     // (from its `track` answer until `untrack`); sampled every interval.
     std::optional<EbpfRequest> ebpf;
     bool ebpf_tracked = false;
-    bool ebpf_sampling = false;     // a read is under way: the next tick skips
     bool ebpf_tasks_named = false;  // the shell said which task is which (once)
-    std::unique_ptr<Timer> ebpf_sampler;
+    std::chrono::steady_clock::time_point ebpf_next_sample{};
+    std::unique_ptr<Timer> ebpf_timer;  // track's patience, then untrack's
 };
 
 struct ExecService::Fence {
