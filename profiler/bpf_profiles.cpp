@@ -5,6 +5,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <tuple>
 
@@ -315,6 +316,21 @@ std::map<uint64_t, nlohmann::json> BpfProfiles::read(const std::set<uint64_t>& w
             cpu->oncpu_ns += s.oncpu_ns, cpu->runq_ns += s.runq_ns;
             cpu->switches += s.switches, cpu->migrations += s.migrations;
         });
+    // The slices running now, which only their end would count: a task
+    // that has a CPU to itself is seldom switched out.
+    timespec mono{};
+    clock_gettime(CLOCK_MONOTONIC, &mono);  // bpf_ktime_get_ns's clock
+    uint64_t now = static_cast<uint64_t>(mono.tv_sec) * 1000000000 + static_cast<uint64_t>(mono.tv_nsec);
+    for_each_entry<uint32_t, banyan_running>(
+        bpf_map__fd(skel_->maps.oncpu_since), [&](const uint32_t&, const banyan_running& running) {
+            Reading* r = reading(running.key.job);
+            if (!r || now <= running.since)
+                return;
+            auto& cpu = r->totals[r->rank_name(running.key.root)].cpu;
+            if (!cpu)
+                cpu = banyan_cpu_stats{};
+            cpu->oncpu_ns += now - running.since;
+        });
     for_each_entry<banyan_task_key, banyan_futex_stats>(
         bpf_map__fd(skel_->maps.futex_stats), [&](const banyan_task_key& k, const banyan_futex_stats& s) {
             Reading* r = reading(k.job);
@@ -476,6 +492,11 @@ void BpfProfiles::remove_entries(uint64_t job) {
         return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.tracked), &pid, &t) == 0 && t.job == job;
     });
     delete_where<banyan_task_key>(bpf_map__fd(skel_->maps.cpu_stats), job_is);
+    delete_where<uint32_t>(bpf_map__fd(skel_->maps.oncpu_since), [&](const uint32_t& tid) {
+        banyan_running running{};
+        return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.oncpu_since), &tid, &running) == 0 &&
+               running.key.job == job;
+    });
     delete_where<banyan_task_key>(bpf_map__fd(skel_->maps.futex_stats), job_is);
     delete_where<banyan_tcp_key>(bpf_map__fd(skel_->maps.tcp_stats), job_is);
     delete_where<banyan_shm_key>(bpf_map__fd(skel_->maps.shm_stats), job_is);

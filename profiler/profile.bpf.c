@@ -84,7 +84,7 @@ struct {
     __uint(map_flags, BPF_F_NO_PREALLOC);
     __uint(max_entries, BANYAN_MAX_THREADS);
     __type(key, __u32);
-    __type(value, __u64);
+    __type(value, struct banyan_running);  // (its task too: a read adds the slices running now)
 } oncpu_since SEC(".maps");
 
 struct {
@@ -230,12 +230,12 @@ int BPF_PROG(track_exit, struct task_struct* p) {
     __u32 tid = BPF_CORE_READ(p, pid), tgid = BPF_CORE_READ(p, tgid);
     // Its last slice on a CPU, which no switch will count: it ends here.
     struct banyan_task_key key;
-    __u64* since = bpf_map_lookup_elem(&oncpu_since, &tid);
-    if (since && counted(p, BANYAN_PROGRAM_CPU, &key)) {
+    struct banyan_running* running = bpf_map_lookup_elem(&oncpu_since, &tid);
+    if (running && counted(p, BANYAN_PROGRAM_CPU, &key)) {
         __u64 now = bpf_ktime_get_ns();
         struct banyan_cpu_stats* s = counters(&cpu_stats, &key, &zero, BANYAN_PROGRAM_CPU);
-        if (s && now > *since)
-            __sync_fetch_and_add(&s->oncpu_ns, now - *since);
+        if (s && now > running->since)
+            __sync_fetch_and_add(&s->oncpu_ns, now - running->since);
     }
     bpf_map_delete_elem(&oncpu_since, &tid);
     bpf_map_delete_elem(&runq_since, &tid);
@@ -279,10 +279,10 @@ int BPF_PROG(cpu_switch, bool preempt, struct task_struct* prev, struct task_str
     if (counted(prev, BANYAN_PROGRAM_CPU, &key)) {
         __u32 tid = BPF_CORE_READ(prev, pid);
         struct banyan_cpu_stats* s = counters(&cpu_stats, &key, &zero, BANYAN_PROGRAM_CPU);
-        __u64* since = bpf_map_lookup_elem(&oncpu_since, &tid);
+        struct banyan_running* running = bpf_map_lookup_elem(&oncpu_since, &tid);
         if (s) {
-            if (since && now > *since)
-                __sync_fetch_and_add(&s->oncpu_ns, now - *since);
+            if (running && now > running->since)
+                __sync_fetch_and_add(&s->oncpu_ns, now - running->since);
             __sync_fetch_and_add(&s->switches, 1);
         }
         bpf_map_delete_elem(&oncpu_since, &tid);
@@ -291,7 +291,8 @@ int BPF_PROG(cpu_switch, bool preempt, struct task_struct* prev, struct task_str
     }
     if (counted(next, BANYAN_PROGRAM_CPU, &key)) {
         __u32 tid = BPF_CORE_READ(next, pid);
-        bpf_map_update_elem(&oncpu_since, &tid, &now, BPF_ANY);
+        struct banyan_running running = {.since = now, .key = key};
+        bpf_map_update_elem(&oncpu_since, &tid, &running, BPF_ANY);
         __u64* since = bpf_map_lookup_elem(&runq_since, &tid);
         if (since) {
             struct banyan_cpu_stats* s = counters(&cpu_stats, &key, &zero, BANYAN_PROGRAM_CPU);

@@ -46,6 +46,11 @@ struct banyan_task_key {
     __u32 pad;
 };
 
+struct banyan_running { /* a thread on a CPU now, since when */
+    __u64 since;
+    struct banyan_task_key key;
+};
+
 struct banyan_cpu_stats {
     __u64 oncpu_ns, runq_ns, switches, migrations;
 };

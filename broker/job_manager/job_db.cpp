@@ -145,6 +145,12 @@ void JobDb::add_profile(JobId id, int64_t rank, std::string data) {
            }});
 }
 
+void JobDb::remove_profiles(JobId id) {
+    queue({id, false, [id](Database& db) {
+               return ran(db.query("DELETE FROM profiles WHERE id = ?", {static_cast<int64_t>(id)}));
+           }});
+}
+
 void JobDb::remove_job(JobId id) {
     queue({id, false, [id](Database& db) -> Result<void> {
                for (const char* sql : {"DELETE FROM jobs WHERE id = ?", "DELETE FROM events WHERE id = ?",

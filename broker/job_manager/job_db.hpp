@@ -75,6 +75,7 @@ class JobDb {
     void add_event(JobId id, uint32_t seq, const JobEvent& event);
     void add_output(JobId id, const OutputChunk& chunk);
     void add_profile(JobId id, int64_t rank, std::string data);  // replaces that rank's
+    void remove_profiles(JobId id);                              // a requeued job's last run's
     void remove_job(JobId id);
     // Runs `fn` on the loop once everything queued so far is committed
     // (never inside this call). A failed commit is retried every 100 ms

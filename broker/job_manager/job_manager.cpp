@@ -137,6 +137,9 @@ void JobManager::post(Job& job, std::string name, nlohmann::json context, double
 void JobManager::on_state_change(Job& job, JobState from) {
     if (from == JobState::cleanup && job.state == JobState::priority) {
         exec_.forget(job.id);  // requeued: its run is over; the next is a new launch
+        // Its profile is of its latest run: the last one's goes.
+        profiles_.forget(job.id);
+        db_->remove_profiles(job.id);
         mailer_->job_event(job, kMailRequeue);
     }
     if (job.array_id != 0)

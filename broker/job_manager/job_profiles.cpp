@@ -118,35 +118,51 @@ nlohmann::json ProfileTotals::to_json() const {
             {"file_read", file_read},   {"file_written", file_written}};
 }
 
-ProfileTotals JobProfiles::Live::totals() const {
+ProfileTotals ProfileTotals::of(const nlohmann::json& node) {
     ProfileTotals t;
-    for (const auto& [rank, data] : ranks) {
-        for (const auto& [name, r] : json_object_at(data, {"ranks"}).items()) {
-            const auto& cpu = json_object_at(r, {"cpu"});
-            const auto& futex = json_object_at(r, {"futex"});
-            t.oncpu += seconds_at(cpu, "oncpu");
-            t.runq += seconds_at(cpu, "runq");
-            t.futex_wait += seconds_at(futex, "wait");
-        }
-        const auto& sums = json_object_at(data, {"totals"});
-        t.tcp_sent += count_at(sums, "tcp_sent");
-        t.tcp_received += count_at(sums, "tcp_received");
-        t.file_read += count_at(sums, "file_read_bytes");
-        t.file_written += count_at(sums, "file_write_bytes");
-        t.file_time += seconds_at(sums, "file_time");
+    for (const auto& [name, r] : json_object_at(node, {"ranks"}).items()) {
+        const auto& cpu = json_object_at(r, {"cpu"});
+        const auto& futex = json_object_at(r, {"futex"});
+        t.oncpu += seconds_at(cpu, "oncpu");
+        t.runq += seconds_at(cpu, "runq");
+        t.futex_wait += seconds_at(futex, "wait");
     }
+    const auto& sums = json_object_at(node, {"totals"});
+    t.tcp_sent = count_at(sums, "tcp_sent");
+    t.tcp_received = count_at(sums, "tcp_received");
+    t.file_read = count_at(sums, "file_read_bytes");
+    t.file_written = count_at(sums, "file_write_bytes");
+    t.file_time = seconds_at(sums, "file_time");
     return t;
+}
+
+void ProfileTotals::add(const ProfileTotals& o, int sign) {
+    oncpu += sign * o.oncpu, runq += sign * o.runq, futex_wait += sign * o.futex_wait, file_time += sign * o.file_time;
+    auto step = [sign](uint64_t& a, uint64_t b) { a = sign > 0 ? a + b : a - std::min(a, b); };
+    step(tcp_sent, o.tcp_sent), step(tcp_received, o.tcp_received);
+    step(file_read, o.file_read), step(file_written, o.file_written);
+}
+
+ProfileTotals JobProfiles::Live::totals() const {
+    return sum;
 }
 
 void JobProfiles::add(JobId id, double interval, uint32_t rank, double time, nlohmann::json data, bool final) {
     Live& live = live_[id];
     live.interval = interval;
+    // The job's sum changes by what this rank's did: O(1) a sample, whatever
+    // the number of nodes.
+    ProfileTotals now = ProfileTotals::of(data);
+    if (auto before = live.rank_totals.find(rank); before != live.rank_totals.end())
+        live.sum.add(before->second, -1);
+    live.sum.add(now, +1);
+    live.rank_totals[rank] = now;
     live.ranks[rank] = std::move(data);
     if (final)
         live.final_ranks.insert(rank);
     // One point per interval: the ranks' samples of one interval (each
     // node's timer runs from its own start) update it.
-    ProfileTotals totals = live.totals();
+    ProfileTotals totals = live.sum;
     double slot = std::floor(time / interval) * interval;
     if (!live.series.empty() && std::floor(live.series.back().first / interval) * interval == slot)
         live.series.back() = {std::max(time, live.series.back().first), totals};

@@ -41,6 +41,9 @@ struct ProfileTotals {
     double oncpu = 0, runq = 0, futex_wait = 0, file_time = 0;
     uint64_t tcp_sent = 0, tcp_received = 0, file_read = 0, file_written = 0;
     nlohmann::json to_json() const;
+    // One node's counters (profiling.md §3), summed.
+    static ProfileTotals of(const nlohmann::json& node);
+    void add(const ProfileTotals& other, int sign);
 };
 
 class JobProfiles {
@@ -48,9 +51,11 @@ class JobProfiles {
     static constexpr size_t kMaxSeries = 720;
     struct Live {
         double interval = 10;
-        std::map<uint32_t, nlohmann::json> ranks;  // each rank's latest counters
+        std::map<uint32_t, nlohmann::json> ranks;       // each rank's latest counters
+        std::map<uint32_t, ProfileTotals> rank_totals;  // ... and what they add up to
         std::set<uint32_t> final_ranks;
         std::deque<std::pair<double, ProfileTotals>> series;
+        ProfileTotals sum;  // of every rank's latest, kept as samples come
         ProfileTotals totals() const;
     };
     // A rank's counters at `time` (wall clock).

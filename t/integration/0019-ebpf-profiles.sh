@@ -66,6 +66,12 @@ check "... and the histogram counts every wait" \
 check "cpu: each task has on-CPU time and switches" \
     jq_is '[.ranks[].ranks[] | .cpu.oncpu > 0 and .cpu.switches > 0] | all and length == 2' "$T_DIR/futex.json"
 check "the profile of an ended job is complete" jq_is '.complete' "$T_DIR/futex.json"
+# A task that keeps a CPU busy 2 s (and forks a `date` a turn): its time,
+# its children's too, and its last slice, which no switch ends.
+spin=$(banyan submit -n1 --profile-ebpf=cpu sh -c 'end=$(($(date +%s) + 3)); while [ "$(date +%s)" -lt $end ]; do :; done')
+banyan job wait "$spin" >/dev/null
+profile "$spin" >"$T_DIR/spin.json"
+check "cpu: a task busy for 2-3 s shows over 1.5 s on a CPU" jq_is '.ranks[].ranks["0"].cpu.oncpu > 1.5' "$T_DIR/spin.json"
 check_output "the report names the task that waited most" "^  task 1 on node [01]: .* in [0-9]+ waits" \
     sh -c "banyan job profile $id | grep -A1 'Waited most on futexes' | tail -1"
 
