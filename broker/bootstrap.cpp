@@ -32,6 +32,7 @@ Result<void> check_known_keys(const Config& config) {
          {"weight-fairshare", "weight-urgency", "weight-age", "weight-queue", "weight-size", "max-age",
           "decay-half-life", "recalc-interval"}},
         {"http", {"listen", "open", "max-body", "token-key"}},
+        {"profiling", {"enable", "users", "queues"}},
     };
     // Every table at the top, then every key of each (queues.NAME: the
     // named queues check theirs, sched/named_queues.cpp).

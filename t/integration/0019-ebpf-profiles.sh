@@ -212,6 +212,33 @@ check_output "... a job it does not watch" '"error":"job 6 is not profiled here"
 exec {PROFILER[1]}>&-
 wait "$PROFILER_PID"
 
+# A site's policy (banyan.toml [profiling]): off, some users, some queues.
+check_fails "profiling.enable = false refuses a profiled job in one line" \
+    "^banyan submit: eBPF profiling is off on this instance \(banyan.toml: profiling.enable\)$" \
+    banyan start --test-size=1 -S profiling.enable=false -- banyan submit --profile-ebpf=cpu true
+check_fails "profiling.users without this user refuses it" "uid $(id -u) may not profile jobs \(banyan.toml: profiling.users\)" \
+    banyan start --test-size=1 -S 'profiling.users=["nobody"]' -- banyan submit --profile-ebpf=cpu true
+check_output "... with this user, it runs" "^ran$" \
+    banyan start --test-size=1 -S "profiling.users=[\"$(id -un)\"]" -- banyan run --profile-ebpf=cpu echo ran
+check_fails "... an unknown user there is a config error, named" 'profiling.users: no user is named "no-such-user-x"' \
+    banyan start --test-size=1 -S 'profiling.users=["no-such-user-x"]' -- true
+check_fails "profiling.queues refuses a job of another queue" \
+    "jobs in queue 'batch' may not be profiled \(banyan.toml: profiling.queues\)" \
+    banyan start --test-size=1 -S queues.debug.max-nodes=1 -S queues.batch.default=true -S 'profiling.queues=["debug"]' \
+    -- banyan submit --profile-ebpf=cpu true
+check_output "... and runs one of its queue" "^ran$" \
+    banyan start --test-size=1 -S queues.debug.max-nodes=1 -S queues.batch.default=true -S 'profiling.queues=["debug"]' \
+    -- banyan run -q debug --profile-ebpf=cpu echo ran
+
+# A batch job profiled: its script and what it runs (its instance's jobs).
+printf '#!/bin/sh\nbanyan run cat %s/data/input.bin >/dev/null\n' "$T_DIR" >"$T_DIR/batch.sh"
+bid=$(banyan batch --profile-ebpf=file "$T_DIR/batch.sh")
+banyan job wait "$bid" >/dev/null
+profile "$bid" >"$T_DIR/batch.json"
+check "banyan batch --profile-ebpf: the file read by a job of the batch instance is in its profile" \
+    jq_is --arg p "$T_DIR/data/input.bin" '[.ranks[].files[] | select(.path == $p) | .read_bytes] | add == 3000000' \
+    "$T_DIR/batch.json"
+
 # An instance that is not root and has no banyan-imp cannot load programs.
 user=nobody
 home=$T_DIR/nobody
