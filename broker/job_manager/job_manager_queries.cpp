@@ -287,7 +287,7 @@ void JobManager::on_profile_get(const Message& req) {
                           else
                               ranks[std::to_string(rank)] = std::move(*data);
                       }
-                      bool complete = ranks.size() >= nranks;
+                      bool complete = nranks > 0 && ranks.size() >= nranks;  // (never allocated: nothing to complete)
                       broker_.respond(Message::response_to(
                           req,
                           {{"programs", programs}, {"ranks", ranks}, {"series", series}, {"complete", complete}}));
