@@ -89,11 +89,13 @@ void for_each_entry(int fd, const std::function<void(const K&, const V&)>& f) {
     }
 }
 
-template <class K>
-void delete_where(int fd, const std::function<bool(const K&)>& matches) {
+// Deletes the entries whose key and value `matches`, once the walk is
+// over (a key deleted during it would restart get_next_key).
+template <class K, class V>
+void delete_where(int fd, const std::function<bool(const K&, const V&)>& matches) {
     std::vector<K> doomed;
-    for_each_entry<K, std::array<char, 4096>>(fd, [&](const K& k, const std::array<char, 4096>&) {
-        if (matches(k))
+    for_each_entry<K, V>(fd, [&](const K& k, const V& v) {
+        if (matches(k, v))
             doomed.push_back(k);
     });
     for (const K& k : doomed)
@@ -486,29 +488,21 @@ nlohmann::json BpfProfiles::untrack(uint64_t job) {
 }
 
 void BpfProfiles::remove_entries(uint64_t job) {
-    auto job_is = [job](const auto& k) { return k.job == job; };
-    delete_where<uint32_t>(bpf_map__fd(skel_->maps.tracked), [&](const uint32_t& pid) {
-        banyan_tracked t{};
-        return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.tracked), &pid, &t) == 0 && t.job == job;
-    });
-    delete_where<banyan_task_key>(bpf_map__fd(skel_->maps.cpu_stats), job_is);
-    delete_where<uint32_t>(bpf_map__fd(skel_->maps.oncpu_since), [&](const uint32_t& tid) {
-        banyan_running running{};
-        return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.oncpu_since), &tid, &running) == 0 &&
-               running.key.job == job;
-    });
-    delete_where<banyan_task_key>(bpf_map__fd(skel_->maps.futex_stats), job_is);
-    delete_where<banyan_tcp_key>(bpf_map__fd(skel_->maps.tcp_stats), job_is);
-    delete_where<banyan_shm_key>(bpf_map__fd(skel_->maps.shm_stats), job_is);
-    delete_where<banyan_file_key>(bpf_map__fd(skel_->maps.file_stats), job_is);
-    delete_where<uint64_t>(bpf_map__fd(skel_->maps.open_files), [&](const uint64_t& file) {
-        banyan_open_file open{};
-        return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.open_files), &file, &open) == 0 && open.key.job == job;
-    });
-    delete_where<uint64_t>(bpf_map__fd(skel_->maps.socket_owner), [&](const uint64_t& sock) {
-        banyan_task_key k{};
-        return bpf_map_lookup_elem(bpf_map__fd(skel_->maps.socket_owner), &sock, &k) == 0 && k.job == job;
-    });
+    // Counters are keyed by job; the other maps hold it in their values.
+    auto key_is = [job](const auto& k, const auto&) { return k.job == job; };
+    delete_where<uint32_t, banyan_tracked>(bpf_map__fd(skel_->maps.tracked),
+                                           [&](const uint32_t&, const banyan_tracked& t) { return t.job == job; });
+    delete_where<banyan_task_key, banyan_cpu_stats>(bpf_map__fd(skel_->maps.cpu_stats), key_is);
+    delete_where<uint32_t, banyan_running>(bpf_map__fd(skel_->maps.oncpu_since),
+                                           [&](const uint32_t&, const banyan_running& r) { return r.key.job == job; });
+    delete_where<banyan_task_key, banyan_futex_stats>(bpf_map__fd(skel_->maps.futex_stats), key_is);
+    delete_where<banyan_tcp_key, banyan_tcp_stats>(bpf_map__fd(skel_->maps.tcp_stats), key_is);
+    delete_where<banyan_shm_key, banyan_shm_stats>(bpf_map__fd(skel_->maps.shm_stats), key_is);
+    delete_where<banyan_file_key, banyan_file_stats>(bpf_map__fd(skel_->maps.file_stats), key_is);
+    delete_where<uint64_t, banyan_open_file>(bpf_map__fd(skel_->maps.open_files),
+                                             [&](const uint64_t&, const banyan_open_file& o) { return o.key.job == job; });
+    delete_where<uint64_t, banyan_task_key>(bpf_map__fd(skel_->maps.socket_owner),
+                                            [&](const uint64_t&, const banyan_task_key& k) { return k.job == job; });
 }
 
 }  // namespace banyan
