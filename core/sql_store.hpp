@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -39,5 +40,23 @@ class SqlStore {
     // What errors name it by: a file, or a database.
     virtual const std::string& path() const = 0;
 };
+
+// Runs `statements` — each (SQL, parameters) — as one transaction: all of
+// them or, on the first error (returned), none.
+inline Result<void> run_all_or_none(SqlStore& db,
+                                    const std::vector<std::pair<std::string_view, std::vector<SqlValue>>>& statements) {
+    if (auto r = db.exec("BEGIN"); !r)
+        return r;
+    for (const auto& [sql, params] : statements)
+        if (auto done = db.query(sql, params); !done) {
+            (void)db.exec("ROLLBACK");
+            return done.error();
+        }
+    if (auto r = db.exec("COMMIT"); !r) {
+        (void)db.exec("ROLLBACK");
+        return r;
+    }
+    return {};
+}
 
 }  // namespace banyan

@@ -19,6 +19,8 @@ ExecClient::ExecClient(JobTable& table) : table_(table) {
         double left = std::max(0.0, expiration - wall_now());
         instance_end_ = expiration - std::min(5.0, left / 10);
     }
+    // The exec service refused a bad value before this service started.
+    lost_wait_ = table_.broker().bootstrap().config.get_duration("exec.reattach-timeout", 300.0).value_or(300.0);
 }
 
 // Counted and timed before anything is sent: the exec service of this rank
@@ -185,7 +187,70 @@ void ExecClient::reattach(Job& job, const IdSet& online) {
                               fmt::format("rank {} was not online when rank 0 started again", rank)));
 }
 
-void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) {
+// A rank lost while its job runs may be a broker that restarts: its shells
+// outlive it and wait to be adopted (shell.md §8). The job waits for the
+// rank up to exec.reattach-timeout instead of failing at once, unless it
+// asked to be requeued. A rank online already (it restarted before it
+// was seen lost: its new self replaced the old) is asked again at once;
+// one asked again that fails is waited for until it is back
+// (ranks_back()), not asked in a loop.
+bool ExecClient::wait_for_rank(Job& job, Execution& ex, uint32_t rank, const std::string& why) {
+    if (job.state != JobState::run || ex.failed || job.requeue_on_node_failure)
+        return false;
+    auto& timer = ex.away[rank];
+    timer = std::make_unique<Timer>(table_.broker().reactor());
+    timer->start(std::chrono::duration_cast<Duration>(std::chrono::duration<double>(lost_wait_)),
+                 [this, id = job.id, rank, why] {
+                     give_up_on(id, rank,
+                                fmt::format("rank {} was lost and not back within {}s (exec.reattach-timeout): {}",
+                                            rank, lost_wait_, why));
+                 });
+    log::warning("job-manager", "{}: rank {} lost ({}): waiting up to {}s for it to come back", format_jobid(job.id),
+                 rank, why, lost_wait_);
+    bool asked_before = ex.asked_again.contains(rank);
+    if (!asked_before && table_.broker().overlay().subtree().online.contains(rank))
+        ask_again(job, ex, rank);
+    return true;
+}
+
+void ExecClient::ask_again(Job& job, Execution& ex, uint32_t rank) {
+    ex.away.erase(rank);
+    ex.asked_again.insert(rank);
+    log::info("job-manager", "{}: rank {} is back: asking it for the job's share again", format_jobid(job.id), rank);
+    table_.broker().rpc(Message::request("exec.reattach", {{"id", job.id}}, rank),
+                        [this, id = job.id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
+    if (job.state == JobState::run)
+        send_go(job.id, rank);  // a start held there when the rank went goes on
+    else
+        table_.broker().rpc(Message::request("exec.terminate", {{"id", job.id}}, rank), [](const Message&) {});
+}
+
+// The rank did not come back in time, or the job ended while waiting for
+// it: its share counts as failed (node-failure).
+void ExecClient::give_up_on(JobId id, uint32_t rank, const std::string& why) {
+    auto ex = executing_.find(id);
+    if (ex == executing_.end() || !ex->second.away.count(rank))
+        return;
+    ex->second.away.erase(rank);  // (the timer's callback may be this call: its function is a copy)
+    on_exec_response(id, rank,
+                     Message::error_to(Message::request("exec.run", nlohmann::json::object(), rank), EHOSTUNREACH, why),
+                     false);
+}
+
+void ExecClient::ranks_back(const IdSet& ranks) {
+    if (ranks.empty())
+        return;
+    std::vector<std::pair<JobId, uint32_t>> back;
+    for (const auto& [id, ex] : executing_)
+        for (const auto& [rank, timer] : ex.away)
+            if (ranks.contains(rank))
+                back.emplace_back(id, rank);
+    for (auto [id, rank] : back)
+        if (Job* job = table_.find(id); job && executing_.count(id))
+            ask_again(*job, executing_.at(id), rank);
+}
+
+void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp, bool may_wait) {
     auto ex_it = executing_.find(id);
     Job* job = table_.find(id);
     if (ex_it == executing_.end() || !job)
@@ -195,15 +260,23 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp) 
     auto status = body ? json_field<int64_t>(*body, "status", 0, "exec") : Result<int64_t>(body.error());
     auto time = body ? json_field<double>(*body, "time", 0, "exec") : Result<double>(body.error());
     auto e = first_error(status, time);
-    if (e && e->code == ENOENT && job->state == JobState::cleanup) {
+    if (e && e->code == EHOSTUNREACH && may_wait && wait_for_rank(*job, ex_it->second, rank, e->message))
+        return;
+    if (e && e->code == EHOSTUNREACH && !may_wait && job->state != JobState::run) {
+        // Given up on while the job ends (terminate()): it ends anyway.
+        ex_it->second.failed = true;
+        log::warning("job-manager", "{}: {}", format_jobid(id), e->message);
+    } else if (e && e->code == ENOENT && job->state == JobState::cleanup) {
         // Ended before the restart, or never launched: nothing left there.
     } else if (e) {
         ex_it->second.failed = true;
-        std::string type = e->code == EHOSTUNREACH                         ? "node-failure"
+        bool came_back_empty = e->code == ENOENT && ex_it->second.asked_again.contains(rank);
+        std::string type = e->code == EHOSTUNREACH || came_back_empty      ? "node-failure"
                            : ex_it->second.reattached && e->code == ENOENT ? "restart"
                                                                            : "exec";
         std::string note =
-            type == "restart"
+            came_back_empty ? fmt::format("rank {} came back without the job's tasks: {}", rank, e->message)
+            : type == "restart"
                 ? fmt::format("rank 0 restarted and rank {} no longer held the job's tasks: {}", rank, e->message)
                 : e->message;
         // --requeue: a lost node sends the job back to pending instead.
@@ -280,6 +353,13 @@ void ExecClient::terminate(const Job& job) {
         body["grace"] = job.terminate_grace;
     for (uint32_t rank : job.ranks)
         table_.broker().rpc(Message::request("exec.terminate", body, rank), [](const Message&) {});
+    // A lost rank it waited for holds its other ranks' resources no more:
+    // back, it is told to end the job's share there (exec.reconcile).
+    std::vector<uint32_t> away;
+    for (const auto& [rank, timer] : executing_.at(job.id).away)
+        away.push_back(rank);
+    for (uint32_t rank : away)
+        give_up_on(job.id, rank, fmt::format("rank {} was lost, and the job ended while waiting for it", rank));
 }
 
 void ExecClient::started(Job& job, uint32_t rank) {

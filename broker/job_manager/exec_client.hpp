@@ -3,8 +3,11 @@
 // (held until exec.go while alloc is not on disk), `start` once every rank
 // reports its tasks running, the time limit and --signal, `banyan job
 // kill`. Jobs in CLEANUP: kept until every rank has answered (no task of
-// the job is left), then JobTable::release(). After a restart of rank 0: reattach(), and
-// exec.reconcile for ranks that come (back) online.
+// the job is left), then JobTable::release(). A rank lost while its job
+// runs is waited for (exec.reattach-timeout: a broker that restarts keeps
+// its shells) and asked for its share again when it is back. After a
+// restart of rank 0: reattach(), and exec.reconcile for ranks that come
+// (back) online.
 #pragma once
 
 #include <memory>
@@ -38,7 +41,8 @@ class ExecClient {
     // launched.
     void alloc_stored(Job& job);
     // RUN or CLEANUP after a restart of rank 0: its tasks are looked for on
-    // every rank of R; ranks not online fail it (node-failure).
+    // every rank of R; a job in RUN waits for ranks not online as for lost
+    // ones, one in CLEANUP fails on them (node-failure).
     void reattach(Job& job, const IdSet& online);
     bool executing(JobId id) const { return executing_.count(id) > 0; }
     // RUN: the job's time limit changed (an update): it ends at t_run plus
@@ -56,6 +60,9 @@ class ExecClient {
     // exec.reconcile to ranks that came (back) online: each keeps only the
     // jobs executing here.
     void reconcile(const IdSet& ranks);
+    // Ranks that came (back) online: the jobs waiting for them ask them
+    // for their shares again (exec.reattach). After reconcile().
+    void ranks_back(const IdSet& ranks);
 
   private:
     struct Execution {
@@ -76,6 +83,10 @@ class ExecClient {
         bool stored = false;             // the alloc event is on disk
         bool held = false;               // exec.run went with `hold`; exec.go not sent yet
         std::unique_ptr<Timer> warning;  // --signal: before the time limit, armed once the tasks run
+        // Ranks lost while the job runs, each waited for until its timer
+        // fires (wait_for_rank); those asked again since they came back.
+        std::unordered_map<uint32_t, std::unique_ptr<Timer>> away;
+        IdSet asked_again;
     };
     Execution& begin(Job& job, size_t nranks, double end);
     void arm_time_limit(const Job& job, Execution& ex, double end);
@@ -83,7 +94,10 @@ class ExecClient {
                        const Result<std::string>& spec);
     void send_pending_signals(Job& job);
     void send_go(JobId id, uint32_t rank);
-    void on_exec_response(JobId id, uint32_t rank, const Message& resp);
+    void on_exec_response(JobId id, uint32_t rank, const Message& resp, bool may_wait = true);
+    bool wait_for_rank(Job& job, Execution& ex, uint32_t rank, const std::string& why);
+    void ask_again(Job& job, Execution& ex, uint32_t rank);
+    void give_up_on(JobId id, uint32_t rank, const std::string& why);
     void arm_warning(const Job& job, Execution& ex);
     void signal_ranks(const Job& job, int signo);
 
@@ -91,6 +105,7 @@ class ExecClient {
     // A nested instance's end for its jobs, a little before the enclosing
     // job's (doc/spec/instances.md §3); 0: none.
     double instance_end_ = 0;
+    double lost_wait_ = 300;  // exec.reattach-timeout, seconds
     std::unordered_map<JobId, Execution> executing_;
     std::unordered_map<JobId, std::vector<int>> pending_signals_;  // kill before exec.run went out
 };

@@ -56,6 +56,21 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
     std::unique_ptr<JobManager> jm(new JobManager(broker, limits, std::move(*db)));
     jm->queues_ = std::move(*queues);
     jm->mailer_ = std::make_unique<Mailer>(broker.reactor(), *mail_program);
+    std::map<std::string, std::string> disabled;
+    auto queue_states =
+        QueueStates::open(broker.reactor(), broker.bootstrap().statedir, QueueStates::Kind::disabled, disabled);
+    if (!queue_states)
+        return queue_states.error();
+    jm->queue_states_ = std::move(*queue_states);
+    // Disabled before a restart: disabled still.
+    for (auto& [name, reason] : disabled) {
+        if (!jm->queues_.find(name)) {
+            log::warning("job-manager", "queue {} was disabled but is no longer configured; forgotten", name);
+            continue;
+        }
+        log::info("job-manager", "queue {} is disabled{}{}", name, reason.empty() ? "" : ": ", reason);
+        jm->disabled_[name] = std::move(reason);
+    }
     jm->priority_ = *priority;
     jm->profiling_ = std::move(*profiling);
     for (const auto& q : jm->queues_.queues)

@@ -36,6 +36,7 @@
 #include "broker/job_manager/recovery.hpp"
 #include "broker/job_manager/sched_client.hpp"
 #include "broker/job_manager/watchers.hpp"
+#include "broker/queue_states.hpp"
 
 namespace banyan {
 
@@ -194,10 +195,11 @@ class JobManager final : private JobTable {
     std::unique_ptr<SignatureCheck> signature_check_;  // made at the first signed submission
     JobManagerLimits limits_;
     // [queues.NAME] (sched/named_queues.hpp); each may be disabled, with a
-    // reason (job-manager.queue-enable / queue-disable; not kept over a
-    // restart of rank 0).
+    // reason (job-manager.queue-enable / queue-disable; kept in
+    // STATEDIR/queues.db: QueueStates).
     NamedQueues queues_;
     std::map<std::string, std::string> disabled_;  // queue -> reason
+    std::unique_ptr<QueueStates> queue_states_;
     // Why a job may not go to `queue`: disabled, or over one of its limits.
     std::string over_queue_limits(const NamedQueue& queue, const Job& job, uint32_t userid) const;
     // ... of which the time limit alone ("" when `duration` is within it).

@@ -47,15 +47,21 @@ void JobManager::on_queue_enable(const Message& req) {
                                          ? "this instance has no queues"
                                          : fmt::format("unknown queue '{}' (queues: {})", *name, queues_.names()));
     }
-    for (const auto& t : targets) {
-        if (*enable)
-            disabled_.erase(t);
-        else
-            disabled_[t] = *reason;
-        log::info("job-manager", "queue {} {}{}{}", t, *enable ? "enabled" : "disabled", reason->empty() ? "" : ": ",
-                  *reason);
-    }
-    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    // Acknowledged once on disk: it survives a restart of rank 0.
+    queue_states_->store(targets, *enable ? std::nullopt : std::optional(*reason),
+                         [this, req, targets, enable = *enable, reason = *reason](const Result<void>& stored) {
+                             if (!stored)
+                                 return broker_.respond_error(req, stored.error().code, stored.error().message);
+                             for (const auto& t : targets) {
+                                 if (enable)
+                                     disabled_.erase(t);
+                                 else
+                                     disabled_[t] = reason;
+                                 log::info("job-manager", "queue {} {}{}{}", t, enable ? "enabled" : "disabled",
+                                           reason.empty() ? "" : ": ", reason);
+                             }
+                             broker_.respond(Message::response_to(req, nlohmann::json::object()));
+                         });
 }
 
 void JobManager::on_cancel(const Message& req) {

@@ -164,8 +164,9 @@ void Recovery::resume() {
 }
 
 // A rank that comes (back) online may still run jobs that ended here while
-// it was cut off (node-failure): it keeps only those that run here. Not
-// before resume(): until then nothing is known to run.
+// it was cut off (node-failure): it keeps only those that run here, and
+// the jobs that waited for it ask it for their shares again. Not before
+// resume(): until then nothing is known to run.
 void Recovery::ranks_changed() {
     if (!jm_.instance_running_)
         return;
@@ -173,6 +174,7 @@ void Recovery::ranks_changed() {
     IdSet joined = online.difference(known_online_);
     known_online_ = online;
     jm_.exec_.reconcile(joined);
+    jm_.exec_.ranks_back(joined);
 }
 
 }  // namespace banyan

@@ -620,22 +620,14 @@ void ResourceService::on_drain(const Message& req, bool drain) {
     // state once that is on disk.
     db_->run(
         [drain, rows = std::move(rows), reason, when](Database& db) -> Result<void> {
-            if (auto r = db.exec("BEGIN"); !r)
-                return r;
-            for (const auto& [rank, host] : rows) {
-                auto done =
-                    drain ? db.query("INSERT OR REPLACE INTO drain VALUES (?, ?, ?, ?)", {rank, host, reason, when})
-                          : db.query("DELETE FROM drain WHERE rank = ?", {rank});
-                if (!done) {
-                    (void)db.exec("ROLLBACK");
-                    return done.error();
-                }
-            }
-            if (auto r = db.exec("COMMIT"); !r) {
-                (void)db.exec("ROLLBACK");
-                return r;
-            }
-            return {};
+            std::vector<std::pair<std::string_view, std::vector<SqlValue>>> statements;
+            for (const auto& [rank, host] : rows)
+                if (drain)
+                    statements.push_back(
+                        {"INSERT OR REPLACE INTO drain VALUES (?, ?, ?, ?)", {rank, host, reason, when}});
+                else
+                    statements.push_back({"DELETE FROM drain WHERE rank = ?", {rank}});
+            return run_all_or_none(db, statements);
         },
         [this, req, drain, ranks = *ranks, fresh, already, reason, when](const Result<void>& stored) {
             on_drain_stored(req, drain, fresh, reason, when, stored,

@@ -66,6 +66,11 @@ Result<std::unique_ptr<SchedService>> SchedService::start(Broker& broker) {
     svc->queue_config_ = {*qp, static_cast<size_t>(*depth), static_cast<size_t>(*rdepth), 60};
     svc->named_ = std::move(*queues);
     if (broker.bootstrap().rank == 0) {
+        auto states = QueueStates::open(broker.reactor(), broker.bootstrap().statedir, QueueStates::Kind::stopped,
+                                        svc->stopped_at_start_);
+        if (!states)
+            return states.error();
+        svc->queue_states_ = std::move(*states);
         svc->register_methods();
         broker.when_running([s = svc.get()] { s->acquire_resources(); });
     }
@@ -157,9 +162,19 @@ void SchedService::on_resources(const Message& resp) {
                 lane.queue = std::make_unique<SchedQueue>(*matcher_, qc);
                 if (c.constraint)
                     lane.nodes = *Constraint::from_json(*c.constraint);  // checked when the config was read
+                // Stopped before a restart: stopped still.
+                if (auto stopped = stopped_at_start_.find(c.name); stopped != stopped_at_start_.end()) {
+                    lane.started = false;
+                    lane.stop_reason = stopped->second;
+                    stopped_at_start_.erase(stopped);
+                    log::info("sched", "queue {} is stopped{}{}", c.name, lane.stop_reason.empty() ? "" : ": ",
+                              lane.stop_reason);
+                }
                 lane.config = std::move(c);
                 lanes_.push_back(std::move(lane));
             }
+            for (const auto& [name, reason] : std::exchange(stopped_at_start_, {}))
+                log::warning("sched", "queue {} was stopped but is no longer configured; forgotten", name);
             log::info("sched", "{} vertices; {} queue{}, queue policy {}, match policy {}", matcher_->pool().size(),
                       lanes_.size(), lanes_.size() == 1 ? "" : "s",
                       queue_config_.policy == QueuePolicy::fcfs   ? "fcfs"
@@ -463,19 +478,36 @@ void SchedService::on_queue_start(const Message& req) {
     if (targets.empty())
         return broker_.respond_error(req, ENOENT,
                                      fmt::format("unknown queue '{}' (queues: {})", *name, named_.names()));
-    for (Lane* lane : targets) {
-        lane->started = *start;
-        lane->stop_reason = *start ? "" : *reason;
+    std::vector<std::string> names;
+    for (const Lane* lane : targets)
+        names.push_back(lane->config.name);
+    // Acknowledged once on disk, as a drain: it survives a restart.
+    queue_states_->store(names, *start ? std::nullopt : std::optional(*reason),
+                         [this, req, names, start = *start, reason = *reason](const Result<void>& stored) {
+                             if (!stored)
+                                 return broker_.respond_error(req, stored.error().code, stored.error().message);
+                             start_queues(names, start, reason);
+                             broker_.respond(Message::response_to(req, nlohmann::json::object()));
+                             schedule_soon();
+                         });
+}
+
+// Once on disk (the lanes are looked up by name again: the request's
+// pointers are not kept across the write).
+void SchedService::start_queues(const std::vector<std::string>& names, bool start, const std::string& reason) {
+    for (auto& lane : lanes_) {
+        if (std::find(names.begin(), names.end(), lane.config.name) == names.end())
+            continue;
+        lane.started = start;
+        lane.stop_reason = start ? "" : reason;
         // A stopped queue's jobs stay pending, say why, and plan nothing.
-        if (!*start) {
-            lane->queue->drop_reservations();
-            lane->queue->annotate_pending(stopped_reason(*lane));
+        if (!start) {
+            lane.queue->drop_reservations();
+            lane.queue->annotate_pending(stopped_reason(lane));
         }
-        log::info("sched", "queue {} {}{}{}", lane->config.name, *start ? "started" : "stopped",
-                  reason->empty() ? "" : ": ", *reason);
+        log::info("sched", "queue {} {}{}{}", lane.config.name, start ? "started" : "stopped",
+                  reason.empty() ? "" : ": ", reason);
     }
-    broker_.respond(Message::response_to(req, nlohmann::json::object()));
-    schedule_soon();
 }
 
 std::string SchedService::stopped_reason(const Lane& lane) {

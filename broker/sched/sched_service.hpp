@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "broker/broker.hpp"
+#include "broker/queue_states.hpp"
 #include "core/histogram.hpp"
 #include "core/reactor.hpp"
 #include "sched/named_queues.hpp"
@@ -65,6 +66,7 @@ class SchedService {
     // The lane of a job the scheduler knows. Error ENOENT.
     Result<Lane*> lane_of(uint64_t id);
     static std::string stopped_reason(const Lane& lane);
+    void start_queues(const std::vector<std::string>& names, bool start, const std::string& reason);
     // Coalesces the requests of one reactor turn into one pass.
     void schedule_soon();
     void run_pass();
@@ -80,7 +82,7 @@ class SchedService {
 
     // One queue of jobs ([queues.NAME], or the one unnamed queue): its own
     // order and policy, its nodes by constraint, started or stopped
-    // (sched.queue-start; not kept over a restart).
+    // (sched.queue-start; kept in STATEDIR/queues.db: QueueStates).
     struct Lane {
         NamedQueue config;
         std::unique_ptr<SchedQueue> queue;
@@ -93,6 +95,8 @@ class SchedService {
     std::unique_ptr<MatchPolicy> match_policy_;  // until the matcher is made, which takes it
     QueueConfig queue_config_;
     NamedQueues named_;
+    std::unique_ptr<QueueStates> queue_states_;            // rank 0: stopped queues, on disk
+    std::map<std::string, std::string> stopped_at_start_;  // queue -> reason, until the lanes are made
     std::unique_ptr<Matcher> matcher_;
     std::vector<Lane> lanes_;                                 // empty until the graph is there
     // sched.feasibility payloads answered "fits" since the graph last

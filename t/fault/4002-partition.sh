@@ -2,10 +2,11 @@
 # A network partition cuts off a subtree while jobs run on it. Four hosts,
 # each broker in its own network namespace on a bridge (ip netns, veth),
 # fanout 2: rank 1 is the parent of rank 3, so taking rank 1's link down
-# cuts off {1, 3}. Timings are scaled down: tbon.lost_timeout is 4 s. A
-# partition shorter than the timeout costs no job: the job on all four
-# ranks finishes as if nothing happened. One longer ends the job running
-# there with node-failure within the timeout; when the link comes back the
+# cuts off {1, 3}. Timings are scaled down: tbon.lost_timeout is 4 s, and
+# rank 0 waits exec.reattach-timeout (3 s) for a lost rank. A partition
+# shorter than the timeout costs no job: the job on all four ranks
+# finishes as if nothing happened. One longer ends the job running there
+# with node-failure within the two timeouts; when the link comes back the
 # subtree rejoins, no task of the ended job is left on it, and a new job
 # runs on all four.
 . "$(dirname "$0")/../integration/lib.sh"
@@ -25,6 +26,8 @@ torpid_timeout = "1s"
 lost_timeout = "4s"
 hello_timeout = "0.5s"
 connect_max_backoff = "0.5s"
+[exec]
+reattach-timeout = "3s"
 TOML
 for i in 3 2 1 0; do host_broker "$tag" "$i" "$T_DIR/cluster.toml"; done
 export BANYAN_URI="local://$T_DIR/node0/local.sock"
@@ -45,7 +48,7 @@ ip -n "$tag-sw" link set sv1 down
 cut=$(date +%s)
 wait_for "past the timeout it ends with node-failure" 15 \
     sh -c "banyan job eventlog $long | grep -q 'exception.*type=node-failure'"
-check "within the lost timeout and a little (4 s + 3 s)" test $(($(date +%s) - cut)) -le 7
+check "within the timeouts and a little (4 s + 3 s + 3 s)" test $(($(date +%s) - cut)) -le 10
 # (One process namespace for all four hosts: what is left is the cut-off
 # ranks' two tasks.)
 wait_for "the tasks on ranks 0 and 2 end" 10 sh -c "[ \$(pgrep -fc '^sleep $marker\$') -le 2 ]"

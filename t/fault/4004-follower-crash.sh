@@ -1,26 +1,91 @@
 #!/bin/bash
-# kill -9 of a follower broker while a job runs on it. Its shells outlive
-# it and wait to be re-attached (doc/spec/shell.md §8), but rank 0 has lost
-# the rank: the job ends with node-failure within the lost timeout. When
-# the broker starts again on the same run directory it adopts the shell,
-# is told the job ended (exec.reconcile), and kills its tasks: no task is
-# left, and a new job runs on both ranks.
+# kill -9 of a follower broker while a job runs on it (doc/spec/shell.md
+# §8). Its shells outlive it and wait to be re-attached, and rank 0 waits
+# for the rank up to exec.reattach-timeout (6 s here) instead of failing
+# the job. Started again within it, the broker adopts its shells and the
+# job runs on to its own end: started again at once, and after rank 0
+# has logged the wait. Not back in time, the job ends with node-failure,
+# and the rank's shells, which waited as long, end their tasks. Canceled
+# while rank 0 waits, the job ends at once; the broker that comes back
+# later is told so (exec.reconcile) and kills its tasks.
 . "$(dirname "$0")/../integration/lib.sh"
 
-start_cluster 2 $'heartbeat_period = "0.2s"\ntorpid_timeout = "1s"\nlost_timeout = "2s"'
+start_cluster 2 $'heartbeat_period = "0.2s"\ntorpid_timeout = "1s"\nlost_timeout = "2s"\n[exec]\nreattach-timeout = "6s"'
 marker=$((RANDOM + 1000))
-id=$(banyan submit -N2 -n2 sleep "$marker")
-wait_for "a job runs on both ranks" 20 sh -c "[ \$(pgrep -fc '^sleep $marker\$') -eq 2 ]"
-kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-1( |$)")"
-killed=$(date +%s)
-wait_for "the job ends with node-failure" 15 \
-    sh -c "banyan job eventlog $id | grep -q 'exception.*type=node-failure'"
-check "within the lost timeout and a little (2 s + 3 s)" test $(($(date +%s) - killed)) -le 5
-check_output "rank 1's task outlived its broker, waiting to be re-attached" "^1$" pgrep -fc "^sleep $marker\$"
+# Each task says it started, waits for $T_DIR/go-MARKER, and says it ends.
+cat >"$T_DIR/task.sh" <<'EOF'
+echo "task $BANYAN_TASK_RANK started"
+while [ ! -e "$1" ]; do sleep 0.1; done
+echo "task $BANYAN_TASK_RANK ends"
+EOF
+tasks_are() { [ "$(pgrep -fc "task.sh $T_DIR/go-$marker\$")" -eq "$1" ]; }
+kill_rank1() { kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-1( |$)")"; }
+job_on_both() {
+    marker=$((marker + 1))
+    id=$(banyan submit -N2 -n2 bash "$T_DIR/task.sh" "$T_DIR/go-$marker")
+    wait_for "a job runs on both ranks" 20 tasks_are 2
+}
+# runs_on_to_its_end: the job is let go and ends on its own, with both
+# tasks' output and no exception.
+runs_on_to_its_end() {
+    touch "$T_DIR/go-$marker"
+    check "the job ends on its own, with status 0" banyan job wait "$id"
+    check "no exception was raised" lacks "exception" banyan job eventlog "$id"
+    check_output "rank 1's task wrote to its end" "task 1 ends" banyan job attach "$id"
+}
+
+# 1. Started again at once.
+job_on_both
+kill_rank1
+start_broker "$T_DIR/c.toml" 1
+wait_for "rank 1 re-attached its shell" 20 grep -q "$id: re-attached its shell" "$T_DIR/rank-1.log"
+wait_for "rank 0 asked it for the job's share again" 20 grep -q "$id: rank 1 is back: asking it" "$T_DIR/rank-0.log"
+check "both tasks still run" tasks_are 2
+runs_on_to_its_end
+
+# 2. Back after rank 0 had it lost.
+job_on_both
+kill_rank1
+killed=$SECONDS
+wait_for "rank 0 has rank 1 lost, and waits for it" 15 \
+    grep -q "$id: rank 1 lost (.*): waiting up to 6s for it to come back" "$T_DIR/rank-0.log"
+check_output "the job still runs" "^$id R$" sh -c "banyan jobs --no-header -o '{id} {st}' | grep '^$id '"
 start_broker "$T_DIR/c.toml" 1
 wait_for "rank 1 is back" 30 all_up 2
-wait_for "its adopted task is killed: none left" 15 sh -c "! pgrep -f '^sleep $marker\$'"
-check_output "rank 1 said why" "rank 0 ended this job while rank 1 was cut off" cat "$T_DIR/rank-1.log"
+check "within exec.reattach-timeout" test $((SECONDS - killed)) -lt 6
+check "both tasks still run" tasks_are 2
+runs_on_to_its_end
+
+# 3. Not back in time: the job ends with node-failure, not before the
+# timeout.
+job_on_both
+kill_rank1
+killed=$SECONDS
+wait_for "the job ends with node-failure" 20 \
+    sh -c "banyan job eventlog $id | grep -q 'exception.*type=node-failure'"
+check "not before exec.reattach-timeout (6 s)" test $((SECONDS - killed)) -ge 6
+check_output "the eventlog says why" "rank 1 was lost and not back within 6s \(exec.reattach-timeout\)" \
+    banyan job eventlog "$id"
+# Its shell waited as long for a broker, and ended its task itself.
+wait_for "rank 1's task is ended by its own shell: none left" 15 tasks_are 0
+check_output "the shell said why" "$id: no broker came back within 6s \(exec.reattach-timeout\): ending the tasks" \
+    cat "$T_DIR/rank-1.log"
+start_broker "$T_DIR/c.toml" 1
+wait_for "rank 1 is back" 30 all_up 2
+
+# 4. A job canceled while rank 0 waits for a rank ends at once.
+job_on_both
+kill_rank1
+wait_for "rank 0 waits for rank 1" 15 grep -q "$id: rank 1 lost (.*): waiting up to 6s" "$T_DIR/rank-0.log"
+canceled=$SECONDS
+check "cancel" banyan cancel "$id"
+timeout 10 banyan job wait "$id" >/dev/null 2>&1
+check_output "it ends, canceled" "canceled|cancel" banyan job eventlog "$id"
+check "at once, not after the timeout" test $((SECONDS - canceled)) -lt 4
+start_broker "$T_DIR/c.toml" 1
+wait_for "rank 1 is back" 30 all_up 2
+wait_for "its adopted task is killed: none left" 15 tasks_are 0
+
 new=$(banyan submit -N2 -n2 true)
 check "a new job runs on both ranks" banyan job wait "$new"
 check "shutdown" banyan shutdown

@@ -112,6 +112,27 @@ check_output "... and it stays where it was" "^ *$pinned S batch " state_of "$pi
 check_output "... nothing stored for the refusals" "^1 0$" sh -c "echo \$(banyan job eventlog $held | grep -c ' update ') \$(banyan job eventlog $pinned | grep -c ' update ')"
 check "cancel them" banyan cancel "$held" "$pinned"
 
+# Stopped and disabled states, with their reasons, survive a crash of
+# rank 0 (kill -9) and a clean restart of the instance.
+check "stop debug" banyan queue stop debug --reason "rack 2 power"
+check "disable batch" banyan queue disable batch --reason "quota review"
+kill -9 "$(broker_pid "$T_DIR" 0)"
+start_broker "$T_DIR/q.toml" 0
+wait_for "rank 0 runs again" 30 banyan ready
+check_output "after a crash of rank 0, debug is still stopped" \
+    "^debug: enabled, stopped: rack 2 power; 0 pending, 0 running$" banyan queue status debug
+check_fails "... and batch still refuses, with its reason" "queue 'batch' is disabled: quota review" banyan submit true
+check "shut down" banyan shutdown
+no_brokers_left "every broker exited" "$T_DIR"
+for r in 0 1 2 3; do start_broker "$T_DIR/q.toml" "$r"; done
+wait_for "the instance runs again" 30 banyan ready
+check_output "after a clean restart too" "^batch: disabled: quota review, started; 0 pending, 0 running$" \
+    banyan queue status batch
+check_output "... debug is stopped" "stopped: rack 2 power" banyan queue status debug
+check "start debug" banyan queue start debug
+check "enable batch" banyan queue enable batch
+check_output "list: both back" "^2$" sh -c "banyan queue list | grep -c en/start"
+
 # Bad input: one line each.
 check_fails "queue stop of an unknown queue" "unknown queue 'nope'" banyan queue stop nope
 check_fails "queue status of an unknown queue" "unknown queue 'nope'" banyan queue status nope

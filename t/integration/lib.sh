@@ -190,6 +190,16 @@ finish() {
     local passed failed
     passed=$(grep -c '^ok$' "$RESULTS")
     failed=$(grep -c '^fail$' "$RESULTS")
+    # A failure far from here (CI) is read from this output alone: the
+    # brokers' last words go with it.
+    if [ "$failed" != 0 ] || { [ "$rc" != 0 ] && [ "$rc" != "$SKIP_CODE" ]; }; then
+        local log
+        for log in "$T_DIR"/rank-*.log "$T_DIR"/node*.log; do
+            [ -s "$log" ] || continue
+            echo "--- last lines of ${log#"$T_DIR"/}"
+            tail -n 25 "$log" | sed 's/^/    | /'
+        done
+    fi
     rm -rf "$T_DIR"
     if [ "$rc" = "$SKIP_CODE" ]; then
         echo "skipped"
