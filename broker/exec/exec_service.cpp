@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <set>
 #include <thread>
 #include <utility>
@@ -95,6 +96,10 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
         return *e;
     svc->kill_timeout_ = std::chrono::milliseconds(static_cast<int64_t>(*timeout * 1000));
     svc->reattach_timeout_ = *reattach;
+    // Random, not a count kept on disk: a broker that crashed may not
+    // have written its last one. (2^62 values: no two starts alike.)
+    std::random_device random;
+    svc->incarnation_ = ((uint64_t{random()} << 32) | random()) >> 2;
     svc->perilog_timeout_ = *perilog_timeout;
     // Banyan's shell, unless the config names another (as Flux's
     // exec.job-shell: a site's wrapper, or a test's fault).
@@ -420,6 +425,10 @@ void ExecService::end_held(JobId id, int signo) {
 }
 
 void ExecService::send_to_job_manager(JobId id, LocalJob& job, ForRank0 message) {
+    // Named once, when made: sent again (kept for a rank 0 that was away),
+    // it keeps its name.
+    if (message.topic == "job-manager.output" && !message.body.contains("chunk"))
+        message.body["chunk"] = {broker_.bootstrap().rank, incarnation_, ++job.output_chunks};
     if (!job.kept.empty())
         return keep(job, std::move(message));  // in order: after what waits already
     Message req = Message::request(message.topic, message.body, 0);

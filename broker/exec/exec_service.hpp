@@ -199,6 +199,10 @@ class ExecService {
     std::unique_ptr<Timer> emptying_timer_;
     std::unique_ptr<Timer> parent_check_;
     Clock::time_point started_ = Clock::now();
+    // This exec service's start, apart from every other of its rank: with
+    // the rank and a number per job, each output chunk's name, by which
+    // rank 0 drops one it gets twice (shell.md §8).
+    uint64_t incarnation_ = 0;
     bool cut_off_ = false;                 // acted on, until the parent is back
     std::set<JobId> ended_while_cut_off_;  // here and below: to report once back
     // Each job's end here, in <rundir>/jobs/ended too.

@@ -190,12 +190,16 @@ void ExecClient::reattach(Job& job, const IdSet& online) {
 // A rank lost while its job runs may be a broker that restarts: its shells
 // outlive it and wait to be adopted (shell.md §8). The job waits for the
 // rank up to exec.reattach-timeout instead of failing at once, unless it
-// asked to be requeued. A rank online already (it restarted before it
-// was seen lost: its new self replaced the old) is asked again at once;
-// one asked again that fails is waited for until it is back
-// (ranks_back()), not asked in a loop.
+// asked to be requeued, or the rank left cleanly (offline: its broker
+// ended its tasks) or was never reached. A rank online already (it
+// restarted before it was seen lost: its new self replaced the old) is
+// asked again at once; one whose ask failed is waited for until it is
+// back (ranks_back()), not asked in a loop. The deadline holds until the
+// rank has heard the ask (it answers exec.go).
 bool ExecClient::wait_for_rank(Job& job, Execution& ex, uint32_t rank, const std::string& why) {
-    if (job.state != JobState::run || ex.failed || job.requeue_on_node_failure)
+    const SubtreeStates& tree = table_.broker().overlay().subtree();
+    if (job.state != JobState::run || ex.failed || job.requeue_on_node_failure ||
+        !(tree.lost.contains(rank) || tree.torpid.contains(rank) || tree.online.contains(rank)))
         return false;
     auto& timer = ex.away[rank];
     timer = std::make_unique<Timer>(table_.broker().reactor());
@@ -207,22 +211,36 @@ bool ExecClient::wait_for_rank(Job& job, Execution& ex, uint32_t rank, const std
                  });
     log::warning("job-manager", "{}: rank {} lost ({}): waiting up to {}s for it to come back", format_jobid(job.id),
                  rank, why, lost_wait_);
-    bool asked_before = ex.asked_again.contains(rank);
-    if (!asked_before && table_.broker().overlay().subtree().online.contains(rank))
-        ask_again(job, ex, rank);
+    if (!ex.asking.contains(rank) && tree.online.contains(rank))
+        ask_again(job.id, rank);
     return true;
 }
 
-void ExecClient::ask_again(Job& job, Execution& ex, uint32_t rank) {
-    ex.away.erase(rank);
-    ex.asked_again.insert(rank);
-    log::info("job-manager", "{}: rank {} is back: asking it for the job's share again", format_jobid(job.id), rank);
-    table_.broker().rpc(Message::request("exec.reattach", {{"id", job.id}}, rank),
-                        [this, id = job.id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
-    if (job.state == JobState::run)
-        send_go(job.id, rank);  // a start held there when the rank went goes on
-    else
-        table_.broker().rpc(Message::request("exec.terminate", {{"id", job.id}}, rank), [](const Message&) {});
+// Posted: a rank seen back inside the overlay's handling of its hello has
+// not had the answer to it yet, and would drop what comes before.
+void ExecClient::ask_again(JobId id, uint32_t rank) {
+    table_.broker().reactor().post([this, id, rank] {
+        auto ex = executing_.find(id);
+        Job* job = table_.find(id);
+        if (ex == executing_.end() || !job || job->state != JobState::run || !ex->second.away.count(rank) ||
+            ex->second.asking.contains(rank))
+            return;  // ended meanwhile (terminate() gives up on it), or asked already
+        ex->second.asking.insert(rank);
+        ex->second.asked_again.insert(rank);
+        log::info("job-manager", "{}: rank {} is back: asking it for the job's share again", format_jobid(id), rank);
+        table_.broker().rpc(Message::request("exec.reattach", {{"id", id}}, rank),
+                            [this, id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
+        // exec.go: a start held there when the rank went goes on; its
+        // answer says the rank heard the ask.
+        table_.broker().rpc(Message::request("exec.go", {{"id", id}}, rank), [this, id, rank](const Message& resp) {
+            auto e = executing_.find(id);
+            if (e == executing_.end())
+                return;
+            e->second.asking.erase(rank);
+            if (resp.errnum != EHOSTUNREACH)
+                e->second.away.erase(rank);  // back: the share answers exec.reattach when it ends
+        });
+    });
 }
 
 // The rank did not come back in time, or the job ended while waiting for
@@ -232,6 +250,7 @@ void ExecClient::give_up_on(JobId id, uint32_t rank, const std::string& why) {
     if (ex == executing_.end() || !ex->second.away.count(rank))
         return;
     ex->second.away.erase(rank);  // (the timer's callback may be this call: its function is a copy)
+    ex->second.asking.erase(rank);
     on_exec_response(id, rank,
                      Message::error_to(Message::request("exec.run", nlohmann::json::object(), rank), EHOSTUNREACH, why),
                      false);
@@ -240,14 +259,10 @@ void ExecClient::give_up_on(JobId id, uint32_t rank, const std::string& why) {
 void ExecClient::ranks_back(const IdSet& ranks) {
     if (ranks.empty())
         return;
-    std::vector<std::pair<JobId, uint32_t>> back;
     for (const auto& [id, ex] : executing_)
         for (const auto& [rank, timer] : ex.away)
             if (ranks.contains(rank))
-                back.emplace_back(id, rank);
-    for (auto [id, rank] : back)
-        if (Job* job = table_.find(id); job && executing_.count(id))
-            ask_again(*job, executing_.at(id), rank);
+                ask_again(id, rank);
 }
 
 void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp, bool may_wait) {
@@ -311,7 +326,8 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp, 
         ex.totalrss += rss;
         // A rank whose share ended while rank 0 was away says whether its
         // tasks had all run: the report it sent then was lost.
-        if (ex.reattached && json_field<bool>(*body, "started", false, "exec").value_or(false))
+        if ((ex.reattached || ex.asked_again.contains(rank)) &&
+            json_field<bool>(*body, "started", false, "exec").value_or(false))
             started(*job, rank);
     }
     Execution& ex = ex_it->second;
@@ -355,11 +371,15 @@ void ExecClient::terminate(const Job& job) {
         table_.broker().rpc(Message::request("exec.terminate", body, rank), [](const Message&) {});
     // A lost rank it waited for holds its other ranks' resources no more:
     // back, it is told to end the job's share there (exec.reconcile).
-    std::vector<uint32_t> away;
-    for (const auto& [rank, timer] : executing_.at(job.id).away)
-        away.push_back(rank);
-    for (uint32_t rank : away)
-        give_up_on(job.id, rank, fmt::format("rank {} was lost, and the job ended while waiting for it", rank));
+    // Posted: this is inside the job's change of state, and the last
+    // answer releases the job.
+    auto ex = executing_.find(job.id);
+    if (ex == executing_.end())
+        return;  // a share here ended at once (a held start)
+    for (const auto& [rank, timer] : ex->second.away)
+        table_.broker().reactor().post([this, id = job.id, rank] {
+            give_up_on(id, rank, fmt::format("rank {} was lost, and the job ended while waiting for it", rank));
+        });
 }
 
 void ExecClient::started(Job& job, uint32_t rank) {
@@ -388,9 +408,10 @@ void ExecClient::arm_warning(const Job& job, Execution& ex) {
 void ExecClient::reconcile(const IdSet& ranks) {
     ranks.for_each([this](uint32_t rank) {
         nlohmann::json keep = nlohmann::json::array();
-        // Still executing and not failed (a lost rank fails its job at
-        // once, while its other ranks may take a while to end); a job
-        // ending on its own keeps its grace period (exec.kill-timeout).
+        // Still executing and not failed (a job that gave up on a lost
+        // rank fails, while its other ranks may take a while to end); a
+        // job ending on its own keeps its grace period (exec.kill-timeout),
+        // and one waiting for this rank is asked for its share next.
         for (const auto& [id, ex] : executing_)
             if (const Job* job = table_.find(id); job && !ex.failed)
                 if (std::find(job->ranks.begin(), job->ranks.end(), rank) != job->ranks.end())

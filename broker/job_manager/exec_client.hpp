@@ -84,9 +84,10 @@ class ExecClient {
         bool held = false;               // exec.run went with `hold`; exec.go not sent yet
         std::unique_ptr<Timer> warning;  // --signal: before the time limit, armed once the tasks run
         // Ranks lost while the job runs, each waited for until its timer
-        // fires (wait_for_rank); those asked again since they came back.
+        // fires or it has heard the ask (wait_for_rank); those asked now,
+        // and those asked since they came back.
         std::unordered_map<uint32_t, std::unique_ptr<Timer>> away;
-        IdSet asked_again;
+        IdSet asking, asked_again;
     };
     Execution& begin(Job& job, size_t nranks, double end);
     void arm_time_limit(const Job& job, Execution& ex, double end);
@@ -96,7 +97,7 @@ class ExecClient {
     void send_go(JobId id, uint32_t rank);
     void on_exec_response(JobId id, uint32_t rank, const Message& resp, bool may_wait = true);
     bool wait_for_rank(Job& job, Execution& ex, uint32_t rank, const std::string& why);
-    void ask_again(Job& job, Execution& ex, uint32_t rank);
+    void ask_again(JobId id, uint32_t rank);
     void give_up_on(JobId id, uint32_t rank, const std::string& why);
     void arm_warning(const Job& job, Execution& ex);
     void signal_ranks(const Job& job, int signo);

@@ -519,6 +519,7 @@ void apply_event(Job& job, const JobEvent& ev) {
         } else {
             job.state = JobState::inactive;
             job.t_inactive = ev.timestamp;
+            std::vector<OutputSource>().swap(job.output_sources);  // its shells have all ended
         }
     }
 }

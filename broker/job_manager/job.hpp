@@ -29,6 +29,15 @@ enum class JobState { depend, priority, sched, run, cleanup, inactive };
 std::string_view state_name(JobState state);  // "depend", ...
 Result<JobState> state_from_name(std::string_view name);
 
+// The last output chunk stored from one exec service (a broker's rank
+// and the exec service's incarnation): a chunk at or below it that comes
+// again is one sent twice (doc/spec/shell.md §8).
+struct OutputSource {
+    uint32_t rank = 0;
+    uint64_t incarnation = 0;
+    uint64_t last = 0;
+};
+
 struct JobEvent {
     double timestamp = 0;
     std::string name;
@@ -132,6 +141,9 @@ struct Job {
     // the rest was dropped at job-manager.output-limit.
     uint64_t output_bytes = 0;
     bool output_truncated = false;
+    // Where output came from, to drop a chunk sent twice; kept while the
+    // job is active (output may come until its shells end).
+    std::vector<OutputSource> output_sources;
 
     // An `update` event's context: name, duration, queue (what is there).
     void apply_update(const nlohmann::json& context);

@@ -23,6 +23,9 @@ CREATE TABLE IF NOT EXISTS signatures (id INTEGER PRIMARY KEY, credential TEXT N
 CREATE TABLE IF NOT EXISTS output (id INTEGER NOT NULL, seq INTEGER NOT NULL, rank INTEGER NOT NULL,
                                    stream TEXT NOT NULL, data BLOB NOT NULL,
                                    PRIMARY KEY (id, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS output_sources (id INTEGER NOT NULL, rank INTEGER NOT NULL,
+                                           incarnation INTEGER NOT NULL, last INTEGER NOT NULL,
+                                           PRIMARY KEY (id, rank, incarnation)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS profiles (id INTEGER NOT NULL, rank INTEGER NOT NULL, data TEXT NOT NULL,
     PRIMARY KEY (id, rank));
 INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', '1');
@@ -138,6 +141,16 @@ void JobDb::add_output(JobId id, const OutputChunk& chunk) {
            }});
 }
 
+void JobDb::set_output_source(JobId id, const OutputSource& source) {
+    queue({id, false, [id, source](Database& db) {
+               return ran(
+                   db.query("INSERT OR REPLACE INTO output_sources (id, rank, incarnation, last) "
+                            "VALUES (?, ?, ?, ?)",
+                            {static_cast<int64_t>(id), static_cast<int64_t>(source.rank),
+                             static_cast<int64_t>(source.incarnation), static_cast<int64_t>(source.last)}));
+           }});
+}
+
 void JobDb::add_profile(JobId id, int64_t rank, std::string data) {
     queue({id, false, [id, rank, data = std::move(data)](Database& db) {
                return ran(db.query("INSERT OR REPLACE INTO profiles (id, rank, data) VALUES (?, ?, ?)",
@@ -155,7 +168,7 @@ void JobDb::remove_job(JobId id) {
     queue({id, false, [id](Database& db) -> Result<void> {
                for (const char* sql : {"DELETE FROM jobs WHERE id = ?", "DELETE FROM events WHERE id = ?",
                                        "DELETE FROM output WHERE id = ?", "DELETE FROM signatures WHERE id = ?",
-                                       "DELETE FROM profiles WHERE id = ?"})
+                                       "DELETE FROM profiles WHERE id = ?", "DELETE FROM output_sources WHERE id = ?"})
                    if (auto r = db.query(sql, {static_cast<int64_t>(id)}); !r)
                        return r.error();
                return {};
@@ -275,36 +288,49 @@ Result<std::vector<StoredJob>> JobDbReader::load_all() {
                        sql_real(row[2]),
                        sql_text(row[3]),
                        {}});
-    auto events = db_.query("SELECT id, timestamp, name, context FROM events ORDER BY id, seq");
-    if (!events)
-        return events.error();
-    size_t j = 0;
-    for (auto& row : *events) {
-        auto id = static_cast<JobId>(sql_int(row[0]));
-        while (j < out.size() && out[j].id < id)
-            j++;
-        if (j == out.size() || out[j].id != id)
-            continue;  // events of a job whose row is gone: left for purge
-        auto ev = event_from_row(row, 1);
-        if (!ev)
-            return make_error(EIO, fmt::format("{}: job {}: {}", db_.path(), format_jobid(id), ev.error().message));
-        out[j].events.push_back(std::move(*ev));
-    }
+    // Each table's rows, ordered by job id, go to their jobs in one pass;
+    // those of a job whose row is gone are left for purge.
+    auto to_jobs = [this, &out](std::string_view sql, auto take) -> Result<void> {
+        auto rows = db_.query(sql);
+        if (!rows)
+            return rows.error();
+        size_t j = 0;
+        for (auto& row : *rows) {
+            auto id = static_cast<JobId>(sql_int(row[0]));
+            while (j < out.size() && out[j].id < id)
+                j++;
+            if (j < out.size() && out[j].id == id)
+                if (auto r = take(out[j], row); !r)
+                    return make_error(EIO,
+                                      fmt::format("{}: job {}: {}", db_.path(), format_jobid(id), r.error().message));
+        }
+        return {};
+    };
+    auto events = to_jobs("SELECT id, timestamp, name, context FROM events ORDER BY id, seq",
+                          [](StoredJob& job, const SqlRow& row) -> Result<void> {
+                              auto ev = event_from_row(row, 1);
+                              if (!ev)
+                                  return ev.error();
+                              job.events.push_back(std::move(*ev));
+                              return {};
+                          });
     // Output goes on after what is stored (a shell that outlived rank 0
     // writes more), and counts toward the limit.
-    auto output = db_.query("SELECT id, MAX(seq), SUM(LENGTH(CAST(data AS BLOB))) FROM output GROUP BY id ORDER BY id");
-    if (!output)
-        return output.error();
-    j = 0;
-    for (auto& row : *output) {
-        auto id = static_cast<JobId>(sql_int(row[0]));
-        while (j < out.size() && out[j].id < id)
-            j++;
-        if (j < out.size() && out[j].id == id) {
-            out[j].next_output_seq = static_cast<uint32_t>(sql_int(row[1]) + 1);
-            out[j].output_bytes = static_cast<uint64_t>(sql_int(row[2]));
-        }
-    }
+    auto output = to_jobs("SELECT id, MAX(seq), SUM(LENGTH(CAST(data AS BLOB))) FROM output GROUP BY id ORDER BY id",
+                          [](StoredJob& job, const SqlRow& row) -> Result<void> {
+                              job.next_output_seq = static_cast<uint32_t>(sql_int(row[1]) + 1);
+                              job.output_bytes = static_cast<uint64_t>(sql_int(row[2]));
+                              return {};
+                          });
+    auto sources = to_jobs("SELECT id, rank, incarnation, last FROM output_sources ORDER BY id",
+                           [](StoredJob& job, const SqlRow& row) -> Result<void> {
+                               job.output_sources.push_back({static_cast<uint32_t>(sql_int(row[1])),
+                                                             static_cast<uint64_t>(sql_int(row[2])),
+                                                             static_cast<uint64_t>(sql_int(row[3]))});
+                               return {};
+                           });
+    if (auto e = first_error(events, output, sources))
+        return *e;
     return out;
 }
 

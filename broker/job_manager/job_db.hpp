@@ -26,6 +26,7 @@ struct StoredJob {
     std::vector<JobEvent> events;
     uint32_t next_output_seq = 0;  // output chunks stored: the next one's seq
     uint64_t output_bytes = 0;
+    std::vector<OutputSource> output_sources;
 };
 
 struct OutputChunk {
@@ -74,6 +75,7 @@ class JobDb {
                  const std::string& signature = "");
     void add_event(JobId id, uint32_t seq, const JobEvent& event);
     void add_output(JobId id, const OutputChunk& chunk);
+    void set_output_source(JobId id, const OutputSource& source);  // replaces that source's last
     void add_profile(JobId id, int64_t rank, std::string data);  // replaces that rank's
     void remove_profiles(JobId id);                              // a requeued job's last run's
     void remove_job(JobId id);

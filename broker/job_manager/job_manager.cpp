@@ -65,7 +65,7 @@ Result<std::unique_ptr<JobManager>> JobManager::start(Broker& broker) {
     // Disabled before a restart: disabled still.
     for (auto& [name, reason] : disabled) {
         if (!jm->queues_.find(name)) {
-            log::warning("job-manager", "queue {} was disabled but is no longer configured; forgotten", name);
+            log::warning("job-manager", "queue {} was disabled but is not configured now; ignored", name);
             continue;
         }
         log::info("job-manager", "queue {} is disabled{}{}", name, reason.empty() ? "" : ": ", reason);

@@ -81,6 +81,25 @@ void JobManager::on_proxy(const Message& req) {
     });
 }
 
+namespace {
+
+// An output message's optional "chunk": [RANK, INCARNATION, N], N counted
+// from 1 by one exec service (doc/spec/shell.md §8).
+Result<std::optional<OutputSource>> output_chunk(const nlohmann::json& body) {
+    auto chunk = json_field<nlohmann::json>(body, "chunk", nlohmann::json(), "output");
+    if (!chunk || chunk->is_null())
+        return chunk ? Result<std::optional<OutputSource>>(std::nullopt) : chunk.error();
+    if (!chunk->is_array() || chunk->size() != 3 || !(*chunk)[0].is_number_unsigned() ||
+        !(*chunk)[1].is_number_unsigned() || !(*chunk)[2].is_number_unsigned() ||
+        (*chunk)[0].get<uint64_t>() > UINT32_MAX || (*chunk)[1].get<uint64_t>() > INT64_MAX ||
+        (*chunk)[2].get<uint64_t>() > INT64_MAX || (*chunk)[2].get<uint64_t>() == 0)
+        return make_error(EPROTO, "output.chunk: expected [rank, incarnation, n] (unsigned; n from 1)");
+    return std::optional<OutputSource>(
+        OutputSource{(*chunk)[0].get<uint32_t>(), (*chunk)[1].get<uint64_t>(), (*chunk)[2].get<uint64_t>()});
+}
+
+}  // namespace
+
 void JobManager::on_output(const Message& req) {
     nlohmann::json body;
     Job* job = visible_job(req, body);
@@ -95,6 +114,23 @@ void JobManager::on_output(const Message& req) {
         return broker_.respond_error(req, EINVAL, "output.stream: expected stdout or stderr");
     if (data->size() > kMaxOutputChunk)
         return broker_.respond_error(req, EINVAL, "output.data: more than 1 MiB in one chunk");
+    auto chunk = output_chunk(body);
+    if (!chunk)
+        return broker_.respond_error(req, EPROTO, chunk.error().message);
+    if (*chunk) {
+        // Exactly once (doc/spec/shell.md §8): an exec service sends again
+        // what rank 0 did not answer, which a rank 0 that died may have
+        // stored; what was stored from that source is answered again only.
+        auto source = std::find_if(job->output_sources.begin(), job->output_sources.end(), [&](const OutputSource& s) {
+            return s.rank == (*chunk)->rank && s.incarnation == (*chunk)->incarnation;
+        });
+        if (source != job->output_sources.end() && (*chunk)->last <= source->last)
+            return respond_once_stored(Message::response_to(req, nlohmann::json::object()));
+        if (source == job->output_sources.end())
+            source = job->output_sources.insert(source, **chunk);
+        source->last = (*chunk)->last;
+        db_->set_output_source(job->id, *source);
+    }
     // Answered once stored: an exec service keeps what is not answered and
     // sends it again to a rank 0 that restarted (doc/spec/shell.md §8).
     if (!job->output_truncated && job->output_bytes + data->size() > limits_.output_limit) {

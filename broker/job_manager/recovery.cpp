@@ -28,6 +28,7 @@ Result<void> Recovery::restore() {
         job.t_submit = s.t_submit;
         job.next_output_seq = s.next_output_seq;
         job.output_bytes = s.output_bytes;
+        job.output_sources = std::move(s.output_sources);
         // A job whose queue is gone from the config is kept: in the default
         // queue, else in none (the scheduler takes it in its first). It was
         // accepted, and losing it would lose a job.

@@ -174,7 +174,7 @@ void SchedService::on_resources(const Message& resp) {
                 lanes_.push_back(std::move(lane));
             }
             for (const auto& [name, reason] : std::exchange(stopped_at_start_, {}))
-                log::warning("sched", "queue {} was stopped but is no longer configured; forgotten", name);
+                log::warning("sched", "queue {} was stopped but is not configured now; ignored", name);
             log::info("sched", "{} vertices; {} queue{}, queue policy {}, match policy {}", matcher_->pool().size(),
                       lanes_.size(), lanes_.size() == 1 ? "" : "s",
                       queue_config_.policy == QueuePolicy::fcfs   ? "fcfs"

@@ -52,6 +52,33 @@ check_output "D started only after A ended" "^yes$" sh -c "
     a_end=\$(banyan job eventlog --json $a | python3 -c 'import json,sys; print([json.loads(l)[\"timestamp\"] for l in sys.stdin if json.loads(l)[\"name\"] == \"finish\"][0])')
     d_alloc=\$(banyan job eventlog --json $d | python3 -c 'import json,sys; print([json.loads(l)[\"timestamp\"] for l in sys.stdin if json.loads(l)[\"name\"] == \"alloc\"][0])')
     python3 -c \"print('yes' if \$d_alloc >= \$a_end else 'no')\""
+# Output is stored once (shell.md §8): a chunk sent again under its name
+# [rank, incarnation, n] — what an exec service does with a request that a
+# rank 0 which died may have stored before it could answer — is answered
+# and dropped, before and after a restart of rank 0; a new n is stored.
+decimal() { python3 -c 'import sys; a="123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"; n=0
+for c in sys.argv[1].lstrip("fƒ"): n = n * 58 + a.index(c)
+print(n)' "$1"; }
+e=$(banyan submit sleep 600)
+wait_for "E runs" 20 sh -c "banyan jobs --no-header -o '{id} {st}' | grep -q '^$e R'"
+chunk() {  # chunk N TEXT: job-manager.output of E, named [2, 77, N]
+    banyan-test-client rpc job-manager.output \
+        "{\"id\": $(decimal "$e"), \"task\": 0, \"stream\": \"stdout\", \"data\": \"$2\\n\", \"chunk\": [2, 77, $1]}"
+}
+check "a chunk is stored" chunk 1 first
+check "the same chunk again is answered" chunk 1 first
+check "a later one is stored" chunk 2 second
+kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")"
+start_broker "$T_DIR/c.toml" 0
+wait_for "rank 0 is back again" 30 all_up 3
+check "after the restart, chunk 2 again is answered" chunk 2 second
+check "... and chunk 3 stored" chunk 3 third
+check_fails "a malformed chunk is refused in one line" "^error [0-9]+: output.chunk: expected \[rank, incarnation, n\]" \
+    banyan-test-client rpc job-manager.output "{\"id\": $(decimal "$e"), \"data\": \"x\", \"chunk\": [2, -1, 1]}"
+check_output "E's output has each chunk once, in order" "^first second third $" \
+    sh -c "timeout 5 banyan job attach $e 2>/dev/null | head -3 | tr '\n' ' '"
+check "cancel E" banyan cancel "$e"
+
 marker=$((RANDOM + 1000))
 banyan submit -N3 -n3 sleep "$marker" >/dev/null
 wait_for "a last job runs on all three" 20 sh -c "[ \$(pgrep -fc '^sleep $marker\$') -eq 3 ]"

@@ -29,7 +29,7 @@ job_on_both() {
 # tasks' output and no exception.
 runs_on_to_its_end() {
     touch "$T_DIR/go-$marker"
-    check "the job ends on its own, with status 0" banyan job wait "$id"
+    check "the job ends on its own, with status 0" timeout 30 banyan job wait "$id"
     check "no exception was raised" lacks "exception" banyan job eventlog "$id"
     check_output "rank 1's task wrote to its end" "task 1 ends" banyan job attach "$id"
 }
@@ -79,9 +79,10 @@ kill_rank1
 wait_for "rank 0 waits for rank 1" 15 grep -q "$id: rank 1 lost (.*): waiting up to 6s" "$T_DIR/rank-0.log"
 canceled=$SECONDS
 check "cancel" banyan cancel "$id"
-timeout 10 banyan job wait "$id" >/dev/null 2>&1
-check_output "it ends, canceled" "canceled|cancel" banyan job eventlog "$id"
+check_fails "it ends, canceled" "canceled" timeout 10 banyan job wait "$id"
 check "at once, not after the timeout" test $((SECONDS - canceled)) -lt 4
+check_output "... and is cleaned up once" "^1$" sh -c "banyan job eventlog $id | grep -c ' clean'"
+wait_for "... and has one usage record" 10 sh -c "[ \$(banyan history --no-header -o '{id}' | grep -c '^$id\$') -eq 1 ]"
 start_broker "$T_DIR/c.toml" 1
 wait_for "rank 1 is back" 30 all_up 2
 wait_for "its adopted task is killed: none left" 15 tasks_are 0
