@@ -22,6 +22,8 @@ class KeptOutput {
     // output lost: more than kLimit bytes were written WHILE" when it is
     // the first past the limit; false to drop it.
     bool admit(nlohmann::json& output, std::string_view while_what);
+    // Past the limit: the notice was made (the rest is dropped).
+    bool lost() const { return lost_; }
     // What was kept has gone out: a new budget.
     void reset() { *this = KeptOutput(); }
 

@@ -24,6 +24,7 @@ namespace banyan {
 struct ForRank0 {
     std::string topic;
     nlohmann::json body;
+    bool named = false;  // output: its chunk name is set (ExecService::send_to_job_manager)
 };
 
 // What a job's tasks used on one rank (doc/spec/accounting.md §1), as its

@@ -425,10 +425,10 @@ void ExecService::end_held(JobId id, int signo) {
 }
 
 void ExecService::send_to_job_manager(JobId id, LocalJob& job, ForRank0 message) {
-    // Named once, when made: sent again (kept for a rank 0 that was away),
-    // it keeps its name.
-    if (message.topic == "job-manager.output" && !message.body.contains("chunk"))
-        message.body["chunk"] = {broker_.bootstrap().rank, incarnation_, ++job.output_chunks};
+    // Named once, when made (whatever the shell wrote there): sent again
+    // (kept for a rank 0 that was away), it keeps its name.
+    if (message.topic == "job-manager.output" && !message.named)
+        name_chunk(message);
     if (!job.kept.empty())
         return keep(job, std::move(message));  // in order: after what waits already
     Message req = Message::request(message.topic, message.body, 0);
@@ -453,11 +453,22 @@ void ExecService::send_to_job_manager(JobId id, LocalJob& job, ForRank0 message)
 }
 
 void ExecService::keep(LocalJob& job, ForRank0 message) {
-    if (message.topic == "job-manager.output" &&
-        !job.kept_output.admit(message.body,
-                               fmt::format("on rank {} while rank 0 could not be reached", broker_.bootstrap().rank)))
-        return;
+    if (message.topic == "job-manager.output") {
+        bool lost_before = job.kept_output.lost();
+        if (!job.kept_output.admit(
+                message.body, fmt::format("on rank {} while rank 0 could not be reached", broker_.bootstrap().rank)))
+            return;
+        // Rewritten into the notice: a new chunk, not the one rank 0 may
+        // have stored already.
+        if (!lost_before && job.kept_output.lost())
+            name_chunk(message);
+    }
     job.kept.push_back(std::move(message));
+}
+
+void ExecService::name_chunk(ForRank0& message) {
+    message.body["chunk"] = {broker_.bootstrap().rank, incarnation_, ++output_chunks_};
+    message.named = true;
 }
 
 // This rank's tasks all run (doc/spec/jobs.md section 8).

@@ -99,6 +99,7 @@ class ExecService {
     // Sends in order: kept, with everything after it, while rank 0 is away.
     void send_to_job_manager(JobId id, LocalJob& job, ForRank0 message);
     void keep(LocalJob& job, ForRank0 message);
+    void name_chunk(ForRank0& message);  // output: [rank, incarnation, n], n new
     // Connects to <rundir>/jobs/<id>/reattach.sock; false when there is none.
     bool adopt_shell(const std::string& path, JobId id);
     void report_started(JobId id);
@@ -200,9 +201,11 @@ class ExecService {
     std::unique_ptr<Timer> parent_check_;
     Clock::time_point started_ = Clock::now();
     // This exec service's start, apart from every other of its rank: with
-    // the rank and a number per job, each output chunk's name, by which
-    // rank 0 drops one it gets twice (shell.md §8).
+    // the rank and a number counted here (across jobs: a requeued job's
+    // new run goes on counting), each output chunk's name, by which rank 0
+    // drops one it gets twice (shell.md §8).
     uint64_t incarnation_ = 0;
+    uint64_t output_chunks_ = 0;
     bool cut_off_ = false;                 // acted on, until the parent is back
     std::set<JobId> ended_while_cut_off_;  // here and below: to report once back
     // Each job's end here, in <rundir>/jobs/ended too.

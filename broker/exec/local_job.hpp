@@ -76,7 +76,6 @@ struct ExecService::LocalJob {
     TaskUsage usage;              // ... and what the tasks used
     double end_time = 0;          // when its tasks ended
     size_t output_in_flight = 0;  // bytes sent to job-manager.output, not yet answered
-    uint64_t output_chunks = 0;   // job-manager.output messages made: the last one's number
     std::unique_ptr<Timer> simulated;
     std::unique_ptr<Timer> escalate;       // terminate: SIGKILL, then the shell itself
     uint32_t userid = 0;                   // the job's owner

@@ -190,16 +190,13 @@ void ExecClient::reattach(Job& job, const IdSet& online) {
 // A rank lost while its job runs may be a broker that restarts: its shells
 // outlive it and wait to be adopted (shell.md §8). The job waits for the
 // rank up to exec.reattach-timeout instead of failing at once, unless it
-// asked to be requeued, or the rank left cleanly (offline: its broker
-// ended its tasks) or was never reached. A rank online already (it
+// asked to be requeued. A rank online already (it
 // restarted before it was seen lost: its new self replaced the old) is
 // asked again at once; one whose ask failed is waited for until it is
 // back (ranks_back()), not asked in a loop. The deadline holds until the
 // rank has heard the ask (it answers exec.go).
 bool ExecClient::wait_for_rank(Job& job, Execution& ex, uint32_t rank, const std::string& why) {
-    const SubtreeStates& tree = table_.broker().overlay().subtree();
-    if (job.state != JobState::run || ex.failed || job.requeue_on_node_failure ||
-        !(tree.lost.contains(rank) || tree.torpid.contains(rank) || tree.online.contains(rank)))
+    if (job.state != JobState::run || ex.failed || job.requeue_on_node_failure)
         return false;
     auto& timer = ex.away[rank];
     timer = std::make_unique<Timer>(table_.broker().reactor());
@@ -211,7 +208,7 @@ bool ExecClient::wait_for_rank(Job& job, Execution& ex, uint32_t rank, const std
                  });
     log::warning("job-manager", "{}: rank {} lost ({}): waiting up to {}s for it to come back", format_jobid(job.id),
                  rank, why, lost_wait_);
-    if (!ex.asking.contains(rank) && tree.online.contains(rank))
+    if (!ex.asking.contains(rank) && table_.broker().overlay().subtree().online.contains(rank))
         ask_again(job.id, rank);
     return true;
 }
@@ -251,6 +248,7 @@ void ExecClient::give_up_on(JobId id, uint32_t rank, const std::string& why) {
         return;
     ex->second.away.erase(rank);  // (the timer's callback may be this call: its function is a copy)
     ex->second.asking.erase(rank);
+    ex->second.gave_up.insert(rank);  // its share's answer, if it comes, is not counted again
     on_exec_response(id, rank,
                      Message::error_to(Message::request("exec.run", nlohmann::json::object(), rank), EHOSTUNREACH, why),
                      false);
@@ -275,6 +273,14 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp, 
     auto status = body ? json_field<int64_t>(*body, "status", 0, "exec") : Result<int64_t>(body.error());
     auto time = body ? json_field<double>(*body, "time", 0, "exec") : Result<double>(body.error());
     auto e = first_error(status, time);
+    // Each rank's share is counted once: a rank given up on may still
+    // answer the ask it had (the job ends without it meanwhile).
+    if (ex_it->second.gave_up.contains(rank) && may_wait)
+        return;
+    if (!e || e->code != EHOSTUNREACH) {
+        ex_it->second.away.erase(rank);  // answered: nothing to wait for
+        ex_it->second.asking.erase(rank);
+    }
     if (e && e->code == EHOSTUNREACH && may_wait && wait_for_rank(*job, ex_it->second, rank, e->message))
         return;
     if (e && e->code == EHOSTUNREACH && !may_wait && job->state != JobState::run) {

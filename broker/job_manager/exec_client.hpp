@@ -88,6 +88,7 @@ class ExecClient {
         // and those asked since they came back.
         std::unordered_map<uint32_t, std::unique_ptr<Timer>> away;
         IdSet asking, asked_again;
+        IdSet gave_up;  // counted as failed without their answer
     };
     Execution& begin(Job& job, size_t nranks, double end);
     void arm_time_limit(const Job& job, Execution& ex, double end);

@@ -28,7 +28,6 @@ Result<void> Recovery::restore() {
         job.t_submit = s.t_submit;
         job.next_output_seq = s.next_output_seq;
         job.output_bytes = s.output_bytes;
-        job.output_sources = std::move(s.output_sources);
         // A job whose queue is gone from the config is kept: in the default
         // queue, else in none (the scheduler takes it in its first). It was
         // accepted, and losing it would lose a job.
@@ -62,6 +61,7 @@ Result<void> Recovery::restore() {
             inactive.push_back(job.id);
             continue;
         }
+        job.output_sources = std::move(s.output_sources);  // (after the replay: a `clean` in it drops them)
         if (job.array) {  // its elements to come are made from these
             job.array->jobspec = std::move(s.jobspec);
             auto signature = db.read_now([id = job.id](JobDbReader& r) { return r.signature(id); });
