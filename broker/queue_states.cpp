@@ -16,6 +16,9 @@ QueueStates::QueueStates(Reactor& reactor, Database db, Kind kind) : db_(reactor
 
 Result<std::unique_ptr<QueueStates>> QueueStates::open(Reactor& reactor, const std::string& statedir, Kind kind,
                                                        std::map<std::string, std::string>& loaded) {
+    // Close-on-exec, as every descriptor (DESIGN.md, Security):
+    // Database::open has sqlite open the file, its -wal and -shm with
+    // O_CLOEXEC and marks any it finds without (core/sqlite.hpp).
     auto db = Database::open(statedir + "/queues.db", "queue_state");
     if (!db)
         return db.error();

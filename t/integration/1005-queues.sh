@@ -129,6 +129,10 @@ wait_for "the instance runs again" 30 banyan ready
 check_output "after a clean restart too" "^batch: disabled: quota review, started; 0 pending, 0 running$" \
     banyan queue status batch
 check_output "... debug is stopped" "stopped: rack 2 power" banyan queue status debug
+rank0=$(broker_pid "$T_DIR" 0)
+check_output "rank 0 holds queues.db open" "queues\.db" ls -l "/proc/$rank0/fd"
+open_without_cloexec "$rank0" >"$T_DIR/fds.out"
+check "every descriptor of rank 0, queues.db's among them, is close-on-exec" test ! -s "$T_DIR/fds.out"
 check "start debug" banyan queue start debug
 check "enable batch" banyan queue enable batch
 check_output "list: both back" "^2$" sh -c "banyan queue list | grep -c en/start"
