@@ -17,7 +17,7 @@ Result<void> check_known_keys(const Config& config) {
         {"tbon",
          {"fanout", "heartbeat_period", "torpid_timeout", "lost_timeout", "hello_timeout", "connect_max_backoff",
           "tcp_timeout"}},
-        {"broker", {"quorum", "shutdown_timeout", "connections-per-user"}},
+        {"broker", {"quorum", "shutdown_timeout", "connections-per-user", "stop-keeps-jobs"}},
         {"resource", {"path", "synthetic", "hwloc_xml", "exclude", "properties"}},
         {"sched", {"queue-policy", "match-policy", "queue-depth", "reservation-depth"}},
         {"job-manager",
@@ -156,6 +156,10 @@ Result<Bootstrap> make_bootstrap(const BrokerOptions& options) {
             return r->error();
     b.fanout = static_cast<uint32_t>(*fanout);
     b.quorum = static_cast<uint32_t>(*quorum);
+    auto keeps = config.get_bool("broker.stop-keeps-jobs", true);
+    if (!keeps)
+        return keeps.error();
+    b.stop_keeps_jobs = *keeps;
 
     struct Timeout {
         const char* key;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "broker/overlay/protocol.hpp"
 #include "core/config.hpp"
 #include "core/curve_cert.hpp"
 #include "core/hostlist.hpp"
@@ -54,6 +55,12 @@ struct Bootstrap {
     double connect_max_backoff = 2;
     double tcp_timeout = 5;
     double shutdown_timeout = 30;
+    // broker.stop-keeps-jobs: SIGTERM or SIGINT makes this broker leave
+    // alone and its jobs' shells wait to be re-attached (overlay.md §9).
+    bool stop_keeps_jobs = true;
+    // The overlay protocol this broker speaks (kProtocolVersion but in a
+    // test's banyan-broker-previous).
+    uint32_t protocol = kProtocolVersion;
     // A nested instance's end: the enclosing job's expiration (seconds
     // since the epoch; 0: none), which bounds every job inside.
     double expiration = 0;

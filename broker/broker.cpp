@@ -90,7 +90,7 @@ Result<void> Broker::start() {
                     send_answers_for_parent();
                     check_ready();
                 },
-            .on_shutdown_request = [this] { begin_shutdown("parent is shutting down"); },
+            .on_shutdown_request = [this](bool keep_jobs) { begin_shutdown("parent is shutting down", keep_jobs); },
             .on_subtree_change = [this] { on_subtree_change(); },
         });
     auto per_user = boot_.config.get_int("broker.connections-per-user", 1, 1'000'000, 256);
@@ -474,13 +474,14 @@ void Broker::on_subtree_change() {
         finish_shutdown();
 }
 
-void Broker::begin_shutdown(std::string_view why) {
+void Broker::begin_shutdown(std::string_view why, bool keep_jobs) {
     if (state_ == State::shutdown)
         return;
-    log::info("broker", "shutting down: {}", why);
+    log::info("broker", "shutting down{}: {}", keep_jobs ? ", keeping the jobs" : "", why);
     state_ = State::shutdown;
+    keep_jobs_ = keep_jobs;
     notify_shutdown();
-    overlay_->send_shutdown_to_children();
+    overlay_->send_shutdown_to_children(keep_jobs);
     if (overlay_->children_up() == 0) {
         reactor_.post([this] { finish_shutdown(); });
         return;
@@ -503,9 +504,10 @@ void Broker::notify_shutdown() {
         fn();
 }
 
-void Broker::leave() {
-    log::info("broker", "leaving the instance");
+void Broker::leave(bool keep_jobs) {
+    log::info("broker", "leaving the instance{}", keep_jobs ? "; its jobs' shells wait to be re-attached" : "");
     state_ = State::shutdown;
+    keep_jobs_ = keep_jobs;
     notify_shutdown();
     finish_shutdown();
 }

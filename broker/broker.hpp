@@ -80,11 +80,17 @@ class Broker {
     void add_subtree_listener(std::function<void()> fn);
     void check_ready();
 
-    void begin_shutdown(std::string_view why);
+    // Shuts this broker's subtree down, leaves first (overlay.md §9);
+    // `keep_jobs`: every broker of it leaves its jobs' shells running, to be
+    // re-attached when it starts again.
+    void begin_shutdown(std::string_view why, bool keep_jobs = false);
     // Calls `fn` once, when this broker begins to shut down (rank 0) or leaves.
     void when_shutting_down(std::function<void()> fn);
-    // Leaves alone (a follower's SIGTERM): goodbye to the parent, then exit.
-    void leave();
+    // Leaves alone (SIGTERM): goodbye to the parent, then exit.
+    void leave(bool keep_jobs);
+    // Whether this broker stops leaving its jobs' shells running (the exec
+    // service asks as it is destroyed).
+    bool keeps_jobs() const { return keep_jobs_; }
 
     const Bootstrap& bootstrap() const { return boot_; }
     Reactor& reactor() { return reactor_; }
@@ -116,6 +122,7 @@ class Broker {
     Bootstrap boot_;
     Clock::time_point started_ = Clock::now();
     State state_ = State::join;
+    bool keep_jobs_ = false;
     std::unique_ptr<Overlay> overlay_;
     std::unique_ptr<LocalConnector> connector_;
     struct Method {

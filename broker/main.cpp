@@ -164,6 +164,11 @@ int main(int argc, char** argv) {
     auto boot = nested ? nested_bootstrap(options, batch, command, pmi) : make_bootstrap(options);
     if (!boot)
         return stop(boot.error().message);
+#ifdef BANYAN_PROTOCOL_OVERRIDE
+    // banyan-broker-previous (a test's broker of the protocol before; it is
+    // never installed).
+    boot->protocol = BANYAN_PROTOCOL_OVERRIDE;
+#endif
     if (boot->rundir.empty())
         boot->rundir = default_rundir(boot->rank);
     // Both hold what the broker trusts when it reads it back (the socket it
@@ -224,14 +229,21 @@ int main(int argc, char** argv) {
     });
 
     int signals_seen = 0;
+    // A stop (systemctl stop or restart, a pod's end) leaves this broker
+    // alone and keeps its jobs for when it is back (overlay.md §9), unless
+    // broker.stop-keeps-jobs is false. A test instance's brokers end theirs:
+    // the instance never outlives its starter (follow_starter).
+    bool keep_jobs_on_signal = broker.bootstrap().stop_keeps_jobs && !std::getenv("BANYAN_START_PID");
     SignalWatcher signals(reactor, {SIGTERM, SIGINT}, [&](int signo) {
         if (++signals_seen > 1 || broker.state() == Broker::State::shutdown) {
             log::warning("broker", "signal {} again: exiting now", signo);
             reactor.stop();
+        } else if (keep_jobs_on_signal) {
+            broker.leave(true);
         } else if (broker.bootstrap().rank == 0) {
             broker.begin_shutdown(fmt::format("signal {}", signo));
         } else {
-            broker.leave();
+            broker.leave(false);
         }
     });
     bool relays = nested && broker.bootstrap().rank == 0;

@@ -148,6 +148,13 @@ class Subprocess {
 
     pid_t pid() const { return pid_; }
     bool running() const { return running_; }
+    // Lets it run on past this handle (a job's shell that a broker which
+    // stops leaves to be re-attached): destruction no longer kills it, and
+    // `on_exit` never runs.
+    void disown() {
+        watcher_.reset();
+        running_ = false;
+    }
     // Sends `signo` to the process group (or the process when it has none).
     Result<void> signal(int signo);
 

@@ -43,6 +43,7 @@ void register_broker_methods(Broker& b) {
                                {"state", state_name(b.state())},
                                {"uptime", b.uptime()},
                                {"version", kVersion},
+                               {"protocol", boot.protocol},
                                {"quorum", boot.quorum},
                                {"online", b.online_count()}};
         if (auto parent = boot.parent())
@@ -58,8 +59,13 @@ void register_broker_methods(Broker& b) {
         b.respond(Message::response_to(req, {{"lines", log::recent()}}));
     });
     b.register_method("broker.shutdown", true, b.at_rank0([&b](const Message& req) {
+        auto body = req.json();
+        auto keep_jobs = body ? json_field<bool>(*body, "keep_jobs", false, "broker.shutdown")
+                              : Result<bool>(body.error());
+        if (!keep_jobs)
+            return b.respond_error(req, EPROTO, keep_jobs.error().message);
         b.respond(Message::response_to(req, nlohmann::json::object()));
-        b.begin_shutdown(fmt::format("requested by uid {}", req.userid));
+        b.begin_shutdown(fmt::format("requested by uid {}", req.userid), *keep_jobs);
     }));
 }
 

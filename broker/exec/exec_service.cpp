@@ -235,6 +235,10 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
 
 ExecService::ExecService(Broker& broker) : broker_(broker) {}
 ExecService::~ExecService() {
+    if (broker_.keeps_jobs()) {
+        leave_shells_running();
+        return;
+    }
     // The broker is stopping: told so (`end`), a shell ends its tasks when
     // its pipe closes rather than wait to be re-attached, so each gets up
     // to a second for that before destroying it sends SIGKILL (which
@@ -262,6 +266,30 @@ ExecService::~ExecService() {
         if (!job->tmpdir.empty())
             std::filesystem::remove_all(job->tmpdir, ec);
     }
+}
+
+// The broker stops keeping its jobs (overlay.md §9): each shell's pipe
+// closes without `end`, so the shell keeps its tasks running and waits to
+// be re-attached (shell.md §8); its cgroups and run directory stay. A held
+// job (no task started) ends here as after a crash: its shell goes.
+void ExecService::leave_shells_running() {
+    size_t left = 0;
+    for (auto& [id, job] : jobs_) {
+        if (job->phase == LocalJob::Phase::held)
+            continue;
+        job->channel.reset();
+        if (job->shell) {
+            job->shell->disown();
+            ++left;
+        }
+        left += job->adopted_pid != 0;
+        if (job->cgroup)
+            job->cgroup->keep();
+        if (job->memory_cgroup)
+            job->memory_cgroup->keep();
+    }
+    if (left)
+        log::info("exec", "leaving {} job shells running, to be re-attached", left);
 }
 
 void ExecService::on_run(const Message& req) {

@@ -56,6 +56,7 @@ class ExecService {
     ~ExecService();
 
   private:
+    void leave_shells_running();
     struct LocalJob;
     struct Fence;
 

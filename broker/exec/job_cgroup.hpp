@@ -50,6 +50,9 @@ class JobCgroup {
     // removed (then destruction does nothing).
     bool try_remove();
     const std::string& dir() const { return dir_; }
+    // Leaves the cgroup and what runs in it as they are: destruction no
+    // longer removes it (a broker that stops keeping its jobs).
+    void keep() { dir_.clear(); }
 
     // Limits what its processes use to `bytes`: memory.max (v2), or
     // memory.limit_in_bytes and, where swap is counted, the same for

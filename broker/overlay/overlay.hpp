@@ -51,7 +51,7 @@ struct OverlayCallbacks {
     std::function<void(uint32_t rank, std::string_view why)> on_peer_reset;
     // The parent answered hello; `sequence` is its last event sequence.
     std::function<void(uint32_t sequence)> on_parent_ready;
-    std::function<void()> on_shutdown_request;  // SHUTDOWN from the parent
+    std::function<void(bool keep_jobs)> on_shutdown_request;  // SHUTDOWN from the parent
     std::function<void()> on_subtree_change;
 };
 
@@ -67,7 +67,8 @@ class Overlay {
     Result<void> send_to_parent(const Message& msg);
     Result<void> send_to_child(uint32_t rank, const Message& msg);
     void send_event_to_children(const Message& event);
-    void send_shutdown_to_children();
+    // SHUTDOWN to every child up; `keep_jobs`: with kShutdownKeepsJobs.
+    void send_shutdown_to_children(bool keep_jobs);
     // Tells the parent this broker leaves cleanly; lingers so it is delivered.
     void say_goodbye();
 
@@ -83,6 +84,7 @@ class Overlay {
     struct Child {
         PeerState state = PeerState::offline;
         std::string uuid;
+        uint32_t protocol = 0;  // from its hello
         Clock::time_point last_seen{};
         std::optional<SubtreeStates> report;  // its last overlay.health
     };

@@ -2,11 +2,13 @@
 # A configured cluster comes up in any start order: followers started
 # before rank 0 retry until it appears. With broker.quorum below the size,
 # rank 0 runs once the quorum is there; a late rank joins afterwards.
+# With broker.stop-keeps-jobs = false, SIGTERM at rank 0 stops them all
+# (t/fault/4007 has the default, where it leaves alone).
 . "$(dirname "$0")/lib.sh"
 
 banyan keygen "$T_DIR/cert" >/dev/null
 port=$(free_port)
-write_config "$T_DIR/c.toml" 5 "$port" "$T_DIR/cert" $'[broker]\nquorum = 4'
+write_config "$T_DIR/c.toml" 5 "$port" "$T_DIR/cert" $'[broker]\nquorum = 4\nstop-keeps-jobs = false'
 
 for r in 4 3 2 1; do start_broker "$T_DIR/c.toml" $r; done
 sleep 1

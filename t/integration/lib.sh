@@ -276,12 +276,13 @@ TOML
 }
 
 # start_broker CONFIG RANK [ARGS...]: one broker in the background, logging
-# to $T_DIR/rank-RANK.log, its local socket in $T_DIR/rank-RANK/.
+# to $T_DIR/rank-RANK.log, its local socket in $T_DIR/rank-RANK/; the
+# program is $BANYAN_BROKER if set (another build's broker).
 start_broker() {
     local config=$1 rank=$2
     shift 2
     mkdir -p "$T_DIR/rank-$rank"
-    banyan-broker --config "$config" --rank "$rank" --rundir "$T_DIR/rank-$rank" "$@" \
+    "${BANYAN_BROKER:-banyan-broker}" --config "$config" --rank "$rank" --rundir "$T_DIR/rank-$rank" "$@" \
         >>"$T_DIR/rank-$rank.log" 2>&1 &
 }
 
