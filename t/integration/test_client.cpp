@@ -8,6 +8,9 @@
 //   garbage                            sends bytes that are no message; exits 0 if dropped
 //   intrude URI SERVER_KEY RANK        says hello over CURVE with a key pair of its own;
 //                                      prints "refused" if no answer comes in 2 s
+//   hello URI CERT RANK PROTOCOL       says hello over CURVE with the cluster's certificate,
+//                                      as a broker of overlay protocol PROTOCOL; prints the
+//                                      answer's protocol or "error ERRNUM: TEXT" (exits 1)
 //   flood MIB                          writes MIB MiB of pings and reads no answer; prints
 //                                      how much the broker took before it stopped reading
 //   huge                               claims one message of 68 frames of 16 MiB; prints
@@ -257,6 +260,53 @@ int intrude(const std::string& uri, const std::string& server_key, const std::st
     return (item.revents & ZMQ_POLLIN) ? 1 : 0;
 }
 
+int hello(const std::string& uri, const std::string& cert_path, const std::string& rank, const std::string& protocol) {
+    auto cert = CurveCert::load(cert_path);
+    if (!cert)
+        return die(cert.error());
+    zmq::context_t context(1);
+    zmq::socket_t dealer(context, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::routing_id, rank);
+    dealer.set(zmq::sockopt::curve_serverkey, cert->public_key);
+    dealer.set(zmq::sockopt::curve_publickey, cert->public_key);
+    dealer.set(zmq::sockopt::curve_secretkey, cert->secret_key);
+    dealer.connect(uri);
+    Message hello = Message::request("overlay.hello",
+                                     {{"rank", std::stoi(rank)},
+                                      {"uuid", "test-client"},
+                                      {"version", "0.1.0"},
+                                      {"protocol", std::stoi(protocol)},
+                                      {"hostname", "test-client"}},
+                                     0);
+    hello.routed = true;
+    hello.matchtag = 1;
+    Frames frames = encode(hello);
+    for (size_t i = 0; i < frames.size(); i++)
+        dealer.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
+    while (zmq::poll(&item, 1, std::chrono::milliseconds(5000)) > 0) {
+        Frames answer;
+        zmq::message_t part;
+        do {
+            (void)dealer.recv(part);
+            answer.emplace_back(part.to_string());
+        } while (part.more());
+        auto msg = decode(answer);
+        if (!msg || msg->type != MessageType::response)
+            continue;  // a heartbeat, say
+        if (msg->errnum) {
+            std::printf("error %u: %s\n", msg->errnum, msg->error_text().c_str());
+            return 1;
+        }
+        auto body = msg->json();
+        std::printf("joined: protocol %s\n", body && body->contains("protocol") ? (*body)["protocol"].dump().c_str() : "?");
+        return 0;
+    }
+    std::printf("no answer\n");
+    return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -267,6 +317,8 @@ int main(int argc, char** argv) {
         return garbage();
     if (verb == "intrude" && argc == 5)
         return intrude(argv[2], argv[3], argv[4]);
+    if (verb == "hello" && argc == 6)
+        return hello(argv[2], argv[3], argv[4], argv[5]);
     if (verb == "flood" && argc == 3)
         return flood(std::stoul(argv[2]));
     if (verb == "huge")
