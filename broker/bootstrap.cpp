@@ -16,7 +16,7 @@ Result<void> check_known_keys(const Config& config) {
         {"bootstrap", {"hosts", "size", "port", "bind", "connect", "curve_cert"}},
         {"tbon",
          {"fanout", "heartbeat_period", "torpid_timeout", "lost_timeout", "hello_timeout", "connect_max_backoff",
-          "tcp_timeout"}},
+          "tcp_timeout", "replay_timeout"}},
         {"broker", {"quorum", "shutdown_timeout", "connections-per-user", "stop-keeps-jobs"}},
         {"resource", {"path", "synthetic", "hwloc_xml", "exclude", "properties"}},
         {"sched", {"queue-policy", "match-policy", "queue-depth", "reservation-depth"}},
@@ -169,7 +169,7 @@ Result<Bootstrap> make_bootstrap(const BrokerOptions& options) {
          {Timeout{"tbon.heartbeat_period", &b.heartbeat_period}, Timeout{"tbon.torpid_timeout", &b.torpid_timeout},
           Timeout{"tbon.lost_timeout", &b.lost_timeout}, Timeout{"tbon.hello_timeout", &b.hello_timeout},
           Timeout{"tbon.connect_max_backoff", &b.connect_max_backoff}, Timeout{"tbon.tcp_timeout", &b.tcp_timeout},
-          Timeout{"broker.shutdown_timeout", &b.shutdown_timeout}}) {
+          Timeout{"tbon.replay_timeout", &b.replay_timeout}, Timeout{"broker.shutdown_timeout", &b.shutdown_timeout}}) {
         auto d = config.get_duration(key, *value);
         if (!d)
             return d.error();

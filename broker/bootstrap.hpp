@@ -54,6 +54,7 @@ struct Bootstrap {
     double hello_timeout = 2;
     double connect_max_backoff = 2;
     double tcp_timeout = 5;
+    double replay_timeout = 10;  // an event.replay unanswered this long is asked again
     double shutdown_timeout = 30;
     // broker.stop-keeps-jobs: SIGTERM or SIGINT makes this broker leave
     // alone and its jobs' shells wait to be re-attached (overlay.md §9).

@@ -58,7 +58,7 @@ Result<std::set<uint32_t>> admin_uids(const Config& config) {
 }  // namespace
 
 Broker::Broker(Reactor& reactor, Bootstrap bootstrap)
-    : reactor_(reactor), boot_(std::move(bootstrap)), shutdown_timer_(reactor) {
+    : reactor_(reactor), boot_(std::move(bootstrap)), replay_timer_(reactor), shutdown_timer_(reactor) {
     std::random_device random;
     incarnation_hop_ = fmt::format("i{:08x}{:08x}", random(), random());
 }
@@ -393,10 +393,20 @@ void Broker::on_event_from_parent(Message&& event) {
 }
 
 // Asks rank 0 for the events this broker missed; delivers them in order,
-// then those that came meanwhile.
+// then those that came meanwhile (held until then). Unanswered within
+// tbon.replay_timeout (a request lost on the way, a rank 0 stuck), it is
+// asked again.
 void Broker::replay_events(uint32_t from, uint32_t to) {
     replaying_ = true;
-    rpc(Message::request("event.replay", {{"from", from}, {"to", to}}, 0), [this, from, to](const Message& resp) {
+    auto seconds = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(boot_.replay_timeout));
+    replay_timer_.start(seconds, [this, from, to] {
+        log::warning("router", "event.replay of events {} to {}: no answer from rank 0 within {}s; asking again", from,
+                     to, boot_.replay_timeout);
+        internal_rpcs_.erase(replay_matchtag_);  // a late answer is dropped
+        replay_events(from, to);
+    });
+    replay_matchtag_ = rpc(Message::request("event.replay", {{"from", from}, {"to", to}}, 0), [this, from, to](const Message& resp) {
+        replay_timer_.cancel();
         replaying_ = false;
         if (resp.errnum == EHOSTUNREACH)
             return;  // the parent is gone: asked again once this broker has joined one (on_parent_ready)

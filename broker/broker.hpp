@@ -145,6 +145,8 @@ class Broker {
     bool event_sequence_known_ = false;
     std::deque<Message> event_log_;     // rank 0: the last events, for event.replay
     bool replaying_ = false;            // a follower asking rank 0 for events it missed
+    uint32_t replay_matchtag_ = 0;      // ... by this request
+    Timer replay_timer_;                // ... asked again when it is not answered in time
     std::vector<Message> held_events_;  // ... and those that came meanwhile
     // Answers for the parent while it is away, sent in order once it is back
     // (the request may still wait there: a parent that never saw this rank

@@ -164,6 +164,13 @@ int main(int argc, char** argv) {
     auto boot = nested ? nested_bootstrap(options, batch, command, pmi) : make_bootstrap(options);
     if (!boot)
         return stop(boot.error().message);
+    // A stop (systemctl stop or restart, a pod's end) leaves this broker
+    // alone and keeps its jobs for when it is back (overlay.md §9), unless
+    // broker.stop-keeps-jobs is false. Instances that are one piece of work
+    // end theirs: a test instance never outlives its starter
+    // (follow_starter), nor a nested one its job, nor a batch one COMMAND.
+    bool keep_jobs_on_signal =
+        boot->stop_keeps_jobs && !nested && command.empty() && !std::getenv("BANYAN_START_PID");
 #ifdef BANYAN_PROTOCOL_OVERRIDE
     // banyan-broker-previous (a test's broker of the protocol before; it is
     // never installed).
@@ -229,11 +236,6 @@ int main(int argc, char** argv) {
     });
 
     int signals_seen = 0;
-    // A stop (systemctl stop or restart, a pod's end) leaves this broker
-    // alone and keeps its jobs for when it is back (overlay.md §9), unless
-    // broker.stop-keeps-jobs is false. A test instance's brokers end theirs:
-    // the instance never outlives its starter (follow_starter).
-    bool keep_jobs_on_signal = broker.bootstrap().stop_keeps_jobs && !std::getenv("BANYAN_START_PID");
     SignalWatcher signals(reactor, {SIGTERM, SIGINT}, [&](int signo) {
         if (++signals_seen > 1 || broker.state() == Broker::State::shutdown) {
             log::warning("broker", "signal {} again: exiting now", signo);

@@ -594,6 +594,10 @@ void Overlay::on_hello_response(const Message& msg) {
         return;
     }
     parent_ready_ = true;
+    // What this broker's children are told at their hello: a broker that
+    // started again would tell them 0, and they would take it for a rank 0
+    // that numbers anew and deliver again what they had.
+    last_event_sequence_ = sequence;
     backoff_ = Duration::zero();
     log::info("overlay", "joined parent rank {} at {}", *boot_.parent(), boot_.parent_uri);
     last_report_.reset();
