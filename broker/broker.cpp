@@ -78,9 +78,15 @@ Result<void> Broker::start() {
                         event_sequence_ = sequence;
                         event_sequence_known_ = true;
                     } else if (sequence < event_sequence_) {
-                        // Rank 0 started again and numbers from 1 again.
+                        // Rank 0 started again and numbers from 1 again: a
+                        // replay of the old numbers is moot.
                         event_sequence_ = sequence;
                         held_events_.clear();
+                        if (replaying_) {
+                            replay_timer_.cancel();
+                            internal_rpcs_.erase(replay_matchtag_);
+                            replaying_ = false;
+                        }
                     } else if (sequence > event_sequence_ && !replaying_) {
                         // Published while this broker was cut off.
                         log::warning("router", "event gap: the parent is at sequence {}, this broker at {}", sequence,
@@ -394,8 +400,10 @@ void Broker::on_event_from_parent(Message&& event) {
 
 // Asks rank 0 for the events this broker missed; delivers them in order,
 // then those that came meanwhile (held until then). Unanswered within
-// tbon.replay_timeout (a request lost on the way, a rank 0 stuck), it is
-// asked again.
+// tbon.replay_timeout (a request lost on the way, a rank 0 stuck), or
+// failed beyond a parent that stays (its own link to rank 0 dropped), it
+// is asked again then. (rpc() may answer before it returns: the timer is
+// set first.)
 void Broker::replay_events(uint32_t from, uint32_t to) {
     replaying_ = true;
     auto seconds = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(boot_.replay_timeout));
@@ -407,6 +415,12 @@ void Broker::replay_events(uint32_t from, uint32_t to) {
     });
     replay_matchtag_ = rpc(Message::request("event.replay", {{"from", from}, {"to", to}}, 0), [this, from, to](const Message& resp) {
         replay_timer_.cancel();
+        if (resp.errnum == EHOSTUNREACH && overlay_->parent_ready()) {
+            replay_timer_.start(
+                std::chrono::duration_cast<Duration>(std::chrono::duration<double>(boot_.replay_timeout)),
+                [this, from, to] { replay_events(from, to); });
+            return;  // still replaying: what comes meanwhile is held
+        }
         replaying_ = false;
         if (resp.errnum == EHOSTUNREACH)
             return;  // the parent is gone: asked again once this broker has joined one (on_parent_ready)

@@ -122,7 +122,10 @@ class Broker {
     Bootstrap boot_;
     Clock::time_point started_ = Clock::now();
     State state_ = State::join;
-    bool keep_jobs_ = false;
+    // Until a clean stop decides otherwise, the jobs are kept: a broker that
+    // fails to start after adopting its shells (a bad config edit, a port
+    // in use) leaves them as a crash would.
+    bool keep_jobs_ = true;
     std::unique_ptr<Overlay> overlay_;
     std::unique_ptr<LocalConnector> connector_;
     struct Method {

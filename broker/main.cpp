@@ -1,6 +1,7 @@
 // banyan-broker: one per node. See doc/spec/overlay.md and doc/man/banyan-broker.8.md.
 #include <cerrno>
 #include <csignal>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -8,7 +9,8 @@
 
 #include <malloc.h>
 #include <sys/prctl.h>
-#include <systemd/sd-daemon.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -24,15 +26,16 @@
 #include "broker/initial_program.hpp"
 #include "broker/job_manager/job_manager.hpp"
 #include "broker/nested.hpp"
-#include "broker/signal_relay.hpp"
 #include "broker/pmi_client.hpp"
 #include "broker/reservation/reservation_service.hpp"
 #include "broker/resource/resource_service.hpp"
 #include "broker/sched/sched_service.hpp"
+#include "broker/signal_relay.hpp"
 #include "core/descriptors.hpp"
 #include "core/log.hpp"
 #include "core/private_dir.hpp"
 #include "core/reactor.hpp"
+#include "resource/discovery.hpp"
 
 using namespace banyan;
 
@@ -47,6 +50,30 @@ std::string this_hostname() {
     char name[256] = {};
     gethostname(name, sizeof name - 1);
     return name;
+}
+
+// systemd's notification (Type=notify): one datagram to $NOTIFY_SOCKET
+// (a path, or an abstract name after '@'); nothing without it. Written
+// here rather than linking libsystemd, whose own six libraries every
+// broker loaded at start-up (bench/RESULTS.md, issue 41).
+void notify_service_manager(const std::string& state) {
+    const char* path = std::getenv("NOTIFY_SOCKET");
+    if (!path || (path[0] != '/' && path[0] != '@'))
+        return;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    size_t len = std::strlen(path);
+    if (len >= sizeof addr.sun_path)
+        return;
+    std::memcpy(addr.sun_path, path, len);
+    if (path[0] == '@')
+        addr.sun_path[0] = '\0';
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return;
+    (void)sendto(fd, state.data(), state.size(), MSG_NOSIGNAL, reinterpret_cast<sockaddr*>(&addr),
+                 static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len));
+    close(fd);
 }
 
 // Under `banyan start`, die with it: a test instance never outlives its starter.
@@ -76,6 +103,7 @@ int main(int argc, char** argv) {
     // What this broker inherited (a terminal's descriptors, a harness's)
     // is its own to use, never its jobs' (doc/spec/shell.md §1).
     banyan::mark_close_on_exec_from(3);
+    banyan::skip_unneeded_hwloc_plugins();
     BrokerOptions options;
     std::string level_text = "info";
     int64_t rank = -1;
@@ -103,6 +131,10 @@ int main(int argc, char** argv) {
     std::string marker_dir;
     app.add_option("--marker-dir", marker_dir,
                    "rank 0: write banyan.start here once the instance runs, banyan.stop when it ends");
+    std::string export_topology;
+    app.add_option("--export-topology", export_topology,
+                   "write this machine's hwloc topology to FILE and exit (banyan start --test-size: its brokers "
+                   "load it as resource.topology-cache)");
     // COMMAND...: everything from the first argument that is not an option.
     app.prefix_command();
     app.footer(
@@ -114,6 +146,11 @@ int main(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
         return fail(fmt::format("{} (see --help)", e.what()));
+    }
+    if (!export_topology.empty()) {
+        if (auto r = banyan::export_this_machine(export_topology); !r)
+            return fail(r.error().message);
+        return 0;
     }
     std::vector<std::string> command = app.remaining();
     if (!command.empty() && command.front() == "--")
@@ -230,9 +267,10 @@ int main(int argc, char** argv) {
     // socket and, below rank 0, has joined its parent. Nothing without
     // $NOTIFY_SOCKET.
     if (broker.bootstrap().rank == 0)
-        sd_notify(0, "READY=1\nSTATUS=rank 0: serving; waiting for the other ranks");
+        notify_service_manager("READY=1\nSTATUS=rank 0: serving; waiting for the other ranks");
     broker.when_running([&broker] {
-        sd_notifyf(0, "READY=1\nSTATUS=rank %u of %u: running", broker.bootstrap().rank, broker.bootstrap().size);
+        notify_service_manager(
+            fmt::format("READY=1\nSTATUS=rank {} of {}: running", broker.bootstrap().rank, broker.bootstrap().size));
     });
 
     int signals_seen = 0;
@@ -252,7 +290,7 @@ int main(int argc, char** argv) {
     SignalRelay relay(broker, **initial_program, relays ? *relay_to : SignalRelay::To::nowhere);
     sigprocmask(SIG_UNBLOCK, &usr, nullptr);
     reactor.run();
-    sd_notify(0, "STOPPING=1");
+    notify_service_manager("STOPPING=1");
     (*initial_program)->finish();
     log::debug("broker", "exiting with status {}", (*initial_program)->exit_code());
     return (*initial_program)->exit_code();

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <linux/magic.h>
 #include <sys/stat.h>
@@ -104,14 +105,38 @@ class TestInstance {
         }
         CurveCert cert = must(CurveCert::generate());
         must(cert.save(dir_ + "/curve.cert"));
-        std::ofstream(dir_ + "/instance.toml") << fmt::format(
+        std::ofstream toml(dir_ + "/instance.toml");
+        toml << fmt::format(
             "# Written by banyan start --test-size={}\n"
             "[bootstrap]\nsize = {}\nbind = \"ipc://{}/tbon-%r\"\nconnect = \"ipc://{}/tbon-%r\"\n"
             "curve_cert = \"{}/curve.cert\"\n",
             options_.test_size, options_.test_size, dir_, dir_, dir_);
+        // Every broker is on this machine: it is discovered once, by a
+        // broker (the CLI does not load hwloc), and each loads the result
+        // instead of discovering it again. Not where hwloc is told to
+        // describe another machine (the brokers take it as given).
+        bool this_machine = !std::getenv("HWLOC_SYNTHETIC") && !std::getenv("HWLOC_XMLFILE");
+        if (this_machine && export_topology(dir_ + "/topology.xml"))
+            toml << fmt::format("[resource]\ntopology-cache = \"{}/topology.xml\"\n", dir_);
+        toml.close();
         setenv("BANYAN_START_PID", std::to_string(getpid()).c_str(), 1);
         for (int rank = 0; rank < options_.test_size; rank++)
             spawn_broker(rank);
+    }
+
+    // `banyan-broker --export-topology FILE`, waited for; false (said on
+    // stderr) when it failed: each broker then discovers the machine.
+    bool export_topology(const std::string& file) {
+        std::optional<int> status;
+        auto proc = Subprocess::spawn(reactor_, {.argv = {program_path("banyan-broker"), "--export-topology", file}},
+                                      [&status](int s) { status = s; });
+        if (proc)
+            wait_until([&status] { return status.has_value(); }, 60);
+        if (proc && status && *status == 0)
+            return true;
+        fmt::print(stderr, "banyan start: each broker discovers this machine: {}\n",
+                   !proc ? proc.error().message : "banyan-broker --export-topology failed");
+        return false;
     }
 
     void spawn_broker(int rank) {

@@ -61,6 +61,9 @@ Result<Topology> load_topology(const DiscoveryOptions& options) {
     hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     if (!options.xml_path.empty() && hwloc_topology_set_xml(raw, options.xml_path.c_str()) != 0)
         return make_error(EINVAL, fmt::format("hwloc XML {}: {}", options.xml_path, std::strerror(errno)));
+    // So that binding queries answer for this machine, as when discovered.
+    if (options.xml_is_this_machine && hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM) != 0)
+        return make_error(EINVAL, "hwloc: cannot take the XML for this machine");
     if (!options.synthetic.empty() && hwloc_topology_set_synthetic(raw, options.synthetic.c_str()) != 0)
         return make_error(EINVAL, fmt::format("hwloc synthetic '{}': not a valid description", options.synthetic));
     if (hwloc_topology_load(raw) != 0)
@@ -142,6 +145,10 @@ std::vector<std::string> discovered_properties(hwloc_topology_t topo, const Node
 
 bool describes_this_machine(const DiscoveryOptions& options) {
     auto set = [](const char* name) { return std::getenv(name) && *std::getenv(name); };
+    if (set("HWLOC_XMLFILE") || set("HWLOC_SYNTHETIC"))
+        return false;
+    if (options.xml_is_this_machine)
+        return true;
     return options.xml_path.empty() && options.synthetic.empty() && !set("HWLOC_XMLFILE") && !set("HWLOC_SYNTHETIC");
 }
 
@@ -169,6 +176,19 @@ void apply_limits(NodeDescription& node, const CgroupLimits& limits) {
             total -= cut;
         }
     }
+}
+
+void skip_unneeded_hwloc_plugins() {
+    setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_xml_libxml", 0);
+}
+
+Result<void> export_this_machine(const std::string& path) {
+    auto loaded = load_topology({});
+    if (!loaded)
+        return loaded.error();
+    if (hwloc_topology_export_xml(loaded->get(), path.c_str(), 0) != 0)
+        return make_error(errno ? errno : EIO, fmt::format("hwloc: cannot write {}: {}", path, std::strerror(errno)));
+    return {};
 }
 
 Result<NodeDescription> discover_node(uint32_t rank, const std::string& hostname, const DiscoveryOptions& options) {

@@ -1,8 +1,10 @@
 #include "broker/accounting/postgres_store.hpp"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 
 #include <cstdlib>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <libpq-fe.h>
@@ -42,8 +44,76 @@ std::string with_timeout(std::string uri) {
     return uri;
 }
 
+// The libpq functions this store calls, found when the first PostgreSQL
+// store connects: most brokers never use PostgreSQL, and linking libpq
+// loaded some twenty more libraries (TLS, Kerberos, LDAP) into every
+// broker at start-up (bench/RESULTS.md, issue 41).
+struct Libpq {
+    decltype(&::PQclear) PQclear;
+    decltype(&::PQconnectdb) PQconnectdb;
+    decltype(&::PQerrorMessage) PQerrorMessage;
+    decltype(&::PQexec) PQexec;
+    decltype(&::PQexecParams) PQexecParams;
+    decltype(&::PQfinish) PQfinish;
+    decltype(&::PQftype) PQftype;
+    decltype(&::PQgetisnull) PQgetisnull;
+    decltype(&::PQgetvalue) PQgetvalue;
+    decltype(&::PQnfields) PQnfields;
+    decltype(&::PQntuples) PQntuples;
+    decltype(&::PQresultErrorMessage) PQresultErrorMessage;
+    decltype(&::PQresultStatus) PQresultStatus;
+    decltype(&::PQsetNoticeProcessor) PQsetNoticeProcessor;
+    decltype(&::PQsocket) PQsocket;
+    decltype(&::PQstatus) PQstatus;
+};
+
+struct LoadedLibpq {
+    Libpq fns{};
+    std::string error;  // empty once loaded
+};
+
+const LoadedLibpq& load_libpq() {
+    static const LoadedLibpq loaded = [] {
+        LoadedLibpq out;
+        void* lib = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            out.error = fmt::format("PostgreSQL needs libpq.so.5 (Debian's libpq5): {}", dlerror());
+            return out;
+        }
+        Libpq& fns = out.fns;
+        auto find = [&](auto& fn, const char* name) {
+            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+            if (!fn && out.error.empty())
+                out.error = fmt::format("libpq.so.5 has no {}", name);
+        };
+        find(fns.PQclear, "PQclear");
+        find(fns.PQconnectdb, "PQconnectdb");
+        find(fns.PQerrorMessage, "PQerrorMessage");
+        find(fns.PQexec, "PQexec");
+        find(fns.PQexecParams, "PQexecParams");
+        find(fns.PQfinish, "PQfinish");
+        find(fns.PQftype, "PQftype");
+        find(fns.PQgetisnull, "PQgetisnull");
+        find(fns.PQgetvalue, "PQgetvalue");
+        find(fns.PQnfields, "PQnfields");
+        find(fns.PQntuples, "PQntuples");
+        find(fns.PQresultErrorMessage, "PQresultErrorMessage");
+        find(fns.PQresultStatus, "PQresultStatus");
+        find(fns.PQsetNoticeProcessor, "PQsetNoticeProcessor");
+        find(fns.PQsocket, "PQsocket");
+        find(fns.PQstatus, "PQstatus");
+        return out;
+    }();
+    return loaded;
+}
+
+// Only once a store has connected (libpq is loaded then).
+const Libpq& pq() {
+    return load_libpq().fns;
+}
+
 std::string message_of(const pg_conn* conn) {
-    return one_line(PQerrorMessage(conn));
+    return one_line(pq().PQerrorMessage(conn));
 }
 
 }  // namespace
@@ -65,7 +135,7 @@ PostgresStore::PostgresStore(std::string uri, Setup setup)
 
 PostgresStore::~PostgresStore() {
     if (conn_)
-        PQfinish(conn_);
+        pq().PQfinish(conn_);
 }
 
 std::unique_ptr<PostgresStore> PostgresStore::later(const std::string& uri, Setup setup) {
@@ -80,27 +150,30 @@ Result<std::unique_ptr<PostgresStore>> PostgresStore::connect(const std::string&
 }
 
 Result<void> PostgresStore::ensure_connected() {
-    if (conn_ && PQstatus(conn_) == CONNECTION_OK)
+    if (const std::string& missing = load_libpq().error; !missing.empty())
+        return make_error(ENOENT, fmt::format("{}: {}", name_, missing));
+    if (conn_ && pq().PQstatus(conn_) == CONNECTION_OK)
         return {};
     if (conn_)
-        PQfinish(conn_);
-    conn_ = PQconnectdb(uri_.c_str());
-    if (!conn_ || PQstatus(conn_) != CONNECTION_OK) {
+        pq().PQfinish(conn_);
+    conn_ = pq().PQconnectdb(uri_.c_str());
+    if (!conn_ || pq().PQstatus(conn_) != CONNECTION_OK) {
         std::string why = conn_ ? message_of(conn_) : "out of memory";
         if (conn_)
-            PQfinish(conn_);
+            pq().PQfinish(conn_);
         conn_ = nullptr;
         return make_error(EIO, fmt::format("{}: {}", name_, why));
     }
     // libpq marks its socket close-on-exec; made sure of (a job inherits
     // nothing, whatever the library's version does).
-    if (int fd = PQsocket(conn_); fd >= 0)
+    if (int fd = pq().PQsocket(conn_); fd >= 0)
         (void)fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
     // Warnings (a table that exists already) are not errors: kept quiet.
-    PQsetNoticeProcessor(conn_, [](void*, const char*) {}, nullptr);
+    pq().PQsetNoticeProcessor(
+        conn_, [](void*, const char*) {}, nullptr);
     if (setup_)
         if (auto r = setup_(*this); !r) {
-            PQfinish(conn_);
+            pq().PQfinish(conn_);
             conn_ = nullptr;
             return r.error();
         }
@@ -110,10 +183,10 @@ Result<void> PostgresStore::ensure_connected() {
 Result<void> PostgresStore::exec(std::string_view sql) {
     if (auto r = ensure_connected(); !r)
         return r.error();
-    PGresult* res = PQexec(conn_, std::string(sql).c_str());
-    ExecStatusType status = PQresultStatus(res);
-    std::string why = one_line(PQresultErrorMessage(res));
-    PQclear(res);
+    PGresult* res = pq().PQexec(conn_, std::string(sql).c_str());
+    ExecStatusType status = pq().PQresultStatus(res);
+    std::string why = one_line(pq().PQresultErrorMessage(res));
+    pq().PQclear(res);
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
         return make_error(EIO, fmt::format("{}: {}", name_, why.empty() ? message_of(conn_) : why));
     return {};
@@ -139,27 +212,27 @@ Result<std::vector<SqlRow>> PostgresStore::query(std::string_view sql, const std
         values[i] = text[i].c_str();
     }
     std::string statement = numbered(sql);
-    PGresult* res = PQexecParams(conn_, statement.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
-                                 nullptr, nullptr, 0);
-    ExecStatusType status = PQresultStatus(res);
+    PGresult* res = pq().PQexecParams(conn_, statement.c_str(), static_cast<int>(values.size()), nullptr, values.data(),
+                                      nullptr, nullptr, 0);
+    ExecStatusType status = pq().PQresultStatus(res);
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-        std::string why = one_line(PQresultErrorMessage(res));
-        PQclear(res);
+        std::string why = one_line(pq().PQresultErrorMessage(res));
+        pq().PQclear(res);
         return make_error(EIO, fmt::format("{}: {}", name_, why.empty() ? message_of(conn_) : why));
     }
     std::vector<SqlRow> rows;
-    int nrows = PQntuples(res), ncols = PQnfields(res);
+    int nrows = pq().PQntuples(res), ncols = pq().PQnfields(res);
     rows.reserve(static_cast<size_t>(nrows));
     for (int r = 0; r < nrows; r++) {
         SqlRow row;
         row.reserve(static_cast<size_t>(ncols));
         for (int c = 0; c < ncols; c++) {
-            if (PQgetisnull(res, r, c)) {
+            if (pq().PQgetisnull(res, r, c)) {
                 row.emplace_back(nullptr);
                 continue;
             }
-            const char* v = PQgetvalue(res, r, c);
-            switch (PQftype(res, c)) {
+            const char* v = pq().PQgetvalue(res, r, c);
+            switch (pq().PQftype(res, c)) {
                 case kInt8:
                 case kInt4:
                 case kInt2:
@@ -180,7 +253,7 @@ Result<std::vector<SqlRow>> PostgresStore::query(std::string_view sql, const std
         }
         rows.push_back(std::move(row));
     }
-    PQclear(res);
+    pq().PQclear(res);
     return rows;
 }
 

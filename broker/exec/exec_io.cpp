@@ -96,8 +96,14 @@ void ExecService::on_fence(const Message& req) {
     fence.waiting.back().payload.reset();
     if (fence.data.size() < *nshells)
         return;
-    for (const Message& w : fence.waiting)
-        broker_.respond(Message::response_to(w, {{"seq", *seq}, {"data", fence.data}}));
+    // Every part gets the same answer: its text is made once, not once a
+    // part (N encodings of all N parts; overlay.md §11).
+    Message answer = Message::response_to(fence.waiting.front(), {{"seq", *seq}, {"data", fence.data}});
+    for (const Message& w : fence.waiting) {
+        Message each = Message::response_to(w, nlohmann::json::object());
+        each.payload = answer.payload;
+        broker_.respond(std::move(each));
+    }
     fences_.erase({*id, *seq});
 }
 

@@ -271,12 +271,24 @@ ExecService::~ExecService() {
 // The broker stops keeping its jobs (overlay.md §9): each shell's pipe
 // closes without `end`, so the shell keeps its tasks running and waits to
 // be re-attached (shell.md §8); its cgroups and run directory stay. A held
-// job (no task started) ends here as after a crash: its shell goes.
+// job (no task started) ends here as after a crash: its shell goes. A job
+// whose tasks have ended (its epilog runs, cut short here) has its end
+// kept as finish() keeps it, for the exec.reattach of the broker that
+// starts next.
 void ExecService::leave_shells_running() {
     size_t left = 0;
     for (auto& [id, job] : jobs_) {
         if (job->phase == LocalJob::Phase::held)
             continue;
+        if (job->phase == LocalJob::Phase::ending) {
+            if (job->status && !job->over)
+                ended_->add({id, *job->status, job->end_time, job->tasks_ran, job->usage},
+                            std::exchange(job->kept, {}));
+            std::error_code ec;
+            if (!job->tmpdir.empty())
+                std::filesystem::remove_all(job->tmpdir, ec);
+            continue;
+        }
         job->channel.reset();
         if (job->shell) {
             job->shell->disown();

@@ -76,10 +76,15 @@ Result<std::unique_ptr<ResourceService>> ResourceService::start(Broker& broker) 
     }
     if (!svc->declared_) {
         auto xml = config.get_string("resource.hwloc_xml", "");
+        auto cache = config.get_string("resource.topology-cache", "");
         if (!xml)
             return xml.error();
+        if (!cache)
+            return cache.error();
         DiscoveryOptions options{.xml_path = xml->empty() ? "" : fill_template(*xml, boot.hostname, boot.rank),
                                  .limits = read_own_cgroup_limits()};
+        if (xml->empty() && !cache->empty())
+            options.xml_path = *cache, options.xml_is_this_machine = true;
         auto node = discover_node(boot.rank, boot.hostname, options);
         if (!node)
             return node.error();

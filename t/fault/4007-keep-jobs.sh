@@ -82,6 +82,10 @@ wait_for "the job of scenario 4 is not running again: its tasks are gone" 20 \
 job_on_both
 kill -TERM "$(broker_of 1)"
 wait_for "SIGTERM at rank 1 ended its task" 10 tasks_are 1
+start_broker "$T_DIR/c.toml" 1
+wait_for "rank 1 is back" 30 all_up 2
+wait_for "back without the job's task, rank 1 has the job end: rank 0's task goes too" 30 tasks_are 0
+job_on_both
 kill -TERM "$(broker_of 0)"
-no_brokers_left "SIGTERM at rank 0 stops every broker" "$T_DIR"
-check "and ends rank 0's task" tasks_are 0
+no_brokers_left "SIGTERM at rank 0 stops every broker, rank 1 included" "$T_DIR"
+wait_for "and ends both tasks" 10 tasks_are 0

@@ -66,6 +66,16 @@ inside() {
             setpriv --reuid=nobody --regid=nogroup --clear-groups banyan dmesg
     fi
     check_output "the owner reads dmesg" "quorum reached: 8 of 8" banyan dmesg
+
+    # The machine is discovered once, by banyan start, for all its brokers;
+    # a broker loads no library it does not use at start-up (libpq until
+    # PostgreSQL accounting connects, no libsystemd, no hwloc plugin for
+    # OpenGL or libxml2): they were most of a broker's start-up.
+    check_output "the brokers take the machine banyan start discovered" "^topology-cache = \"$dir/topology.xml\"$" \
+        cat "$dir/instance.toml"
+    check "which is there" test -s "$dir/topology.xml"
+    check "a broker maps none of libpq, libsystemd, X11 or libxml2" \
+        lacks "libpq|libsystemd|libX11|libxml2" cat "/proc/$(broker_pid "$dir" 1)/maps"
 }
 export -f inside
 
@@ -76,6 +86,10 @@ check "the run and state directories are removed at exit" \
 check_output "start exits with the command's status" "^rc=3$" sh -c 'banyan start --test-size=2 sh -c "exit 3"; echo rc=$?'
 check_output "start exits 128+N when the command is killed" "^rc=143$" \
     sh -c 'banyan start --test-size=1 sh -c "kill -TERM \$\$"; echo rc=$?'
+if [ "$(nproc)" -ge 2 ]; then
+    check_output "from that one discovery each broker takes the CPUs it may run on (taskset -c 0: one core each)" \
+        '"free":\{"ncores":2,' taskset -c 0 banyan start --test-size=2 banyan resource list --json
+fi
 check_fails "start without a size or config says so" "give exactly one of --test-size=N and --config=FILE" \
     banyan start
 check_fails "commands outside an instance say so" "BANYAN_URI is not set" env -u BANYAN_URI banyan ping 0
