@@ -413,12 +413,10 @@ void Broker::replay_events(uint32_t from, uint32_t to) {
         internal_rpcs_.erase(replay_matchtag_);  // a late answer is dropped
         replay_events(from, to);
     });
-    replay_matchtag_ = rpc(Message::request("event.replay", {{"from", from}, {"to", to}}, 0), [this, from, to](const Message& resp) {
+    auto on_answer = [this, from, to, seconds](const Message& resp) {
         replay_timer_.cancel();
         if (resp.errnum == EHOSTUNREACH && overlay_->parent_ready()) {
-            replay_timer_.start(
-                std::chrono::duration_cast<Duration>(std::chrono::duration<double>(boot_.replay_timeout)),
-                [this, from, to] { replay_events(from, to); });
+            replay_timer_.start(seconds, [this, from, to] { replay_events(from, to); });
             return;  // still replaying: what comes meanwhile is held
         }
         replaying_ = false;
@@ -452,7 +450,8 @@ void Broker::replay_events(uint32_t from, uint32_t to) {
         event_sequence_ = std::max(event_sequence_, to);
         for (auto& held : std::exchange(held_events_, {}))
             on_event_from_parent(std::move(held));
-    });
+    };
+    replay_matchtag_ = rpc(Message::request("event.replay", {{"from", from}, {"to", to}}, 0), std::move(on_answer));
 }
 
 void Broker::distribute_event(const Message& event) {

@@ -206,8 +206,7 @@ int main(int argc, char** argv) {
     // broker.stop-keeps-jobs is false. Instances that are one piece of work
     // end theirs: a test instance never outlives its starter
     // (follow_starter), nor a nested one its job, nor a batch one COMMAND.
-    bool keep_jobs_on_signal =
-        boot->stop_keeps_jobs && !nested && command.empty() && !std::getenv("BANYAN_START_PID");
+    bool keep_jobs_on_signal = boot->stop_keeps_jobs && !nested && command.empty() && !std::getenv("BANYAN_START_PID");
 #ifdef BANYAN_PROTOCOL_OVERRIDE
     // banyan-broker-previous (a test's broker of the protocol before; it is
     // never installed).

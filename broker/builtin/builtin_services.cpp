@@ -60,8 +60,8 @@ void register_broker_methods(Broker& b) {
     });
     b.register_method("broker.shutdown", true, b.at_rank0([&b](const Message& req) {
         auto body = req.json();
-        auto keep_jobs = body ? json_field<bool>(*body, "keep_jobs", false, "broker.shutdown")
-                              : Result<bool>(body.error());
+        auto keep_jobs =
+            body ? json_field<bool>(*body, "keep_jobs", false, "broker.shutdown") : Result<bool>(body.error());
         if (!keep_jobs)
             return b.respond_error(req, EPROTO, keep_jobs.error().message);
         b.respond(Message::response_to(req, nlohmann::json::object()));

@@ -283,9 +283,10 @@ void Overlay::on_hello(uint32_t rank, const Message& msg) {
     if (!protocol)
         return refuse(EPROTO, protocol.error().message);
     if (!protocols_interoperate(*protocol, boot_.protocol))
-        return refuse(EPROTO, fmt::format("rank {} speaks overlay protocol {} and rank {} protocol {}: brokers more than "
-                                          "one version apart do not interoperate (upgrade one version at a time)",
-                                          rank, *protocol, boot_.rank, boot_.protocol));
+        return refuse(EPROTO,
+                      fmt::format("rank {} speaks overlay protocol {} and rank {} protocol {}: brokers more than "
+                                  "one version apart do not interoperate (upgrade one version at a time)",
+                                  rank, *protocol, boot_.rank, boot_.protocol));
     Child& child = children_[rank];
     if (child.protocol != 0 && child.protocol != *protocol)
         log::info("overlay", "rank {} now speaks overlay protocol {} (was {})", rank, *protocol, child.protocol);
@@ -499,14 +500,13 @@ void Overlay::open_dealer(const std::string& uri) {
             reconnect_parent("CURVE handshake refused");
         }
     });
-    Message hello = Message::request(
-        "overlay.hello",
-        {{"rank", boot_.rank},
-         {"uuid", uuid_},
-         {"version", kProtocol1Version},
-         {"protocol", boot_.protocol},
-         {"hostname", boot_.hostname}},
-        *boot_.parent());
+    Message hello = Message::request("overlay.hello",
+                                     {{"rank", boot_.rank},
+                                      {"uuid", uuid_},
+                                      {"version", kProtocol1Version},
+                                      {"protocol", boot_.protocol},
+                                      {"hostname", boot_.hostname}},
+                                     *boot_.parent());
     hello.routed = true;
     hello_matchtag_ = hello.matchtag = next_matchtag_++;
     (void)send_frames(*dealer_, encode(hello));
@@ -587,7 +587,8 @@ void Overlay::on_hello_response(const Message& msg) {
     // A parent of protocol 1 checks no protocol: this side does.
     uint32_t protocol = body ? json_field(*body, "protocol", 1u).value_or(1u) : 1u;
     if (!protocols_interoperate(protocol, boot_.protocol)) {
-        log::error("overlay", "parent rank {} speaks overlay protocol {} and this rank {} protocol {}: brokers more than "
+        log::error("overlay",
+                   "parent rank {} speaks overlay protocol {} and this rank {} protocol {}: brokers more than "
                    "one version apart do not interoperate (upgrade one version at a time)",
                    *boot_.parent(), protocol, boot_.rank, boot_.protocol);
         reconnect_parent("protocols do not interoperate");

@@ -300,7 +300,8 @@ int hello(const std::string& uri, const std::string& cert_path, const std::strin
             return 1;
         }
         auto body = msg->json();
-        std::printf("joined: protocol %s\n", body && body->contains("protocol") ? (*body)["protocol"].dump().c_str() : "?");
+        std::printf("joined: protocol %s\n",
+                    body && body->contains("protocol") ? (*body)["protocol"].dump().c_str() : "?");
         return 0;
     }
     std::printf("no answer\n");
