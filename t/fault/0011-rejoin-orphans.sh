@@ -11,7 +11,7 @@ start_cluster 2 $'heartbeat_period = "0.2s"\ntorpid_timeout = "1.5s"\nlost_timeo
 marker=$((RANDOM + 1000))
 id=$(banyan submit -N2 -n2 sleep "$marker")
 wait_for "a job runs on both ranks" 20 sh -c "[ \$(pgrep -fc '^sleep $marker\$') -eq 2 ]"
-rank1=$(pgrep -f -- "--rundir $T_DIR/rank-1( |$)")
+rank1=$(broker_pid "$T_DIR" 1)
 kill -STOP "$rank1"
 wait_for "rank 1 is lost and its job ends with node-failure" 20 \
     sh -c "banyan job eventlog $id | grep -q 'exception.*type=node-failure'"

@@ -14,9 +14,9 @@ start_cluster 2
 nap=2.$((RANDOM % 9000 + 1000))  # (a name no other test's process has)
 old=$(banyan submit -N2 -n2 sh -c "sleep $nap; exit \$((BANYAN_TASK_RANK + 4))")
 wait_for "a job runs on both ranks" 20 sh -c "banyan job eventlog $old | grep -q ' start'"
-rank1=$(pgrep -f -- "--rundir $T_DIR/rank-1( |$)")
+rank1=$(broker_pid "$T_DIR" 1)
 kill -STOP "$rank1"
-kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")"
+kill -9 "$(broker_pid "$T_DIR" 0)"
 start_broker "$T_DIR/c.toml" 0
 wait_for "the tasks end while rank 1 is stopped" 10 sh -c "! pgrep -f '^sleep $nap\$'"
 kill -CONT "$rank1"

@@ -17,7 +17,7 @@ b=$(banyan submit -n2 sh -c "sleep $nap; exit 7")
 wait_for "B runs" 20 sh -c "banyan jobs --no-header -o '{id} {st}' | grep -q '^$b R'"
 a=$(banyan submit -N2 -n4 sh -c 'for i in $(seq 1 30); do echo "$BANYAN_TASK_RANK $i"; sleep 0.3; done')
 wait_for "A runs on ranks 1-2" 20 sh -c "banyan jobs --no-header -o '{id} {st}' | grep -q '^$a R'"
-rank0=$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")
+rank0=$(broker_pid "$T_DIR" 0)
 server=$(pgrep -P "$rank0" -f -- '--fork-server')
 kill -9 "$rank0"
 crashed=$(date +%s.%N)
@@ -68,7 +68,7 @@ chunk() {  # chunk N TEXT: job-manager.output of E, named [2, 77, N]
 check "a chunk is stored" chunk 1 first
 check "the same chunk again is answered" chunk 1 first
 check "a later one is stored" chunk 2 second
-kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")"
+kill -9 "$(broker_pid "$T_DIR" 0)"
 start_broker "$T_DIR/c.toml" 0
 wait_for "rank 0 is back again" 30 all_up 3
 check "after the restart, chunk 2 again is answered" chunk 2 second

@@ -12,14 +12,9 @@
 
 start_cluster 2 $'heartbeat_period = "0.2s"\ntorpid_timeout = "1s"\nlost_timeout = "2s"\n[exec]\nreattach-timeout = "6s"'
 marker=$((RANDOM + 1000))
-# Each task says it started, waits for $T_DIR/go-MARKER, and says it ends.
-cat >"$T_DIR/task.sh" <<'EOF'
-echo "task $BANYAN_TASK_RANK started"
-while [ ! -e "$1" ]; do sleep 0.1; done
-echo "task $BANYAN_TASK_RANK ends"
-EOF
-tasks_are() { [ "$(pgrep -fc "task.sh $T_DIR/go-$marker\$")" -eq "$1" ]; }
-kill_rank1() { kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-1( |$)")"; }
+write_waiting_task
+tasks_are() { waiting_tasks_are "$T_DIR/go-$marker" "$1"; }
+kill_rank1() { kill -9 "$(broker_pid "$T_DIR" 1)"; }
 job_on_both() {
     marker=$((marker + 1))
     id=$(banyan submit -N2 -n2 bash "$T_DIR/task.sh" "$T_DIR/go-$marker")

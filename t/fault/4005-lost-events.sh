@@ -17,7 +17,7 @@ subscriber=$!
 wait_for "rank 1's subscriber is subscribed" 10 grep -q subscribed "$T_DIR/got"
 banyan-test-client rpc event.publish '{"topic": "lost.one"}' >/dev/null
 wait_for "the first event reaches rank 1" 10 grep -q "lost.one" "$T_DIR/got"
-rank1=$(pgrep -f -- "--rundir $T_DIR/rank-1( |$)")
+rank1=$(broker_pid "$T_DIR" 1)
 kill -STOP "$rank1"
 wait_for "rank 1 is lost" 15 sh -c "banyan overlay status -s | grep -q '^lost: 1 (1)$'"
 banyan-test-client rpc event.publish '{"topic": "lost.two"}' >/dev/null
@@ -33,7 +33,7 @@ check_output "rank 1 logged the gap and the replay" "resynchronised: events 2 to
 BANYAN_URI=$(uri_of 1) banyan-test-client events after. 1 >"$T_DIR/got2" 2>&1 &
 subscriber=$!
 wait_for "rank 1's subscriber is subscribed again" 10 grep -q subscribed "$T_DIR/got2"
-kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")"
+kill -9 "$(broker_pid "$T_DIR" 0)"
 start_broker "$T_DIR/c.toml" 0
 wait_for "rank 0 is back" 30 all_up 2
 banyan-test-client rpc event.publish '{"topic": "after.restart"}' >/dev/null
@@ -56,10 +56,10 @@ subscriber=$!
 wait_for "rank 2's subscriber is subscribed" 10 grep -q subscribed "$T_DIR/got3"
 banyan-test-client rpc event.publish '{"topic": "chain.one"}' >/dev/null
 wait_for "the first event reaches rank 2" 10 grep -q "chain.one" "$T_DIR/got3"
-rank0=$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")
-rank2=$(pgrep -f -- "--rundir $T_DIR/rank-2( |$)")
+rank0=$(broker_pid "$T_DIR" 0)
+rank2=$(broker_pid "$T_DIR" 2)
 kill -STOP "$rank2"
-kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-1( |$)")"
+kill -9 "$(broker_pid "$T_DIR" 1)"
 wait_for "rank 0 has rank 1 lost" 15 sh -c "banyan overlay status -s | grep -q '^lost: 1-2 (2)$'"
 banyan-test-client rpc event.publish '{"topic": "chain.two"}' >/dev/null
 start_broker "$T_DIR/chain.toml" 1

@@ -10,7 +10,7 @@ id=$(banyan submit --requeue -N2 -n2 sleep "$marker")
 wait_for "a job runs on two ranks" 20 sh -c "[ \$(pgrep -fc '^sleep $marker\$') -eq 2 ]"
 # A rank of the job other than 0.
 victim=$(banyan job info "$id" | python3 -c 'import json,sys; print(max(int(e["rank"].split("-")[-1]) for e in json.load(sys.stdin)["R"]["execution"]["R_lite"]))')
-kill -9 "$(pgrep -f -- "--rundir $T_DIR/rank-$victim( |$)")"
+kill -9 "$(broker_pid "$T_DIR" $victim)"
 wait_for "the job is requeued, not failed" 15 sh -c "banyan job eventlog $id | grep -q '^[^ ]* requeue '"
 check_output "... saying why" "requeue note=node failure, requeued \(--requeue\): " banyan job eventlog "$id"
 wait_for "it starts again, on the ranks left" 20 sh -c "[ \$(banyan job eventlog $id | grep -c '^[^ ]* start') -eq 2 ]"

@@ -10,13 +10,8 @@
 
 start_cluster 2 $'heartbeat_period = "0.2s"\ntorpid_timeout = "1s"\nlost_timeout = "2s"\n[exec]\nreattach-timeout = "30s"'
 marker=$((RANDOM + 1000))
-cat >"$T_DIR/task.sh" <<'EOF2'
-echo "task $BANYAN_TASK_RANK started"
-while [ ! -e "$1" ]; do sleep 0.1; done
-echo "task $BANYAN_TASK_RANK ends"
-EOF2
-tasks_are() { [ "$(pgrep -fc "task.sh $T_DIR/go-$marker\$")" -eq "$1" ]; }
-broker_of() { pgrep -f -- "--rundir $T_DIR/rank-$1( |$)"; }
+write_waiting_task
+tasks_are() { waiting_tasks_are "$T_DIR/go-$marker" "$1"; }
 job_on_both() {
     marker=$((marker + 1))
     id=$(banyan submit -N2 -n2 bash "$T_DIR/task.sh" "$T_DIR/go-$marker")
@@ -46,7 +41,7 @@ runs_on_to_its_end
 
 # 2. SIGTERM at a follower (systemctl restart on its node).
 job_on_both
-kill -TERM "$(broker_of 1)"
+kill -TERM "$(broker_pid "$T_DIR" 1)"
 wait_for "rank 1 is offline, not lost" 10 sh -c "banyan overlay status -s | grep -q '^offline: 1 '"
 check "both tasks still run" tasks_are 2
 start_broker "$T_DIR/c.toml" 1
@@ -55,8 +50,8 @@ runs_on_to_its_end
 
 # 3. SIGTERM at rank 0: it leaves alone; rank 1 and the tasks stay.
 job_on_both
-rank1=$(broker_of 1)
-kill -TERM "$(broker_of 0)"
+rank1=$(broker_pid "$T_DIR" 1)
+kill -TERM "$(broker_pid "$T_DIR" 0)"
 wait_for "rank 0 exited" 10 sh -c "! pgrep -f -- '--rundir $T_DIR/rank-0( |\$)' >/dev/null"
 check "rank 1 stays" kill -0 "$rank1"
 check "both tasks still run" tasks_are 2
@@ -80,12 +75,12 @@ wait_for "both brokers are up" 30 all_up 2
 wait_for "the job of scenario 4 is not running again: its tasks are gone" 20 \
     sh -c "banyan jobs -a --no-header -o '{id} {st}' | grep -q '^$id [^R]'"
 job_on_both
-kill -TERM "$(broker_of 1)"
+kill -TERM "$(broker_pid "$T_DIR" 1)"
 wait_for "SIGTERM at rank 1 ended its task" 10 tasks_are 1
 start_broker "$T_DIR/c.toml" 1
 wait_for "rank 1 is back" 30 all_up 2
 wait_for "back without the job's task, rank 1 has the job end: rank 0's task goes too" 30 tasks_are 0
 job_on_both
-kill -TERM "$(broker_of 0)"
+kill -TERM "$(broker_pid "$T_DIR" 0)"
 no_brokers_left "SIGTERM at rank 0 stops every broker, rank 1 included" "$T_DIR"
 wait_for "and ends both tasks" 10 tasks_are 0

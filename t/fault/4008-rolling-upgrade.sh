@@ -20,21 +20,16 @@ old=$(protocol_of 0)
 new=$((old + 1))
 check_output "the instance runs the previous protocol on every rank" "^$old $old $old $old \$" \
     sh -c "for r in 0 1 2 3; do BANYAN_URI=$(uri_of 0) banyan-test-client rpc broker.info '{}' \$r | jq -r .protocol; done | tr '\n' ' '"
-broker_of() { pgrep -f -- "--rundir $T_DIR/rank-$1( |$)"; }
 marker=$((RANDOM + 1000))
-cat >"$T_DIR/task.sh" <<'EOF2'
-echo "task $BANYAN_TASK_RANK started"
-while [ ! -e "$1" ]; do sleep 0.1; done
-echo "task $BANYAN_TASK_RANK ends"
-EOF2
-tasks_are() { [ "$(pgrep -fc "task.sh $T_DIR/go-$marker\$")" -eq "$1" ]; }
+write_waiting_task
+tasks_are() { waiting_tasks_are "$T_DIR/go-$marker" "$1"; }
 long=$(banyan submit -N4 -n4 bash "$T_DIR/task.sh" "$T_DIR/go-$marker")
 wait_for "the long job runs on all four ranks" 30 tasks_are 4
 
 port=$(sed -n 's/^port = //p' "$T_DIR/c.toml")
 short_jobs=()
 for r in 3 2 1 0; do
-    kill -TERM "$(broker_of "$r")"
+    kill -TERM "$(broker_pid "$T_DIR" "$r")"
     wait_for "rank $r (previous) exited" 10 sh -c "! pgrep -f -- '--rundir $T_DIR/rank-$r( |\$)' >/dev/null"
     if [ "$r" = 3 ]; then
         # Rank 3's parent is rank 1, which still speaks the previous protocol.
@@ -64,7 +59,7 @@ check_output "all four tasks wrote to their end" "^4$" sh -c "banyan job attach 
 check_output "every job submitted is there and ended 0: none lost" "^5$" \
     sh -c "banyan jobs -a --no-header -o '{id} {st}' | grep -c ' CD$'"
 # Upgraded rank 1 refuses a peer two versions below it as well.
-kill -TERM "$(broker_of 3)"
+kill -TERM "$(broker_pid "$T_DIR" 3)"
 wait_for "rank 3 exited" 10 sh -c "! pgrep -f -- '--rundir $T_DIR/rank-3( |\$)' >/dev/null"
 check_output "a peer two versions below is refused, naming both" \
     "^error 71: rank 3 speaks overlay protocol $((new - 2)) and rank 1 protocol $new: brokers more than one version apart" \

@@ -18,7 +18,7 @@ mkdir -p "$T_DIR/rank-0"
 banyan start --config "$T_DIR/c.toml" --rank 0 --rundir "$T_DIR/rank-0" >>"$T_DIR/rank-0.log" 2>&1 &
 wait_for "rank 0 (banyan start --config) starts last and all followers join" 10 \
     sh -c "BANYAN_URI=$(uri_of 0) banyan overlay status -s | grep -q '^online: 0-4 (5)$'"
-kill -TERM "$(pgrep -f -- "--rundir $T_DIR/rank-0( |$)")"
+kill -TERM "$(broker_pid "$T_DIR" 0)"
 no_brokers_left "SIGTERM at rank 0 stops every broker" "$T_DIR"
 check_output "rank 0 saw its children leave cleanly" "rank 2 is offline: left" cat "$T_DIR/rank-0.log"
 check_output "rank 1 saw its own children leave before it did" "rank 4 is offline: left" cat "$T_DIR/rank-1.log"

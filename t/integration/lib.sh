@@ -288,6 +288,18 @@ start_broker() {
 
 uri_of() { echo "local://$T_DIR/rank-$1/local.sock"; }
 
+# write_waiting_task: $T_DIR/task.sh, a task that says it started, waits
+# until the file named by its argument exists, and says it ends.
+# waiting_tasks_are FILE N: N such tasks wait for FILE.
+write_waiting_task() {
+    cat >"$T_DIR/task.sh" <<'EOF'
+echo "task $BANYAN_TASK_RANK started"
+while [ ! -e "$1" ]; do sleep 0.1; done
+echo "task $BANYAN_TASK_RANK ends"
+EOF
+}
+waiting_tasks_are() { [ "$(pgrep -fc "task.sh $1\$")" -eq "$2" ]; }
+
 # all_up SIZE: rank 0 sees ranks 0 to SIZE-1 online.
 all_up() { banyan overlay status -s | grep -q "^online: 0-$(($1 - 1)) ($1)\$"; }
 

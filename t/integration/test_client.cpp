@@ -234,26 +234,32 @@ int garbage() {
     return n == 0 ? 0 : 1;
 }
 
+// Says HELLO to the broker at URI as RANK over CURVE, from a DEALER with
+// the given key pair, and leaves the DEALER to be read.
+void send_hello(zmq::socket_t& dealer, const std::string& uri, const std::string& server_key,
+                const std::string& public_key, const std::string& secret_key, nlohmann::json hello_body) {
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.set(zmq::sockopt::routing_id, hello_body["rank"].dump());
+    dealer.set(zmq::sockopt::curve_serverkey, server_key);
+    dealer.set(zmq::sockopt::curve_publickey, public_key);
+    dealer.set(zmq::sockopt::curve_secretkey, secret_key);
+    dealer.connect(uri);
+    Message hello = Message::request("overlay.hello", std::move(hello_body), 0);
+    hello.routed = true;
+    hello.matchtag = 1;
+    Frames frames = encode(hello);
+    for (size_t i = 0; i < frames.size(); i++)
+        dealer.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+}
+
 int intrude(const std::string& uri, const std::string& server_key, const std::string& rank) {
     auto keys = CurveCert::generate();
     if (!keys)
         return die(keys.error());
     zmq::context_t context(1);
     zmq::socket_t dealer(context, zmq::socket_type::dealer);
-    dealer.set(zmq::sockopt::linger, 0);
-    dealer.set(zmq::sockopt::routing_id, rank);
-    dealer.set(zmq::sockopt::curve_serverkey, server_key);
-    dealer.set(zmq::sockopt::curve_publickey, keys->public_key);
-    dealer.set(zmq::sockopt::curve_secretkey, keys->secret_key);
-    dealer.connect(uri);
-    Message hello = Message::request(
-        "overlay.hello",
-        {{"rank", std::stoi(rank)}, {"uuid", "intruder"}, {"version", "0.1.0"}, {"hostname", "intruder"}}, 0);
-    hello.routed = true;
-    hello.matchtag = 1;
-    Frames frames = encode(hello);
-    for (size_t i = 0; i < frames.size(); i++)
-        dealer.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    send_hello(dealer, uri, server_key, keys->public_key, keys->secret_key,
+               {{"rank", std::stoi(rank)}, {"uuid", "intruder"}, {"version", "0.1.0"}, {"hostname", "intruder"}});
     zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, std::chrono::milliseconds(2000));
     std::printf("%s\n", (item.revents & ZMQ_POLLIN) ? "answered" : "refused");
@@ -266,24 +272,12 @@ int hello(const std::string& uri, const std::string& cert_path, const std::strin
         return die(cert.error());
     zmq::context_t context(1);
     zmq::socket_t dealer(context, zmq::socket_type::dealer);
-    dealer.set(zmq::sockopt::linger, 0);
-    dealer.set(zmq::sockopt::routing_id, rank);
-    dealer.set(zmq::sockopt::curve_serverkey, cert->public_key);
-    dealer.set(zmq::sockopt::curve_publickey, cert->public_key);
-    dealer.set(zmq::sockopt::curve_secretkey, cert->secret_key);
-    dealer.connect(uri);
-    Message hello = Message::request("overlay.hello",
-                                     {{"rank", std::stoi(rank)},
-                                      {"uuid", "test-client"},
-                                      {"version", "0.1.0"},
-                                      {"protocol", std::stoi(protocol)},
-                                      {"hostname", "test-client"}},
-                                     0);
-    hello.routed = true;
-    hello.matchtag = 1;
-    Frames frames = encode(hello);
-    for (size_t i = 0; i < frames.size(); i++)
-        dealer.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    send_hello(dealer, uri, cert->public_key, cert->public_key, cert->secret_key,
+               {{"rank", std::stoi(rank)},
+                {"uuid", "test-client"},
+                {"version", "0.1.0"},
+                {"protocol", std::stoi(protocol)},
+                {"hostname", "test-client"}});
     zmq::pollitem_t item{dealer.handle(), 0, ZMQ_POLLIN, 0};
     while (zmq::poll(&item, 1, std::chrono::milliseconds(5000)) > 0) {
         Frames answer;
