@@ -99,6 +99,10 @@ void serve_forks(char* flag) {
         if (pid == 0)
             return become_shell(std::move(socket), std::move(fds), flag);
         int err = errno;
+        // A clone3 that failed late (the job's cgroup removed meanwhile)
+        // has written a pidfd number it then released: not an fd here.
+        if (pid < 0)
+            pidfd = -1;
         answer(socket.get(), pid < 0 ? -err : static_cast<int32_t>(pid), pidfd);
         if (pidfd >= 0)
             close(pidfd);

@@ -203,6 +203,13 @@ void Shell::on_message(Result<nlohmann::json> message) {
         ending_ = true;
         return;
     }
+    if (json_field<std::string>(m, "type", "").value_or("") == "done") {
+        if (unacked_finish_) {  // the end is kept: this shell is done
+            exit_code_ = 0;
+            reactor_.stop();
+        }
+        return;
+    }
     if (!job_) {
         if (!finishing_)
             start(m);
@@ -266,10 +273,14 @@ void Shell::on_exec_service_gone() {
         exit_code_ = 1;
         return reactor_.stop();
     }
-    // What was still on its way goes first to the next exec service.
+    // What was still on its way goes first to the next exec service; a
+    // finish not acknowledged may not have been read.
     for (const auto& line : channel_->take_unsent())
-        if (auto m = parse_json(line))
+        if (auto m = parse_json(line);
+            m && !(unacked_finish_ && json_field<std::string>(*m, "type", "").value_or("") == "finish"))
             kept_.push_back(std::move(*m));
+    if (auto finish = std::exchange(unacked_finish_, std::nullopt))
+        kept_.push_back(std::move(*finish));
     channel_.reset();  // allowed: this is its close callback
     wait_for_broker();
 }
@@ -338,13 +349,21 @@ void Shell::on_broker_connecting() {
 void Shell::attach_channel(int fd) {
     open_channel(fd, fcntl(fd, F_DUPFD_CLOEXEC, 0));
     channel_->send({{"type", "hello"}, {"id", job_->id}, {"started", started_}});
-    for (auto& m : kept_)
+    std::optional<nlohmann::json> finish;
+    for (auto& m : kept_) {
         channel_->send(m);
+        if (json_field<std::string>(m, "type", "").value_or("") == "finish")
+            finish = m;
+    }
     kept_.clear();
     kept_output_.reset();
     log::info("shell", "{}: re-attached to a broker", format_jobid(job_->id));
     if (finishing_) {  // the finish was among them
         channel_->flush();
+        if (finish_acked_ && finish) {
+            unacked_finish_ = std::move(finish);  // its `done` ends this shell
+            return;
+        }
         exit_code_ = 0;
         reactor_.stop();
     }
@@ -370,6 +389,7 @@ void Shell::start(const nlohmann::json& request) {
     job_->expand_job_templates(user);
     if (json_field<bool>(message, "ebpf", false, "job").value_or(false))
         ebpf_ = Ebpf::waiting;
+    finish_acked_ = json_field<bool>(message, "finish_ack", false, "job").value_or(false);
     auto socket = json_field<std::string>(message, "reattach_socket", "", "job");
     auto timeout = json_field<double>(message, "reattach_timeout", 300, "job");
     auto broker_uid = json_field<uint32_t>(message, "broker_uid", getuid(), "job");
@@ -778,10 +798,15 @@ void Shell::finish() {
     // process's exit: nothing of the job may be left after it.
     release_job_files();
     clean_user_shm();
-    send({{"type", "finish"}, {"status", status}, {"time", wall_now()}, {"usage", task_usage()}});
+    nlohmann::json finish{{"type", "finish"}, {"status", status}, {"time", wall_now()}, {"usage", task_usage()}};
+    send(finish);
     if (!channel_)
         return;  // kept: sent, and this shell done, once a broker re-attaches
     channel_->flush();
+    if (finish_acked_) {
+        unacked_finish_ = std::move(finish);  // until `done`
+        return;
+    }
     exit_code_ = 0;
     reactor_.stop();
 }

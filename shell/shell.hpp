@@ -126,6 +126,11 @@ class Shell {
     int failed_status_ = 0;                    // a task that could not start: 126 / 127
     bool first_exit_seen_ = false;
     bool finishing_ = false;
+    // The broker says `done` once it has kept the job's end (its job line
+    // said `finish_ack`): until then the finish, sent, is not known to have
+    // been read, and a broker that dies before takes it along.
+    bool finish_acked_ = false;
+    std::optional<nlohmann::json> unacked_finish_;
     bool output_paused_ = false;  // the exec service is behind (kOutputQueueLimit)
     Timer exit_timer_;
     Timer drain_timer_;

@@ -44,9 +44,10 @@ class EndedShares {
         double time = 0;       // as the shell reported it
         bool started = false;  // every local task had run
         TaskUsage usage;
+        double alloc = 0;  // the run's (LocalJob::alloc)
     };
-    // `path`: the file (one line per end); `keep_seconds`: how long an end
-    // is kept. Reads what a broker that died left there (less what is
+    // `path`: the file (a line per end, and per share let go);
+    // `keep_seconds`: how long each is kept. Reads what a broker that died left there (less what is
     // past keep_seconds) and writes it again.
     EndedShares(std::string path, double keep_seconds);
 
@@ -55,12 +56,25 @@ class EndedShares {
     std::optional<End> find(JobId id) const;
     // What rank 0 did not take of `id`'s messages, once.
     std::vector<ForRank0> take_kept(JobId id);
+    // The tasks of `id`'s share here were let start (exec.run without
+    // hold, or exec.go): kept, in the file too, as long as an end, so
+    // that a share that left neither an end nor a shell is known never to
+    // have run (doc/spec/shell.md §8).
+    void let_go(JobId id, double alloc);
+    // Whether the tasks of `id`'s run `alloc` (or of a run not named) were
+    // let start here.
+    bool was_let_go(JobId id, double alloc) const;
+    // Since when these records hold every share started here (seconds
+    // since the epoch): the file's first line, when a broker of this
+    // boot of the machine wrote it and no record failed to be written
+    // since; else this object's making.
+    double records_since() const { return records_since_; }
 
   private:
     // Kept last, in the block being filled; its seq.
     uint64_t append(const End& end, double kept_at);
     void expire(double now);
-    void rewrite();
+    bool rewrite();  // false (said) when the file could not be replaced
 
     std::string path_;
     double keep_seconds_;
@@ -83,6 +97,15 @@ class EndedShares {
     uint64_t next_seq_ = 0;
     // Rare (rank 0 was away), with the seq of the end they came with.
     std::map<JobId, std::pair<uint64_t, std::vector<ForRank0>>> kept_messages_;
+    // Let go: when (this rank's clock) and which, oldest first.
+    struct LetGo {
+        double at;
+        JobId id;
+        double alloc;
+    };
+    std::deque<LetGo> let_go_;
+    std::string boot_;  // this boot's id ("" when unknown: nothing is vouched for across brokers)
+    double records_since_ = 0;
     UniqueFd file_;
     size_t file_lines_ = 0;
 };

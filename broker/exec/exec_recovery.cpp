@@ -102,14 +102,32 @@ bool ExecService::adopt_shell(const std::string& path, JobId id) {
 void ExecService::on_reattach(const Message& req) {
     auto body = req.json();
     auto id = body ? json_field<uint64_t>(*body, "id", 0, "exec.reattach") : Result<uint64_t>(body.error());
-    if (!id || !body->contains("id"))
-        return broker_.respond_error(req, EPROTO, "exec.reattach: expected {\"id\": JOBID}");
+    auto alloc = body ? json_field<double>(*body, "alloc", 0, "exec.reattach") : Result<double>(body.error());
+    if (!id || !alloc || !body->contains("id"))
+        return broker_.respond_error(req, EPROTO, "exec.reattach: expected {\"id\": JOBID, \"alloc\": TIME}");
     auto it = jobs_.find(*id);
+    if (it != jobs_.end() && it->second->alloc == 0 && it->second->phase != LocalJob::Phase::held)
+        it->second->alloc = *alloc;  // adopted (its shell does not say): no later run starts before it ends
+    if (it != jobs_.end() && is_phantom(*it->second, *alloc)) {
+        log::warning("exec", "{}: a start held for an alloc that rank 0 never stored is ended", format_jobid(*id));
+        end_held(*id, SIGKILL);
+        remove_job(*id);
+        it = jobs_.end();
+    }
     std::optional<EndedShares::End> ended = it == jobs_.end() ? ended_->find(*id) : std::nullopt;
+    if (ended && ended->alloc > 0 && *alloc > 0 && ended->alloc != *alloc)
+        ended.reset();  // another run's: an earlier one, or one rank 0 never stored
     if (it == jobs_.end() && !ended &&
         adopt_shell(fmt::format("{}/jobs/{}/reattach.sock", broker_.bootstrap().rundir, *id), *id))
         it = jobs_.find(*id);  // its shell began waiting after this service started
     if (it == jobs_.end()) {
+        if (!ended && never_ran(*id, *alloc)) {
+            // What a shell that died held (its directory) goes: the job
+            // manager sends exec.run again.
+            std::error_code ec;
+            std::filesystem::remove_all(fmt::format("{}/jobs/{}", broker_.bootstrap().rundir, *id), ec);
+            return broker_.respond(Message::response_to(req, {{"absent", true}}));
+        }
         if (!ended)
             return broker_.respond_error(
                 req, ENOENT, fmt::format("{} has nothing here (rank {})", format_jobid(*id), broker_.bootstrap().rank));
@@ -135,6 +153,19 @@ void ExecService::on_reattach(const Message& req) {
         send_to_job_manager(*id, job, std::move(message));
     if (job.tasks_ran)
         report_started(*id);
+}
+
+// No task of the job's run `alloc` ran here when this rank holds nothing
+// of it (no share, no end: asked after both) and never let its tasks
+// start, and what would say otherwise is still kept: every share since
+// before the alloc (records begun later, after a reboot, know nothing of
+// what ran before), and every end and start since (both are kept for
+// exec.reattach-timeout).
+bool ExecService::never_ran(JobId id, double alloc) const {
+    if (alloc <= 0 || ended_->records_since() > alloc - kClockSlack ||
+        wall_now() > alloc + reattach_timeout_ - kClockSlack)
+        return false;
+    return !ended_->was_let_go(id, alloc);
 }
 
 void ExecService::on_reconcile(const Message& req) {

@@ -282,7 +282,7 @@ void ExecService::leave_shells_running() {
             continue;
         if (job->phase == LocalJob::Phase::ending) {
             if (job->status && !job->over)
-                ended_->add({id, *job->status, job->end_time, job->tasks_ran, job->usage},
+                ended_->add({id, *job->status, job->end_time, job->tasks_ran, job->usage, job->alloc},
                             std::exchange(job->kept, {}));
             std::error_code ec;
             if (!job->tmpdir.empty())
@@ -325,14 +325,21 @@ void ExecService::on_run(const Message& req) {
     auto test = test_raw && *test_raw ? parse_json(**test_raw) : Result<nlohmann::json>(nlohmann::json::object());
     if (auto e = first_error(test_raw, test))
         return broker_.respond_error(req, EPROTO, "exec.run.jobspec: " + e->message);
-    if (auto old = jobs_.find(*id); old != jobs_.end() && old->second->over)
-        remove_job(*id);  // its last run ended and was answered; its removal had not yet come
-    if (jobs_.count(*id))
-        return broker_.respond_error(req, EEXIST, fmt::format("{} already runs here", format_jobid(*id)));
     auto credential = json_field<std::string>(p, "J", "", "exec.run");
     auto hold = json_field<bool>(p, "hold", false, "exec.run");
-    if (auto e = first_error(credential, hold))
+    auto alloc = json_field<double>(p, "alloc", 0, "exec.run");
+    if (auto e = first_error(credential, hold, alloc))
         return broker_.respond_error(req, EPROTO, e->message);
+    if (auto old = jobs_.find(*id); old != jobs_.end() && old->second->over)
+        remove_job(*id);  // its last run ended and was answered; its removal had not yet come
+    else if (old != jobs_.end() && is_phantom(*old->second, *alloc)) {
+        log::warning("exec", "{}: a start held for an alloc that rank 0 never stored is replaced by this one",
+                     format_jobid(*id));
+        end_held(*id, SIGKILL);
+        remove_job(*id);
+    }
+    if (jobs_.count(*id))
+        return broker_.respond_error(req, EEXIST, fmt::format("{} already runs here", format_jobid(*id)));
     std::optional<EbpfRequest> ebpf;
     if (p.contains("ebpf")) {
         auto asked = read_ebpf_request(json_object_at(p, {"ebpf"}));
@@ -347,6 +354,7 @@ void ExecService::on_run(const Message& req) {
                                                  *userid, getuid()));
     auto job = std::make_unique<LocalJob>();
     job->launch = ++launches_;
+    job->alloc = *alloc;
     job->userid = *userid;
     job->credential = *credential;
     job->ebpf = std::move(ebpf);
@@ -420,27 +428,53 @@ void ExecService::on_go(const Message& req) {
     LocalJob* job = job_for(req, body);
     if (!job)
         return;
+    auto alloc = json_field<double>(body, "alloc", 0, "exec.go");
+    if (!alloc)
+        return broker_.respond_error(req, EPROTO, alloc.error().message);
+    JobId id = json_field<uint64_t>(body, "id", 0, "exec.go").value_or(0);  // (read by job_for)
+    if (is_phantom(*job, *alloc))
+        return broker_.respond_error(req, ENOENT,
+                                     fmt::format("{}: the start held here is another run's", format_jobid(id)));
     broker_.respond(Message::response_to(req, nlohmann::json::object()));
-    go(*job);
+    go(id, *job);
 }
 
-void ExecService::go(LocalJob& job) {
+// A start held for an alloc that is not `alloc`: rank 0 died before that
+// one reached its disk, and its next process allocated the job anew.
+bool ExecService::is_phantom(const LocalJob& job, double alloc) {
+    return job.phase == LocalJob::Phase::held && alloc > 0 && job.alloc > 0 && job.alloc != alloc;
+}
+
+void ExecService::go(JobId id, LocalJob& job) {
     if (job.phase != LocalJob::Phase::held)
         return;
     job.phase = LocalJob::Phase::starting;
-    if (job.channel)
-        send_held_lines(job);
+    release_lines(id, job);
     if (auto then = std::exchange(job.on_go, nullptr))
         then();
 }
 
 // Lines to a shell go out in order: none before its first (the job's,
-// after the prolog) nor between that and `go` (held).
+// after the prolog), none before the shell runs, none between its first
+// and `go` (held).
 void ExecService::to_shell(LocalJob& job, nlohmann::json line) {
-    if (job.channel && job.phase != LocalJob::Phase::held)
+    if (job.channel && job.phase != LocalJob::Phase::held && (job.shell || job.adopted_pid))
         job.channel->send(line);
     else if (job.phase != LocalJob::Phase::ending && !job.simulated)
         job.held_lines.push_back(LineChannel::line_of(line));
+}
+
+// The line that lets the tasks start (the job's, or `go`) goes to a shell
+// that runs, once it is no longer held; the `go` line of ended_ is written
+// first (doc/spec/shell.md §8): written for a shell not yet started, a
+// broker that died before it started would say the tasks may have run,
+// and written after, the tasks could run unsaid.
+void ExecService::release_lines(JobId id, LocalJob& job) {
+    if (job.phase != LocalJob::Phase::starting || !job.channel || !(job.shell || job.adopted_pid))
+        return;
+    if (!std::exchange(job.let_go, true))
+        ended_->let_go(id, job.alloc);
+    send_held_lines(job);
 }
 
 void ExecService::send_held_lines(LocalJob& job) {
@@ -554,7 +588,13 @@ void ExecService::finish(JobId id, int status, double time) {
     // Kept whether answered or not: the answer may die with rank 0, and
     // this broker with it (rank 0's own jobs): kept in a file too.
     // Ends are kept for exec.reattach-timeout (EndedShares).
-    ended_->add({id, status, time, it->second->tasks_ran, it->second->usage}, std::exchange(it->second->kept, {}));
+    ended_->add({id, status, time, it->second->tasks_ran, it->second->usage, it->second->alloc},
+                std::exchange(it->second->kept, {}));
+    // Kept: the shell, waiting with its finish until it knows (doc/spec/
+    // shell.md §3), may exit. One that dies first keeps it for the next
+    // broker.
+    if (it->second->channel)
+        it->second->channel->send({{"type", "done"}});
     it->second->over = true;
     remove_soon(id, it->second->launch);
     for (auto f = fences_.lower_bound({id, 0}); f != fences_.end() && f->first.first == id;)

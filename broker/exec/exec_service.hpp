@@ -64,9 +64,11 @@ class ExecService {
     void on_run(const Message& req);
     void on_go(const Message& req);
     // Ends a job's hold (exec.go, or a re-attach): its shell gets its lines.
-    void go(LocalJob& job);
+    void go(JobId id, LocalJob& job);
+    static bool is_phantom(const LocalJob& job, double alloc);
     void to_shell(LocalJob& job, nlohmann::json line);
     void send_held_lines(LocalJob& job);
+    void release_lines(JobId id, LocalJob& job);
     void end_held(JobId id, int signo);
     // Makes the job's run directory, cgroup and pipes and starts its shell
     // (launch_shell). Error: nothing was started; once it returns, a
@@ -117,6 +119,9 @@ class ExecService {
     void fail(JobId id, const std::string& note);
     void finish(JobId id, int status, double time);
     void on_reattach(const Message& req);
+    // Whether this rank can tell that no task of job `id`'s run `alloc`
+    // (its alloc's time, by rank 0's clock) ran here, doc/spec/shell.md §8.
+    bool never_ran(JobId id, double alloc) const;
     void on_kill(const Message& req);
     void on_terminate(const Message& req);
     // exec.reconcile {keep: [ids]}: kills every job of this rank not in
@@ -211,6 +216,9 @@ class ExecService {
     std::set<JobId> ended_while_cut_off_;  // here and below: to report once back
     // Each job's end here, in <rundir>/jobs/ended too.
     std::unique_ptr<EndedShares> ended_;
+    // How far the clocks of the instance's hosts may be apart (seconds): a
+    // time from rank 0 is compared with this rank's with this to spare.
+    static constexpr double kClockSlack = 1.0;
 };
 
 }  // namespace banyan

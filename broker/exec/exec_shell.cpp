@@ -89,6 +89,7 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     request["tmpdir"] = tmpdir;
     request["reattach_socket"] = tmpdir + "/reattach.sock";
     request["reattach_timeout"] = reattach_timeout_;
+    request["finish_ack"] = true;  // `done` once its end is kept (finish())
     request["broker_uid"] = getuid();
     request["container_cache"] = container_cache_;
     request["container_cache_size"] = container_cache_size_;
@@ -100,11 +101,12 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
         request["topology"] = *topology_xml_;
     if (host_brokers_ > 1)
         request["host_brokers"] = host_brokers_;
-    // Its first line waits in the pipe until it runs. Held, the shell of
-    // the broker owner's job gets it at once and prepares the job, its
-    // tasks waiting for `go`; another user's shell gets it at exec.go (it
-    // would prepare as that user: what it makes is not the broker's to
-    // remove if the start ends there).
+    // Its first line: held, the shell of the broker owner's job gets it at
+    // once (it waits in the pipe until the shell runs) and prepares the
+    // job, its tasks waiting for `go`; another user's shell gets it at
+    // exec.go (it would prepare as that user: what it makes is not the
+    // broker's to remove if the start ends there). Not held, it goes once
+    // the shell runs (release_lines).
     request.erase("hold");  // (exec.run's own: a prolog runs after exec.go)
     bool prepares = job.phase == LocalJob::Phase::held && job.userid == getuid();
     if (prepares)
@@ -116,14 +118,12 @@ Result<void> ExecService::start_shell(JobId id, LocalJob& job, nlohmann::json re
     line += R"(,"jobspec":)";
     line += jobspec;
     line += '}';
-    if (job.phase == LocalJob::Phase::held && !prepares) {
-        job.held_lines.insert(job.held_lines.begin(), std::move(line));
-    } else if (prepares) {
+    // A line that lets the tasks start goes once the shell runs (release_lines).
+    if (prepares) {
         job.channel->send_line(std::move(line));
         job.held_lines.insert(job.held_lines.begin(), R"({"type":"go"})");  // what exec.go sends first
     } else {
-        job.channel->send_line(std::move(line));
-        send_held_lines(job);  // what came during the prolog
+        job.held_lines.insert(job.held_lines.begin(), std::move(line));  // before what came during the prolog
     }
     launch_shell(id, std::move(ends));  // last: a failure ends the job
     return {};
@@ -174,6 +174,7 @@ void ExecService::launch_shell(JobId id, std::shared_ptr<ShellEnds> ends) {
             return;
         }
         started_job.shell = std::move(*proc);
+        release_lines(id, started_job);
         if (started_job.ebpf)
             start_profiling(id, started_job);
     });

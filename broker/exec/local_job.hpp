@@ -97,6 +97,11 @@ struct ExecService::LocalJob {
     // earlier one's shell (a start ended, then run again after rank 0
     // restarted) is told apart by it.
     uint64_t launch = 0;
+    // Which run of the job: its alloc event's time by rank 0's clock (0:
+    // not given). A share of an alloc that never reached rank 0's disk,
+    // met by a later run's exec.run or exec.reattach, is told apart by it.
+    double alloc = 0;
+    bool let_go = false;  // its tasks may start: said in ended_ (release_lines)
     // --profile-ebpf (exec_profile.cpp): asked; counted by the profiler
     // (from its `track` answer until `untrack`); sampled every interval.
     std::optional<EbpfRequest> ebpf;

@@ -66,7 +66,8 @@ void ExecClient::launch(Job& job, const nlohmann::json& R) {
     // The limit runs from now, the job's real start, to the millisecond:
     // R's window is whole seconds from a start rounded down (sched.md §4).
     double window = job.duration > 0 ? job.duration : r->expiration > 0 ? r->expiration - r->starttime : 0;
-    begin(job, r->ranks.size(), window > 0 ? wall_now() + window : 0);
+    Execution& ex = begin(job, r->ranks.size(), window > 0 ? wall_now() + window : 0);
+    ex.r_text = R.dump();
     std::vector<uint32_t> ranks;
     for (const auto& [rank, children] : r->ranks)
         ranks.push_back(rank);
@@ -74,22 +75,23 @@ void ExecClient::launch(Job& job, const nlohmann::json& R) {
     // it in memory), on the reader thread.
     // With it, the user's signature, for banyan-imp.
     table_.db().read(
-        [id = job.id](JobDbReader& reader) -> Result<std::string> {
-            auto spec = reader.jobspec(id);
-            auto signature = reader.signature(id);
-            if (auto e = first_error(spec, signature))
-                return *e;
-            if (signature->empty())
-                return fmt::format(R"("jobspec":{})", *spec);
-            return fmt::format(R"("jobspec":{},"J":{})", *spec, nlohmann::json(*signature).dump());
-        },
-        [this, id = job.id, ranks = std::move(ranks), r_text = R.dump()](Result<std::string> spec) {
-            send_exec_run(id, ranks, r_text, spec);
-        });
+        [id = job.id](JobDbReader& reader) { return jobspec_text(reader, id); },
+        [this, id = job.id, ranks = std::move(ranks)](Result<std::string> spec) { send_exec_run(id, ranks, spec); });
 }
 
-void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, const std::string& r_text,
-                               const Result<std::string>& spec) {
+// On the reader thread: `"jobspec":{...}` as stored, with `"J":"..."`, the
+// user's signature, when there is one.
+Result<std::string> ExecClient::jobspec_text(JobDbReader& reader, JobId id) {
+    auto spec = reader.jobspec(id);
+    auto signature = reader.signature(id);
+    if (auto e = first_error(spec, signature))
+        return *e;
+    if (signature->empty())
+        return fmt::format(R"("jobspec":{})", *spec);
+    return fmt::format(R"("jobspec":{},"J":{})", *spec, nlohmann::json(*signature).dump());
+}
+
+void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, const Result<std::string>& spec) {
     Job* job = table_.find(id);
     if (!job || !executing_.count(id))
         return;
@@ -104,20 +106,60 @@ void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, con
     Execution& ex = executing_.at(id);
     ex.sent = true;
     ex.held = !ex.stored;
+    std::string payload = exec_run_payload(*job, ex.held, ex.r_text, *spec);
     for (uint32_t rank : ranks) {
-        // Written as text: the jobspec goes on as stored, unparsed.
-        // An element of an array: which, for its environment and file names.
-        std::string array = job->array_id ? fmt::format(R"("array":{{"id":{},"index":{},"size":{}}},)",
-                                                        job->array_id, job->array_index, job->array_size)
-                                          : "";
-        std::string ebpf = job->ebpf ? fmt::format(R"("ebpf":{},)", job->ebpf->dump()) : "";
         Message req = Message::request("exec.run", nlohmann::json::object(), rank);
-        req.payload = fmt::format(R"({{"id":{},"userid":{},{}{}{}"R":{},{}}})", id, job->userid,
-                                  ex.held ? R"("hold":true,)" : "", array, ebpf, r_text, *spec);
+        req.payload = payload;
         table_.broker().rpc(std::move(req),
                             [this, id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
     }
     send_pending_signals(*job);
+}
+
+// Written as text: the jobspec goes on as stored, unparsed. An element of
+// an array says which, for its environment and file names.
+std::string ExecClient::exec_run_payload(const Job& job, bool hold, const std::string& r_text,
+                                         const std::string& spec) {
+    std::string array = job.array_id ? fmt::format(R"("array":{{"id":{},"index":{},"size":{}}},)", job.array_id,
+                                                   job.array_index, job.array_size)
+                                     : "";
+    std::string ebpf = job.ebpf ? fmt::format(R"("ebpf":{},)", job.ebpf->dump()) : "";
+    // `alloc` names the run (shell.md §8): written whole.
+    return fmt::format(R"({{"id":{},"userid":{},"alloc":{},{}{}{}"R":{},{}}})", job.id, job.userid,
+                       nlohmann::json(job.t_run).dump(), hold ? R"("hold":true,)" : "", array, ebpf, r_text, spec);
+}
+
+// The rank never had the job's share, and said so (`absent`, shell.md §8):
+// rank 0 died before its exec.run went out, or with the share still held
+// there. No task of it ran: it is sent again, as it was (held while the
+// alloc is not on disk: exec.go follows, alloc_stored()).
+void ExecClient::launch_again(Job& job, uint32_t rank) {
+    log::info("job-manager", "{}: rank {} never had the job's share (its start was lost): sent again",
+              format_jobid(job.id), rank);
+    table_.db().read(
+        [id = job.id](JobDbReader& reader) { return jobspec_text(reader, id); },
+        [this, id = job.id, rank](Result<std::string> spec) {
+            auto ex = executing_.find(id);
+            Job* j = table_.find(id);
+            if (ex == executing_.end() || !j)
+                return;
+            if (!spec || j->state != JobState::run || ex->second.r_text.empty()) {
+                std::string why = !spec                       ? spec.error().message
+                                  : j->state != JobState::run ? "the job ends"
+                                                              : "its R is not known here";
+                return on_exec_response(
+                    id, rank,
+                    Message::error_to(Message::request("exec.run", nlohmann::json::object(), rank), ENOENT,
+                                      fmt::format("its share on rank {} was not sent again: {}", rank, why)),
+                    false);
+            }
+            Execution& e = ex->second;
+            e.held = e.held || !e.stored;
+            Message req = Message::request("exec.run", nlohmann::json::object(), rank);
+            req.payload = exec_run_payload(*j, !e.stored, e.r_text, *spec);
+            table_.broker().rpc(std::move(req),
+                                [this, id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
+        });
 }
 
 void ExecClient::alloc_stored(Job& job) {
@@ -132,16 +174,18 @@ void ExecClient::alloc_stored(Job& job) {
     if (job.state != JobState::run)
         return;  // ended meanwhile: exec.terminate ends its held start
     for (uint32_t rank : job.ranks)
-        send_go(job.id, rank);
+        send_go(job, rank);
 }
 
-void ExecClient::send_go(JobId id, uint32_t rank) {
-    table_.broker().rpc(Message::request("exec.go", {{"id", id}}, rank), [id, rank](const Message& resp) {
-        // ENOENT: that share has ended already (a kill came first, or it
-        // ended while rank 0 was away).
-        if (resp.errnum && resp.errnum != ENOENT)
-            log::warning("job-manager", "{}: exec.go on rank {}: {}", format_jobid(id), rank, resp.error_text());
-    });
+void ExecClient::send_go(const Job& job, uint32_t rank) {
+    table_.broker().rpc(Message::request("exec.go", {{"id", job.id}, {"alloc", job.t_run}}, rank),
+                        [id = job.id, rank](const Message& resp) {
+                            // ENOENT: that share has ended already (a kill came first, or it
+                            // ended while rank 0 was away).
+                            if (resp.errnum && resp.errnum != ENOENT)
+                                log::warning("job-manager", "{}: exec.go on rank {}: {}", format_jobid(id), rank,
+                                             resp.error_text());
+                        });
 }
 
 // `banyan job kill` before the tasks could be reached: now (each rank
@@ -157,11 +201,13 @@ void ExecClient::send_pending_signals(Job& job) {
             signal_ranks(job, signo);
 }
 
-void ExecClient::reattach(Job& job, const IdSet& online) {
+void ExecClient::reattach(Job& job, const IdSet& online, std::string r_text) {
     // The time limit runs from alloc, as R's expiration does.
     Execution& ex = begin(job, job.ranks.size(), job.duration > 0 ? job.t_run + job.duration : 0);
+    ex.r_text = std::move(r_text);
     ex.reattached = true;
     ex.sent = true;
+    ex.stored = true;
     if (job.started) {
         ex.ranks_starting = 0;
         arm_warning(job, ex);
@@ -172,12 +218,12 @@ void ExecClient::reattach(Job& job, const IdSet& online) {
             offline.push_back(rank);
             continue;
         }
-        table_.broker().rpc(Message::request("exec.reattach", {{"id", job.id}}, rank),
+        table_.broker().rpc(Message::request("exec.reattach", {{"id", job.id}, {"alloc", job.t_run}}, rank),
                             [this, id = job.id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
         // Its alloc is on disk: a start still held there (its exec.go was
         // lost with the old rank 0) goes on.
         if (job.state == JobState::run)
-            send_go(job.id, rank);
+            send_go(job, rank);
     }
     send_pending_signals(job);  // a kill taken before the instance ran again
     for (uint32_t rank : offline)
@@ -225,18 +271,19 @@ void ExecClient::ask_again(JobId id, uint32_t rank) {
         ex->second.asking.insert(rank);
         ex->second.asked_again.insert(rank);
         log::info("job-manager", "{}: rank {} is back: asking it for the job's share again", format_jobid(id), rank);
-        table_.broker().rpc(Message::request("exec.reattach", {{"id", id}}, rank),
+        table_.broker().rpc(Message::request("exec.reattach", {{"id", id}, {"alloc", job->t_run}}, rank),
                             [this, id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
         // exec.go: a start held there when the rank went goes on; its
         // answer says the rank heard the ask.
-        table_.broker().rpc(Message::request("exec.go", {{"id", id}}, rank), [this, id, rank](const Message& resp) {
-            auto e = executing_.find(id);
-            if (e == executing_.end())
-                return;
-            e->second.asking.erase(rank);
-            if (resp.errnum != EHOSTUNREACH)
-                e->second.away.erase(rank);  // back: the share answers exec.reattach when it ends
-        });
+        table_.broker().rpc(Message::request("exec.go", {{"id", id}, {"alloc", job->t_run}}, rank),
+                            [this, id, rank](const Message& resp) {
+                                auto e = executing_.find(id);
+                                if (e == executing_.end())
+                                    return;
+                                e->second.asking.erase(rank);
+                                if (resp.errnum != EHOSTUNREACH)
+                                    e->second.away.erase(rank);  // back: the share answers exec.reattach when it ends
+                            });
     });
 }
 
@@ -277,6 +324,15 @@ void ExecClient::on_exec_response(JobId id, uint32_t rank, const Message& resp, 
     // answer the ask it had (the job ends without it meanwhile).
     if (ex_it->second.gave_up.contains(rank) && may_wait)
         return;
+    if (body && json_field<bool>(*body, "absent", false, "exec").value_or(false)) {
+        ex_it->second.away.erase(rank);
+        ex_it->second.asking.erase(rank);
+        if (job->state == JobState::run && !job->started && !ex_it->second.failed)
+            return launch_again(*job, rank);
+        // Its start was stored (every rank had run its tasks), or it
+        // ends: nothing of it is left there, as an ENOENT says.
+        e = Error{ENOENT, fmt::format("{} has nothing here (rank {})", format_jobid(id), rank)};
+    }
     if (!e || e->code != EHOSTUNREACH) {
         ex_it->second.away.erase(rank);  // answered: nothing to wait for
         ex_it->second.asking.erase(rank);

@@ -25,6 +25,7 @@
 namespace banyan {
 
 class JobTable;
+class JobDbReader;
 struct Job;
 
 class ExecClient {
@@ -43,7 +44,8 @@ class ExecClient {
     // RUN or CLEANUP after a restart of rank 0: its tasks are looked for on
     // every rank of R; a job in RUN waits for ranks not online as for lost
     // ones, one in CLEANUP fails on them (node-failure).
-    void reattach(Job& job, const IdSet& online);
+    // `r_text`: its R, as stored (for a share sent again).
+    void reattach(Job& job, const IdSet& online, std::string r_text);
     bool executing(JobId id) const { return executing_.count(id) > 0; }
     // RUN: the job's time limit changed (an update): it ends at t_run plus
     // the new limit (now, when that is past), its --signal warning moved.
@@ -88,14 +90,17 @@ class ExecClient {
         // and those asked since they came back.
         std::unordered_map<uint32_t, std::unique_ptr<Timer>> away;
         IdSet asking, asked_again;
-        IdSet gave_up;  // counted as failed without their answer
+        IdSet gave_up;       // counted as failed without their answer
+        std::string r_text;  // R, for a share sent again (launch_again)
     };
     Execution& begin(Job& job, size_t nranks, double end);
     void arm_time_limit(const Job& job, Execution& ex, double end);
-    void send_exec_run(JobId id, const std::vector<uint32_t>& ranks, const std::string& r_text,
-                       const Result<std::string>& spec);
+    void send_exec_run(JobId id, const std::vector<uint32_t>& ranks, const Result<std::string>& spec);
+    static Result<std::string> jobspec_text(JobDbReader& reader, JobId id);
+    static std::string exec_run_payload(const Job& job, bool hold, const std::string& r_text, const std::string& spec);
+    void launch_again(Job& job, uint32_t rank);
     void send_pending_signals(Job& job);
-    void send_go(JobId id, uint32_t rank);
+    void send_go(const Job& job, uint32_t rank);
     void on_exec_response(JobId id, uint32_t rank, const Message& resp, bool may_wait = true);
     bool wait_for_rank(Job& job, Execution& ex, uint32_t rank, const std::string& why);
     void ask_again(JobId id, uint32_t rank);

@@ -101,13 +101,14 @@ void Recovery::resume() {
             if (auto R = parse_json(r_text)) {
                 // A running job's limit changed (jobs.md §7): it holds its
                 // resources to the new end, as its time limit runs to.
-                if (job->duration_updated && R->contains("execution") && (*R)["execution"].is_object())
+                if (job->duration_updated && R->contains("execution") && (*R)["execution"].is_object()) {
                     (*R)["execution"]["expiration"] = job->duration > 0 ? std::ceil(job->t_run + job->duration) : 0.0;
+                    r_text = R->dump();  // as the scheduler holds it, for a share sent again
+                }
                 holding.push_back({{"id", id}, {"R", std::move(*R)}});
                 if (!job->queue.empty())
                     holding.back()["queue"] = job->queue;
             }
-    held_R_.clear();
     if (!holding.empty())
         jm_.sched_.restore(std::move(holding));
     IdSet online = jm_.broker_.overlay().subtree().online;
@@ -150,7 +151,8 @@ void Recovery::resume() {
                     ranks.insert(rank);
                 jm_.post(*job, "reattach", {{"ranks", ranks.format()}});
             }
-            jm_.exec_.reattach(*job, online);
+            auto R = held_R_.find(id);
+            jm_.exec_.reattach(*job, online, R != held_R_.end() ? R->second : "");
             if (job->state == JobState::cleanup)
                 jm_.exec_.terminate(*job);  // its SIGKILL escalation died with the old rank 0
             ++reattached;
@@ -158,6 +160,7 @@ void Recovery::resume() {
             jm_.advance(*job);
         }
     }
+    held_R_.clear();
     if (reattached > 0)
         log::info("job-manager", "re-attaching the tasks of {} jobs", reattached);
     ranks_changed();

@@ -524,7 +524,7 @@ void Overlay::reconnect_parent(std::string_view why) {
     auto now = Clock::now();
     if (was_ready) {
         log::warning("overlay", "lost parent rank {}: {}; reconnecting", *boot_.parent(), why);
-        cb_.on_peer_reset(*boot_.parent(), why);
+        cb_.on_peer_reset(*boot_.parent(), fmt::format("reconnecting ({})", why));
         joining_since_ = now;
     } else {
         log::debug("overlay", "parent rank {}: {}; retrying in {} ms", *boot_.parent(), why,
@@ -554,7 +554,7 @@ void Overlay::on_parent_frames(Frames&& frames) {
     if (msg.type == MessageType::control) {
         if (msg.control_type == control::reconnect && parent_ready_) {
             parent_ready_ = false;
-            cb_.on_peer_reset(*boot_.parent(), "parent asked for a new hello");
+            cb_.on_peer_reset(*boot_.parent(), "reconnecting (it asked for a new hello)");
             connect_parent();
         } else if (msg.control_type == control::shutdown && parent_ready_) {
             // (Protocol 1 knew no status: the override build of t/fault/4008 acts so.)

@@ -48,6 +48,8 @@ struct OverlayCallbacks {
     std::function<void(Message&&, uint32_t from)> on_message;
     std::function<void(Message&&)> on_event;  // from the parent
     // Everything in flight through `rank` is lost (it left, died, restarted).
+    // `why` completes "rank N is ...": lost, offline, restarted,
+    // reconnecting (...).
     std::function<void(uint32_t rank, std::string_view why)> on_peer_reset;
     // The parent answered hello; `sequence` is its last event sequence.
     std::function<void(uint32_t sequence)> on_parent_ready;

@@ -2,9 +2,10 @@
  * files whose path contains BANYAN_SLOW_DISK_MATCH (default "jobs.db")
  * take BANYAN_SLOW_DISK_MS milliseconds longer, as on a busy or networked
  * disk (only each sync with BANYAN_SLOW_DISK_SYNC_ONLY=1: a disk whose
- * cache is fast and whose flush is slow). A write delayed is a write not yet in the kernel: a SIGKILL inside
- * that window loses it, so a test can crash a broker between accepting a
- * change and its being durable. Other files and sockets are untouched. */
+ * cache is fast and whose flush is slow), and with BANYAN_SLOW_DISK_WHILE=FILE
+ * only while FILE exists (a test slows a broker once it has started). A write delayed is a write not yet in the kernel:
+ * a SIGKILL inside that window loses it, so a test can crash a broker between accepting a change and its being durable.
+ * Other files and sockets are untouched. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -17,6 +18,9 @@
 static void slow_down(int fd, int is_sync) {
     const char* sync_only = getenv("BANYAN_SLOW_DISK_SYNC_ONLY");
     if (!is_sync && sync_only && strcmp(sync_only, "1") == 0)
+        return;
+    const char* gate = getenv("BANYAN_SLOW_DISK_WHILE");
+    if (gate && access(gate, F_OK) != 0)
         return;
     const char* ms = getenv("BANYAN_SLOW_DISK_MS");
     const char* match = getenv("BANYAN_SLOW_DISK_MATCH");

@@ -67,7 +67,8 @@ TEST_CASE("ended shares outlive the process in their file, and expire", "[exec]"
     CHECK(again.find(9) == std::nullopt);
     auto text = read_text_file(dir.file());
     REQUIRE(text);
-    // Written again with what it keeps, one line each.
+    // Written again with what it keeps, one line each, after the line
+    // that says since when.
     std::vector<std::string> ids;
     for (size_t at = 0; at < text->size();) {
         size_t end = text->find('\n', at);
@@ -75,7 +76,7 @@ TEST_CASE("ended shares outlive the process in their file, and expire", "[exec]"
         ids.push_back(line.substr(0, line.find(' ')));
         at = end == std::string::npos ? text->size() : end + 1;
     }
-    CHECK(ids == std::vector<std::string>{"7", "8"});
+    CHECK(ids == std::vector<std::string>{"since", "7", "8"});
 
     // Kept no longer than asked: what a short keep drops goes on the next add.
     EndedShares brief((dir.path / "brief").string(), 0.05);
@@ -98,4 +99,65 @@ TEST_CASE("ended shares outlive the process in their file, and expire", "[exec]"
     auto kept = second.take_kept(5000);
     REQUIRE(kept.size() == 1);
     CHECK(kept[0].topic == "second");
+}
+
+TEST_CASE("shares let start are kept with their run, in the file too, and expire", "[exec]") {
+    Dir dir;
+    double now = wall_now();
+    // An alloc's time with more digits than a fixed format keeps: the run
+    // is named by it exactly.
+    double run = now - 0.123456789;
+    double began = 0;
+    {
+        EndedShares shares(dir.file(), 300);
+        began = shares.records_since();
+        CHECK(began >= now);  // a new file: it knows of nothing before
+        CHECK_FALSE(shares.was_let_go(7, run));
+        shares.let_go(7, run);
+        shares.let_go(8, 0);  // from a rank 0 that names no run
+        shares.add({9, 0, now, true, {}, run}, {});
+        CHECK(shares.was_let_go(7, run));
+        CHECK_FALSE(shares.was_let_go(7, run + 1));  // another run of job 7
+        CHECK(shares.was_let_go(8, run));            // not named: taken as any run
+        CHECK_FALSE(shares.was_let_go(9, run));      // an end is not a start
+    }
+    {
+        std::ofstream old(dir.file(), std::ios::app);
+        old << "10 go " << std::fixed << now - 1000 << " 5\n";  // past the 300 s
+    }
+    EndedShares again(dir.file(), 300);                          // a broker that started again
+    CHECK(again.records_since() == Approx(began).margin(1e-5));  // its records go on
+    CHECK(again.was_let_go(7, run));
+    CHECK_FALSE(again.was_let_go(7, run + 1e-6));
+    CHECK(again.was_let_go(8, 1));
+    CHECK_FALSE(again.was_let_go(10, 5));
+    REQUIRE(again.find(9));
+    CHECK(again.find(9)->alloc == run);  // read back whole
+    CHECK(again.find(7) == std::nullopt);
+    // Kept no longer than ends are.
+    EndedShares brief((dir.path / "brief").string(), 0.05);
+    brief.let_go(11, run);
+    usleep(100000);
+    brief.let_go(12, run);
+    CHECK_FALSE(brief.was_let_go(11, run));
+    CHECK(brief.was_let_go(12, run));
+}
+
+TEST_CASE("records of another boot, or rewritten by an older broker, begin anew", "[exec]") {
+    Dir dir;
+    double past = wall_now() - 100;
+    {
+        std::ofstream other(dir.file());
+        other << "since " << std::fixed << past << " not-this-boot\n7 go " << past + 1 << " 5\n";
+    }
+    double before = wall_now();
+    EndedShares rebooted(dir.file(), 300);
+    CHECK(rebooted.records_since() >= before);
+    CHECK(rebooted.was_let_go(7, 5));  // still said: it may have run
+    {
+        std::ofstream older(dir.file());  // what an older broker leaves: ends alone
+        older << "9 0 " << std::fixed << past << " 1\n";
+    }
+    EndedShares after_older(dir.file(), 300);
+    CHECK(after_older.records_since() >= before);
 }
