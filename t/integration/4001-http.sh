@@ -65,7 +65,7 @@ check_output "a decimal id works too" "^200 .*\"id\":\"$id\"" \
 check_output "banyan jobs -a --json: the f58 id beside the number" "\"id\":[0-9]+.*\"jobid\":\"$id\"" banyan jobs -a --json
 check_output "eventlog as Server-Sent Events, to the end" \
     '^200 event: job.*"name":"submit".*"name":"finish".*event: end' \
-    bash -c "call GET '/api/v1/jobs/$id/eventlog?follow=1' -H 'Authorization: Bearer $TOKEN' | tr '\n' ' '"
+    bash -c "call GET '/api/v1/jobs/$id/eventlog?follow=1' --max-time 60 -H 'Authorization: Bearer $TOKEN' | tr '\n' ' '"
 check_output "eventlog as JSON" '^200 \{"events":\[\{"context"' call GET "/api/v1/jobs/$id/eventlog" "${auth[@]}"
 check_output "a job not profiled has no profile (GET .../profile: 400, one line)" \
     '^400 \{"message":".*the job was not profiled \(--profile-ebpf\)"' call GET "/api/v1/jobs/$id/profile" "${auth[@]}"
