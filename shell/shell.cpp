@@ -204,7 +204,9 @@ void Shell::on_message(Result<nlohmann::json> message) {
         return;
     }
     if (json_field<std::string>(m, "type", "").value_or("") == "done") {
-        if (unacked_finish_) {  // the end is kept: this shell is done
+        if (unacked_finish_) {  // the end is kept: this shell is done (the end of file that follows too)
+            unacked_finish_.reset();
+            finish_kept_ = true;
             exit_code_ = 0;
             reactor_.stop();
         }
@@ -267,6 +269,8 @@ void Shell::on_message(Result<nlohmann::json> message) {
 // no task may outlive it. Dead: the tasks go on, and this shell waits for
 // a broker to come back and re-attach it.
 void Shell::on_exec_service_gone() {
+    if (finish_kept_)
+        return;  // `done` came: this shell is exiting
     // (Held, or waiting for the profiler's word: no task ever ran.)
     if (ending_ || !job_ || held_ || ebpf_ == Ebpf::waiting || reattach_socket_.empty()) {
         kill_everything();

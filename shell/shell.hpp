@@ -131,6 +131,7 @@ class Shell {
     // been read, and a broker that dies before takes it along.
     bool finish_acked_ = false;
     std::optional<nlohmann::json> unacked_finish_;
+    bool finish_kept_ = false;    // `done` came
     bool output_paused_ = false;  // the exec service is behind (kOutputQueueLimit)
     Timer exit_timer_;
     Timer drain_timer_;
