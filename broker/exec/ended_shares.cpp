@@ -93,7 +93,11 @@ void EndedShares::add(End end, std::vector<ForRank0> kept) {
         kept_messages_.erase(end.id);  // (an earlier end of the same id)
     else
         kept_messages_[end.id] = {seq, std::move(kept)};
-    // Rewritten with only what is kept once it holds twice as much.
+    line_added();
+}
+
+// Rewritten with only what is kept once it holds twice as much.
+void EndedShares::line_added() {
     if (++file_lines_ > std::max<size_t>(4096, 2 * (count_ + let_go_.size())))
         rewrite();
 }
@@ -111,8 +115,7 @@ void EndedShares::let_go(JobId id, double alloc) {
             unlink(path_.c_str());
     }
     let_go_.push_back({now, id, alloc});
-    if (++file_lines_ > std::max<size_t>(4096, 2 * (count_ + let_go_.size())))
-        rewrite();
+    line_added();
 }
 
 // A scan of all kept: only for a share found missing, and the times are

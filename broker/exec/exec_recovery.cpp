@@ -109,9 +109,7 @@ void ExecService::on_reattach(const Message& req) {
     if (it != jobs_.end() && it->second->alloc == 0 && it->second->phase != LocalJob::Phase::held)
         it->second->alloc = *alloc;  // adopted (its shell does not say): no later run starts before it ends
     if (it != jobs_.end() && is_phantom(*it->second, *alloc)) {
-        log::warning("exec", "{}: a start held for an alloc that rank 0 never stored is ended", format_jobid(*id));
-        end_held(*id, SIGKILL);
-        remove_job(*id);
+        end_phantom(*id, "ended");
         it = jobs_.end();
     }
     std::optional<EndedShares::End> ended = it == jobs_.end() ? ended_->find(*id) : std::nullopt;

@@ -332,12 +332,8 @@ void ExecService::on_run(const Message& req) {
         return broker_.respond_error(req, EPROTO, e->message);
     if (auto old = jobs_.find(*id); old != jobs_.end() && old->second->over)
         remove_job(*id);  // its last run ended and was answered; its removal had not yet come
-    else if (old != jobs_.end() && is_phantom(*old->second, *alloc)) {
-        log::warning("exec", "{}: a start held for an alloc that rank 0 never stored is replaced by this one",
-                     format_jobid(*id));
-        end_held(*id, SIGKILL);
-        remove_job(*id);
-    }
+    else if (old != jobs_.end() && is_phantom(*old->second, *alloc))
+        end_phantom(*id, "replaced by this one");
     if (jobs_.count(*id))
         return broker_.respond_error(req, EEXIST, fmt::format("{} already runs here", format_jobid(*id)));
     std::optional<EbpfRequest> ebpf;
@@ -443,6 +439,12 @@ void ExecService::on_go(const Message& req) {
 // one reached its disk, and its next process allocated the job anew.
 bool ExecService::is_phantom(const LocalJob& job, double alloc) {
     return job.phase == LocalJob::Phase::held && alloc > 0 && job.alloc > 0 && job.alloc != alloc;
+}
+
+void ExecService::end_phantom(JobId id, std::string_view how) {
+    log::warning("exec", "{}: a start held for an alloc that rank 0 never stored is {}", format_jobid(id), how);
+    end_held(id, SIGKILL);
+    remove_job(id);
 }
 
 void ExecService::go(JobId id, LocalJob& job) {

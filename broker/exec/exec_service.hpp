@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -66,6 +67,8 @@ class ExecService {
     // Ends a job's hold (exec.go, or a re-attach): its shell gets its lines.
     void go(JobId id, LocalJob& job);
     static bool is_phantom(const LocalJob& job, double alloc);
+    // Ends a phantom start with no task run, logging `how` ("ended", ...).
+    void end_phantom(JobId id, std::string_view how);
     void to_shell(LocalJob& job, nlohmann::json line);
     void send_held_lines(LocalJob& job);
     void release_lines(JobId id, LocalJob& job);
