@@ -21,6 +21,7 @@
 #include "broker/broker.hpp"
 #include "broker/builtin/builtin_services.hpp"
 #include "broker/exec/exec_service.hpp"
+#include "broker/fork_brokers.hpp"
 #include "broker/http/http_service.hpp"
 #include "broker/init_process.hpp"
 #include "broker/initial_program.hpp"
@@ -104,6 +105,10 @@ int main(int argc, char** argv) {
     // is its own to use, never its jobs' (doc/spec/shell.md §1).
     banyan::mark_close_on_exec_from(3);
     banyan::skip_unneeded_hwloc_plugins();
+    // `banyan start --test-size`: this broker, loaded and linked once,
+    // forks the instance's brokers; each returns here with its arguments.
+    if (argc == 3 && std::strcmp(argv[1], "--fork-brokers") == 0)
+        banyan::serve_broker_forks(argc, argv);
     BrokerOptions options;
     std::string level_text = "info";
     int64_t rank = -1;

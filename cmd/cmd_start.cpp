@@ -4,13 +4,17 @@
 // with COMMAND's status. `--config FILE` starts this machine's broker of a
 // configured cluster (it becomes that broker); with COMMAND, rank 0 runs it
 // once the instance runs and the whole instance then exits (batch mode).
+#include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 
 #include <linux/magic.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
@@ -19,8 +23,11 @@
 
 #include "cmd/cli_util.hpp"
 #include "core/curve_cert.hpp"
+#include "core/fork_sibling.hpp"
 #include "core/programs.hpp"
 #include "core/reactor.hpp"
+#include "core/unique_fd.hpp"
+#include "core/unix_socket.hpp"
 
 namespace banyan::cli {
 namespace {
@@ -120,8 +127,77 @@ class TestInstance {
             toml << fmt::format("[resource]\ntopology-cache = \"{}/topology.xml\"\n", dir_);
         toml.close();
         setenv("BANYAN_START_PID", std::to_string(getpid()).c_str(), 1);
+        std::vector<std::vector<std::string>> argvs;
         for (int rank = 0; rank < options_.test_size; rank++)
-            spawn_broker(rank);
+            argvs.push_back(broker_argv(rank));
+        int rank = fork_brokers(argvs);
+        for (; rank < options_.test_size; rank++)
+            brokers_.push_back(
+                must(Subprocess::spawn(reactor_, {.argv = argvs[static_cast<size_t>(rank)]}, on_exit(rank))));
+    }
+
+    // The brokers forked, in rank order, by one `banyan-broker
+    // --fork-brokers` (overlay.md §12): each skips loading and linking its
+    // thirty libraries, most of a broker's start-up on one host. Returns
+    // how many were started; those after are executed each (said once).
+    int fork_brokers(const std::vector<std::vector<std::string>>& argvs) {
+        if (!fork_sibling_supported())
+            return 0;
+        size_t longest = 0;
+        for (const auto& argv : argvs) {
+            size_t bytes = 0;
+            for (const auto& a : argv)
+                bytes += a.size() + 1;
+            longest = std::max(longest, bytes);
+        }
+        int pair[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+            fmt::print(stderr, "banyan start: each broker is executed: socketpair: {}\n", std::strerror(errno));
+            return 0;
+        }
+        UniqueFd theirs(pair[1]);
+        forker_socket_ = UniqueFd(pair[0]);
+        // A forker that stops answering is given up on, not waited for.
+        timeval limit{.tv_sec = 30, .tv_usec = 0};
+        setsockopt(forker_socket_.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+        // The padding makes room for the longest broker's arguments, which
+        // each forked broker writes over its copy of these.
+        auto forker =
+            Subprocess::spawn(reactor_,
+                              {.argv = {program_path("banyan-broker"), "--fork-brokers", std::string(longest, ' ')},
+                               .env = environment_binding_now(),
+                               .fd3 = theirs.get()},
+                              [](int) {});
+        theirs.reset();
+        std::string why;
+        int rank = 0;
+        if (!forker)
+            why = forker.error().message;
+        else
+            forker_ = std::move(*forker);
+        for (; forker_ && rank < static_cast<int>(argvs.size()); rank++) {
+            std::string request;
+            for (const auto& a : argvs[static_cast<size_t>(rank)])
+                request.append(a).push_back('\0');
+            int32_t answer = 0;
+            std::vector<UniqueFd> fds;
+            auto sent = send_with_fds(forker_socket_.get(), request, {});
+            auto got =
+                sent ? receive_with_fds(forker_socket_.get(), {reinterpret_cast<char*>(&answer), sizeof answer}, fds)
+                     : Result<size_t>(sent.error());
+            if (!got || *got != sizeof answer || answer <= 0 || fds.size() != 1) {
+                why = !got         ? got.error().message
+                      : answer < 0 ? std::strerror(-answer)
+                                   : "banyan-broker --fork-brokers ended";
+                break;
+            }
+            pid_t pid = answer;
+            setpgid(pid, pid);  // as the broker does itself: whichever comes first
+            brokers_.push_back(Subprocess::adopt(reactor_, pid, fds[0].release(), true, on_exit(rank)));
+        }
+        if (rank < static_cast<int>(argvs.size()))
+            fmt::print(stderr, "banyan start: brokers from rank {} on are executed each: {}\n", rank, why);
+        return rank;
     }
 
     // `banyan-broker --export-topology FILE`, waited for; false (said on
@@ -139,7 +215,7 @@ class TestInstance {
         return false;
     }
 
-    void spawn_broker(int rank) {
+    std::vector<std::string> broker_argv(int rank) {
         std::string rundir = fmt::format("{}/rank-{}", dir_, rank);
         // 0755 whatever the umask: the broker refuses a group-writable one;
         // guests reach the socket once the owner opens the instance directory.
@@ -158,7 +234,11 @@ class TestInstance {
         const std::string& statedir = options_.statedir.empty() ? state_dir_ : options_.statedir;
         if (rank == 0 && !statedir.empty())
             argv.insert(argv.end(), {"--statedir", statedir});
-        auto proc = Subprocess::spawn(reactor_, {.argv = argv}, [this, rank](int status) {
+        return argv;
+    }
+
+    std::function<void(int)> on_exit(int rank) {
+        return [this, rank](int status) {
             exited_++;
             if (shutting_down_ || shut_down_outside_)
                 return;
@@ -177,8 +257,7 @@ class TestInstance {
             }
             fmt::print(stderr, "banyan start: broker rank {} exited early (status {})\n", rank,
                        exit_code_from_wait_status(status));
-        });
-        brokers_.push_back(must(std::move(proc)));
+        };
     }
 
     std::string uri() const { return fmt::format("local://{}/rank-0/local.sock", dir_); }
@@ -243,6 +322,10 @@ class TestInstance {
     std::string dir_;
     std::string state_dir_;  // rank 0's database when dir_ is on tmpfs and no --statedir was given
     std::vector<std::unique_ptr<Subprocess>> brokers_;
+    // The forking broker and its socket: kept while brokers it forked run
+    // (their C library took its pid as their thread's id, overlay.md §12).
+    std::unique_ptr<Subprocess> forker_;
+    UniqueFd forker_socket_;
     size_t exited_ = 0;
     bool shutting_down_ = false;
     bool shut_down_outside_ = false;

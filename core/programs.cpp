@@ -1,5 +1,7 @@
 #include "core/programs.hpp"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <system_error>
 
@@ -43,6 +45,15 @@ std::string data_dir() {
 std::string system_config_dir() {
     fs::path prefix = install_prefix();
     return prefix == "/usr" ? "/etc" : (prefix / "etc").string();
+}
+
+std::vector<std::string> environment_binding_now() {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; e++)
+        if (!std::string_view(*e).starts_with("LD_BIND_NOW="))
+            env.emplace_back(*e);
+    env.emplace_back("LD_BIND_NOW=1");
+    return env;
 }
 
 }  // namespace banyan

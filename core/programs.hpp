@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace banyan {
 
@@ -21,6 +22,13 @@ std::string data_dir();
 // The system config directory of this installation: /etc for the prefix
 // /usr (as GNUInstallDirs has it), PREFIX/etc otherwise.
 std::string system_config_dir();
+
+// This process's environment with LD_BIND_NOW=1, for a server that forks
+// copies of itself (the shell fork server, `banyan-broker --fork-brokers`):
+// every symbol is bound once, at its start, not lazily in each copy, where
+// a lazy binding writes the copy's GOT (a page fault and a page copied).
+// The server unsets it, so nothing it forks sees it.
+std::vector<std::string> environment_binding_now();
 
 // The system instance's local socket (banyan.service: /run/banyan), which
 // the CLI uses when BANYAN_URI is unset.

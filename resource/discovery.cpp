@@ -182,6 +182,14 @@ void skip_unneeded_hwloc_plugins() {
     setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_xml_libxml", 0);
 }
 
+void keep_hwloc_plugins_loaded() {
+    // hwloc loads its plugins with its first topology and unloads them
+    // with its last: this one is never destroyed.
+    static hwloc_topology_t kept = nullptr;
+    if (!kept && hwloc_topology_init(&kept) != 0)
+        kept = nullptr;
+}
+
 Result<void> export_this_machine(const std::string& path) {
     auto loaded = load_topology({});
     if (!loaded)

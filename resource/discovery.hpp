@@ -31,6 +31,12 @@ struct DiscoveryOptions {
 // it at the start, before any thread.
 void skip_unneeded_hwloc_plugins();
 
+// Loads hwloc's plugins (with their libraries) and keeps them loaded for
+// as long as this process lives: what forks brokers (broker/
+// fork_brokers.cpp) does it once for them all, where each would open and
+// link them again.
+void keep_hwloc_plugins_loaded();
+
 // Discovers this machine (all of it: no binding or limits applied) and
 // writes it to `path` as hwloc XML, for brokers of one host to load
 // instead of each discovering it (banyan start --test-size). Error: hwloc

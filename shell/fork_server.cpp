@@ -1,10 +1,7 @@
 #include "shell/fork_server.hpp"
 
 #include <fcntl.h>
-#include <linux/sched.h>
-#include <sched.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/fork_sibling.hpp"
 #include "core/unique_fd.hpp"
 #include "core/unix_socket.hpp"
 
@@ -22,11 +20,7 @@ namespace banyan {
 namespace {
 
 void answer(int socket, int32_t pid_or_error, int pidfd) {
-    std::string_view bytes(reinterpret_cast<const char*>(&pid_or_error), sizeof pid_or_error);
-    std::vector<int> fds;
-    if (pidfd >= 0)
-        fds.push_back(pidfd);
-    if (auto sent = send_with_fds(socket, bytes, fds); !sent) {
+    if (auto sent = send_fork_answer(socket, pid_or_error, pidfd); !sent) {
         // The exec service is gone: it will not ask again.
         std::fprintf(stderr, "banyan-shell --fork-server: %s\n", sent.error().message.c_str());
         _exit(0);
@@ -87,22 +81,10 @@ void serve_forks(char* flag) {
             continue;
         }
         int pidfd = -1;
-        clone_args args{};
-        args.flags = CLONE_PARENT | CLONE_PIDFD | (fds.size() == 3 ? CLONE_INTO_CGROUP : 0);
-        args.pidfd = reinterpret_cast<uint64_t>(&pidfd);
-        // exit_signal stays 0: clone3 refuses one with CLONE_PARENT, and gives
-        // the child this process's own (SIGCHLD, to the broker).
-        args.cgroup = fds.size() == 3 ? static_cast<uint64_t>(fds[2].get()) : 0;
-        // No stack of its own: the child runs on a copy of this one, as
-        // after fork(), and returns from here into the shell's main().
-        long pid = syscall(SYS_clone3, &args, sizeof args);
+        long pid = fork_sibling(&pidfd, fds.size() == 3 ? fds[2].get() : -1);
         if (pid == 0)
-            return become_shell(std::move(socket), std::move(fds), flag);
+            return become_shell(std::move(socket), std::move(fds), flag);  // into the shell's main()
         int err = errno;
-        // A clone3 that failed late (the job's cgroup removed meanwhile)
-        // has written a pidfd number it then released: not an fd here.
-        if (pid < 0)
-            pidfd = -1;
         answer(socket.get(), pid < 0 ? -err : static_cast<int32_t>(pid), pidfd);
         if (pidfd >= 0)
             close(pidfd);

@@ -8,11 +8,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "core/fork_sibling.hpp"
+#include "core/programs.hpp"
 #include "core/unix_socket.hpp"
 
 namespace banyan {
@@ -54,21 +55,8 @@ constexpr size_t kMaxWaiting = 64;
 
 }  // namespace
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define BANYAN_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define BANYAN_SANITIZED 1
-#endif
-
 bool ShellForkServer::supported() {
-#ifdef BANYAN_SANITIZED
-    return false;
-#else
-    return true;
-#endif
+    return fork_sibling_supported();
 }
 
 Result<std::unique_ptr<ShellForkServer>> ShellForkServer::start(Reactor& reactor, const std::string& shell_path) {
@@ -81,16 +69,8 @@ Result<std::unique_ptr<ShellForkServer>> ShellForkServer::start(Reactor& reactor
         return make_error(errno, fmt::format("the shell fork server's socket: {}", std::strerror(errno)));
     std::unique_ptr<ShellForkServer> server(new ShellForkServer(reactor));
     ShellForkServer* self = server.get();
-    // Every symbol bound at its start (LD_BIND_NOW), not lazily in each
-    // shell it forks: a lazy binding writes the shell's copy of the GOT
-    // (a page fault and a page copied) each time. The server unsets it, so
-    // shells and tasks never see it.
-    std::vector<std::string> env;
-    for (char** e = environ; *e; e++)
-        if (!std::string_view(*e).starts_with("LD_BIND_NOW="))
-            env.emplace_back(*e);
-    env.emplace_back("LD_BIND_NOW=1");
-    SpawnOptions options{.argv = {shell_path, "--fork-server"}, .env = std::move(env), .stdin_fd = theirs.get()};
+    SpawnOptions options{
+        .argv = {shell_path, "--fork-server"}, .env = environment_binding_now(), .stdin_fd = theirs.get()};
     auto proc = Subprocess::spawn(reactor, options, [self](int) { self->usable_ = false; });
     if (!proc)
         return proc.error();

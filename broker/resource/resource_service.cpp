@@ -277,8 +277,12 @@ Result<void> ResourceService::add_node(NodeDescription node) {
         presumed_.erase(rank);
         log::info("resource", "rank {} joined for the first time: {} cores, {} gpus", rank, node.cores().count(),
                   node.gpus().count());
+        // Most join as presumed (the pods of one template, the brokers of
+        // one test host): their vertices are right already, only their
+        // state changes. Rebuilding per join made joining N ranks cost N².
+        bool as_presumed = node == twin_of_mine(rank);
         nodes_.emplace(rank, std::move(node));
-        return rebuild_graph();
+        return as_presumed ? Result<void>{} : rebuild_graph();  // the caller publishes the new state
     }
     auto it = nodes_.find(rank);
     if (it != nodes_.end()) {
