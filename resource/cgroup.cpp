@@ -1,9 +1,10 @@
 #include "resource/cgroup.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 #include <vector>
+
+#include "core/text_file.hpp"
 
 namespace banyan {
 namespace {
@@ -11,11 +12,10 @@ namespace {
 constexpr uint64_t kV1Unlimited = uint64_t{1} << 62;
 
 std::optional<std::string> read_first_line(const std::string& path) {
-    std::ifstream in(path);
-    std::string line;
-    if (!in || !std::getline(in, line))
+    auto text = read_text_file(path);
+    if (!text || text->empty())
         return std::nullopt;
-    return line;
+    return text->substr(0, text->find('\n'));
 }
 
 std::optional<uint64_t> to_u64(const std::string& text) {
@@ -141,10 +141,7 @@ CgroupLimits read_cgroup_limits(const std::string& proc_self_cgroup, const std::
 }
 
 CgroupLimits read_own_cgroup_limits() {
-    std::ifstream in("/proc/self/cgroup");
-    std::stringstream text;
-    text << in.rdbuf();
-    return read_cgroup_limits(text.str(), "/sys/fs/cgroup");
+    return read_cgroup_limits(read_text_file("/proc/self/cgroup").value_or(""), "/sys/fs/cgroup");
 }
 
 }  // namespace banyan

@@ -19,7 +19,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <set>
 
 #include <fmt/format.h>
@@ -30,6 +29,7 @@
 #include "core/json_field.hpp"
 #include "core/json_parse.hpp"
 #include "core/log.hpp"
+#include "core/text_file.hpp"
 #include "core/unix_socket.hpp"
 #include "shell/binding.hpp"
 
@@ -69,9 +69,11 @@ std::set<pid_t> children_of_self() {
     while (dirent* e = readdir(dir)) {
         if (e->d_name[0] == '.')
             continue;
-        std::ifstream in(fmt::format("/proc/self/task/{}/children", e->d_name));
-        for (pid_t pid; in >> pid;)
-            out.insert(pid);
+        std::string text = read_text_file(fmt::format("/proc/self/task/{}/children", e->d_name)).value_or("");
+        const char* p = text.c_str();
+        char* end = nullptr;
+        for (long pid = std::strtol(p, &end, 10); end != p; p = end, pid = std::strtol(p, &end, 10))
+            out.insert(static_cast<pid_t>(pid));
     }
     closedir(dir);
     return out;

@@ -1,8 +1,8 @@
 #include "broker/exec/job_cgroup.hpp"
 
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include <fcntl.h>
@@ -11,21 +11,29 @@
 
 #include <fmt/format.h>
 
+#include "core/text_file.hpp"
+#include "core/unique_fd.hpp"
+
 namespace banyan {
 namespace {
 
+// A cgroup's file, written whole in one write (never created: a file the
+// kernel does not offer, as cgroup.kill on v1, is false).
 bool write_file(const std::string& path, const std::string& text) {
-    std::ofstream out(path);
-    out << text;
-    out.flush();
-    return static_cast<bool>(out);
+    UniqueFd fd(open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
+    return fd && write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
 }
 
+// Unreadable (the cgroup is gone): none.
 std::vector<pid_t> procs_of(const std::string& dir) {
-    std::ifstream in(dir + "/cgroup.procs");
     std::vector<pid_t> out;
-    for (pid_t pid; in >> pid;)
-        out.push_back(pid);
+    auto text = read_text_file(dir + "/cgroup.procs");
+    if (!text)
+        return out;
+    const char* p = text->c_str();
+    char* end = nullptr;
+    for (long pid = std::strtol(p, &end, 10); end != p; p = end, pid = std::strtol(p, &end, 10))
+        out.push_back(static_cast<pid_t>(pid));
     return out;
 }
 
@@ -116,10 +124,13 @@ bool JobCgroup::try_remove() {
 }
 
 bool JobCgroup::kill_all() {
-    if (procs_of(dir_).empty())
+    std::vector<pid_t> procs = procs_of(dir_);
+    if (procs.empty())
         return true;
+    // One forked since the list was read is killed at the next try (the
+    // caller retries until the cgroup is empty); cgroup.kill (v2) misses none.
     if (!write_file(dir_ + "/cgroup.kill", "1"))
-        for (pid_t pid : procs_of(dir_))
+        for (pid_t pid : procs)
             kill(pid, SIGKILL);
     return procs_of(dir_).empty();
 }
@@ -149,7 +160,10 @@ Result<void> JobCgroup::limit_memory(uint64_t bytes) {
 
 uint64_t JobCgroup::oom_kills() const {
     for (const char* file : {"/memory.events", "/memory.oom_control"}) {
-        std::ifstream in(dir_ + file);
+        auto text = read_text_file(dir_ + file);
+        if (!text)
+            continue;
+        std::istringstream in(*text);
         std::string key;
         uint64_t value = 0;
         while (in >> key >> value)
