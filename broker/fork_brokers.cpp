@@ -1,5 +1,6 @@
 #include "broker/fork_brokers.hpp"
 
+#include <dirent.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -35,7 +36,8 @@ void answer(int32_t pid_or_error, int pidfd) {
 // process's own, which become its argv.
 void become_broker(std::string_view args, int& argc, char**& argv) {
     // Descriptors 0-2 only, as an executed broker starts: not our socket,
-    // nor what load_once_for_all() opened (ZeroMQ's eventfd).
+    // nor what load_once_for_all() opened (ZeroMQ's eventfd; libsodium
+    // keeps none where getrandom() works, which clone3's kernels have).
     close_descriptors_from(3);
     // Its own process group, as `banyan start` gives each broker it execs
     // (banyan start sets it too: whichever comes first).
@@ -64,10 +66,27 @@ void load_once_for_all() {
     (void)zmq_ctx_new();
 }
 
+// fork_sibling() wants one thread: none of the above starts one today;
+// one that did (a plugin's library) would make every broker unsafe.
+bool single_threaded() {
+    int entries = 0;
+    if (DIR* dir = opendir("/proc/self/task")) {
+        while (dirent* e = readdir(dir))
+            entries += e->d_name[0] != '.';
+        closedir(dir);
+    }
+    return entries == 1;
+}
+
 }  // namespace
 
 void serve_broker_forks(int& argc, char**& argv) {
     load_once_for_all();
+    if (!single_threaded()) {
+        // banyan start then executes each broker (it says so).
+        std::fprintf(stderr, "banyan-broker --fork-brokers: a library started a thread: not forking\n");
+        _exit(1);
+    }
     unsetenv("LD_BIND_NOW");  // for the dynamic loader only (environment_binding_now)
     size_t room = static_cast<size_t>(argv[argc - 1] + std::strlen(argv[argc - 1]) + 1 - argv[0]);
     std::vector<char> request(64 * 1024);
@@ -88,9 +107,10 @@ void serve_broker_forks(int& argc, char**& argv) {
         if (*n == 0)
             _exit(0);  // banyan start is done with us
         std::string_view args(request.data(), *n);
-        // Arguments, each ended by a NUL, that fit where ours are.
-        if (!fds.empty() || args.size() > room || args.front() == '\0' || args.back() != '\0' ||
-            args.find(std::string_view("\0\0", 2)) != std::string_view::npos) {
+        // Arguments, each ended by a NUL (the first, the program's name, not
+        // empty), that fit where ours are. (An empty message is not one:
+        // it reads as the end of the socket.)
+        if (!fds.empty() || args.size() > room || args.front() == '\0' || args.back() != '\0') {
             answer(fds.empty() && args.size() > room ? -E2BIG : -EPROTO, -1);
             continue;
         }

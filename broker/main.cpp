@@ -107,8 +107,11 @@ int main(int argc, char** argv) {
     banyan::skip_unneeded_hwloc_plugins();
     // `banyan start --test-size`: this broker, loaded and linked once,
     // forks the instance's brokers; each returns here with its arguments.
-    if (argc == 3 && std::strcmp(argv[1], "--fork-brokers") == 0)
+    if (argc >= 2 && std::strcmp(argv[1], "--fork-brokers") == 0) {
+        if (argc != 3)
+            return fail("--fork-brokers is run by banyan start, not by hand");
         banyan::serve_broker_forks(argc, argv);
+    }
     BrokerOptions options;
     std::string level_text = "info";
     int64_t rank = -1;

@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -89,6 +91,11 @@ class TestInstance {
     TestInstance(Reactor& reactor, const StartOptions& o) : reactor_(reactor), options_(o) {}
     ~TestInstance() {
         brokers_.clear();  // kills any broker still running
+        if (forker_pid_ > 0) {
+            forker_socket_.reset();
+            kill(forker_pid_, SIGKILL);
+            waitpid(forker_pid_, nullptr, 0);
+        }
         for (const std::string& dir : {dir_, state_dir_})
             if (!dir.empty()) {
                 std::error_code ec;
@@ -139,7 +146,8 @@ class TestInstance {
     // The brokers forked, in rank order, by one `banyan-broker
     // --fork-brokers` (overlay.md §12): each skips loading and linking its
     // thirty libraries, most of a broker's start-up on one host. Returns
-    // how many were started; those after are executed each (said once).
+    // how many were started; those after are executed each (said once,
+    // unless clone3 is refused here: then no broker is forked).
     int fork_brokers(const std::vector<std::vector<std::string>>& argvs) {
         if (!fork_sibling_supported())
             return 0;
@@ -157,7 +165,6 @@ class TestInstance {
         }
         UniqueFd theirs(pair[1]);
         forker_socket_ = UniqueFd(pair[0]);
-        // A forker that stops answering is given up on, not waited for.
         timeval limit{.tv_sec = 30, .tv_usec = 0};
         setsockopt(forker_socket_.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
         // The padding makes room for the longest broker's arguments, which
@@ -169,13 +176,16 @@ class TestInstance {
                                .fd3 = theirs.get()},
                               [](int) {});
         theirs.reset();
-        std::string why;
+        if (!forker) {
+            fmt::print(stderr, "banyan start: each broker is executed: {}\n", forker.error().message);
+            return 0;
+        }
+        // Never reaped before its brokers end: its pid, which their C
+        // library holds as their first thread's id, stays taken (§12).
+        forker_pid_ = (*forker)->pid();
+        (*forker)->disown();
         int rank = 0;
-        if (!forker)
-            why = forker.error().message;
-        else
-            forker_ = std::move(*forker);
-        for (; forker_ && rank < static_cast<int>(argvs.size()); rank++) {
+        for (; rank < static_cast<int>(argvs.size()); rank++) {
             std::string request;
             for (const auto& a : argvs[static_cast<size_t>(rank)])
                 request.append(a).push_back('\0');
@@ -185,18 +195,32 @@ class TestInstance {
             auto got =
                 sent ? receive_with_fds(forker_socket_.get(), {reinterpret_cast<char*>(&answer), sizeof answer}, fds)
                      : Result<size_t>(sent.error());
-            if (!got || *got != sizeof answer || answer <= 0 || fds.size() != 1) {
-                why = !got         ? got.error().message
-                      : answer < 0 ? std::strerror(-answer)
-                                   : "banyan-broker --fork-brokers ended";
-                break;
+            if (got && *got == sizeof answer && answer > 0) {
+                pid_t pid = answer;
+                // Our child, not reaped: its pid is its own until we wait.
+                int pidfd = fds.empty() ? static_cast<int>(syscall(SYS_pidfd_open, pid, 0)) : fds[0].release();
+                setpgid(pid, pid);  // as the broker does itself: whichever comes first
+                brokers_.push_back(Subprocess::adopt(reactor_, pid, pidfd, true, on_exit(rank)));
+                continue;
             }
-            pid_t pid = answer;
-            setpgid(pid, pid);  // as the broker does itself: whichever comes first
-            brokers_.push_back(Subprocess::adopt(reactor_, pid, fds[0].release(), true, on_exit(rank)));
+            // Refused (nothing forked), or, at the first rank, a forker that
+            // ended unasked (an older broker without --fork-brokers): the
+            // rest are executed. Anything else leaves a broker that may run
+            // unknown to us: the start fails (ours die with us).
+            bool refused = got && *got == sizeof answer && answer < 0;
+            if (!refused && !(rank == 0 && got && *got == 0))
+                fail(fmt::format("the broker forker failed at rank {}: {}", rank,
+                                 !got ? got.error().message : "a malformed answer"));
+            if (rank == 0 && refused && (answer == -ENOSYS || answer == -EPERM)) {
+                forker_socket_.reset();  // clone3 is not allowed here: no broker is forked
+                return 0;
+            }
+            if (rank == 0)
+                forker_socket_.reset();
+            fmt::print(stderr, "banyan start: brokers from rank {} on are executed each: {}\n", rank,
+                       refused ? std::strerror(-answer) : "banyan-broker --fork-brokers ended");
+            return rank;
         }
-        if (rank < static_cast<int>(argvs.size()))
-            fmt::print(stderr, "banyan start: brokers from rank {} on are executed each: {}\n", rank, why);
         return rank;
     }
 
@@ -322,9 +346,9 @@ class TestInstance {
     std::string dir_;
     std::string state_dir_;  // rank 0's database when dir_ is on tmpfs and no --statedir was given
     std::vector<std::unique_ptr<Subprocess>> brokers_;
-    // The forking broker and its socket: kept while brokers it forked run
-    // (their C library took its pid as their thread's id, overlay.md §12).
-    std::unique_ptr<Subprocess> forker_;
+    // The forking broker (disowned, reaped last) and its socket: kept while
+    // brokers it forked run (overlay.md §12).
+    pid_t forker_pid_ = -1;
     UniqueFd forker_socket_;
     size_t exited_ = 0;
     bool shutting_down_ = false;

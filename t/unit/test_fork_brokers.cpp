@@ -34,6 +34,8 @@ struct Forker {
         REQUIRE(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) == 0);
         socket = UniqueFd(pair[0]);
         UniqueFd theirs(pair[1]);
+        timeval limit{.tv_sec = 30, .tv_usec = 0};  // a forker that hangs fails the test, not ctest's limit
+        setsockopt(socket.get(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
         auto spawned = Subprocess::spawn(
             reactor, {.argv = {BANYAN_BROKER_PATH, "--fork-brokers", std::string(room, ' ')}, .fd3 = theirs.get()},
             [this](int s) { status = s; });
@@ -75,7 +77,6 @@ TEST_CASE("the broker forker forks brokers that are our children and refuses wha
     Forker forker(200);
 
     CHECK(forker.ask("banyan-broker").first == -EPROTO);                     // not ended by a NUL
-    CHECK(forker.ask(std::string("a\0\0b\0", 5)).first == -EPROTO);          // an empty argument
     CHECK(forker.ask(std::string("\0a\0", 3)).first == -EPROTO);             // an empty program name
     CHECK(forker.ask(arguments({std::string(4000, 'x')})).first == -E2BIG);  // no room to show it
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
