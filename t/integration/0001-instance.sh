@@ -109,6 +109,18 @@ check_fails "the forker run by hand says what it is for" \
     sh -c 'exec 3<&-; exec banyan-broker --fork-brokers x'
 check_fails "and without its argument" "^banyan-broker: --fork-brokers is run by banyan start, not by hand$" \
     banyan-broker --fork-brokers
+# Where clone3 is refused (a container runtime's older seccomp profile
+# answers ENOSYS), each broker is executed instead, without a word, and
+# the instance runs jobs as ever.
+if [ "$(uname -m)" = x86_64 ]; then
+    python3 "$BANYAN_SOURCE_DIR/t/integration/no_clone3.py" banyan start --test-size=3 \
+        sh -c 'banyan run -N3 echo ran; ps -o stat=,args= --ppid $PPID' >"$T_DIR/noclone3.out" 2>"$T_DIR/noclone3.err"
+    check_output "without clone3 an instance of 3 brokers runs a job on all three" "^3$" \
+        sh -c "grep -c '^ran$' '$T_DIR/noclone3.out'"
+    check_output "its 3 brokers were executed, and no forker is left" "^3 0$" \
+        sh -c "echo \$(grep -c -- '--config' '$T_DIR/noclone3.out') \$(grep -c -- '--fork-brokers\\|defunct' '$T_DIR/noclone3.out')"
+    check "and nothing is said of it" sh -c "! grep -q 'executed each' '$T_DIR/noclone3.err'"
+fi
 check "the run and state directories are removed at exit" \
     sh -c "[ ! -e '$(cat "$T_DIR/instance")' ] && [ ! -e '$(cat "$T_DIR/state")' ]"
 check_output "start exits with the command's status" "^rc=3$" sh -c 'banyan start --test-size=2 sh -c "exit 3"; echo rc=$?'
