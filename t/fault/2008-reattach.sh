@@ -26,6 +26,9 @@ if ! sanitized; then  # (sanitizer builds have no fork server)
     wait_for "which ends with its broker (B's shell, forked by it, goes on)" 10 sh -c "! kill -0 $server 2>/dev/null"
 fi
 wait_for "B ends meanwhile" 10 sh -c "! pgrep -f '^sleep $nap\$'"
+# Its task (the sh around the sleep) reaped by its shell, which dates the
+# finish then: a busy machine can run that after the sleep is gone.
+wait_for "B's task is reaped" 10 sh -c "! pgrep -f 'sleep $nap; exit 7\$'"
 restarted=$(date +%s.%N)
 start_broker "$T_DIR/c.toml" 0
 wait_for "rank 0 is back, its followers with it" 30 all_up 3
