@@ -203,12 +203,14 @@ class TestInstance {
                 brokers_.push_back(Subprocess::adopt(reactor_, pid, pidfd, true, on_exit(rank)));
                 continue;
             }
-            // Refused (nothing forked), or, at the first rank, a forker that
-            // ended unasked (an older broker without --fork-brokers): the
-            // rest are executed. Anything else leaves a broker that may run
-            // unknown to us: the start fails (ours die with us).
+            // Not sent, or refused: nothing was forked for this rank. Or, at
+            // the first rank, a forker that ended unasked (an older broker
+            // without --fork-brokers). The rest are executed. Anything else
+            // (no answer, a malformed one) may leave a broker running unknown
+            // to us: the start fails (ours die with us).
             bool refused = got && *got == sizeof answer && answer < 0;
-            if (!refused && !(rank == 0 && got && *got == 0))
+            bool ended = !sent || (rank == 0 && got && *got == 0);
+            if (!refused && !ended)
                 fail(fmt::format("the broker forker failed at rank {}: {}", rank,
                                  !got ? got.error().message : "a malformed answer"));
             if (rank == 0) {
