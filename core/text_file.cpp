@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -32,6 +33,16 @@ Result<std::string> read_text_file(const std::string& path) {
             return text;
         text.append(buffer, static_cast<size_t>(n));
     }
+}
+
+std::vector<pid_t> read_pid_list(const std::string& path) {
+    std::vector<pid_t> pids;
+    std::string text = read_text_file(path).value_or("");
+    const char* p = text.c_str();
+    char* end = nullptr;
+    for (long pid = std::strtol(p, &end, 10); end != p; p = end, pid = std::strtol(p, &end, 10))
+        pids.push_back(static_cast<pid_t>(pid));
+    return pids;
 }
 
 }  // namespace banyan

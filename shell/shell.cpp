@@ -69,11 +69,8 @@ std::set<pid_t> children_of_self() {
     while (dirent* e = readdir(dir)) {
         if (e->d_name[0] == '.')
             continue;
-        std::string text = read_text_file(fmt::format("/proc/self/task/{}/children", e->d_name)).value_or("");
-        const char* p = text.c_str();
-        char* end = nullptr;
-        for (long pid = std::strtol(p, &end, 10); end != p; p = end, pid = std::strtol(p, &end, 10))
-            out.insert(static_cast<pid_t>(pid));
+        for (pid_t pid : read_pid_list(fmt::format("/proc/self/task/{}/children", e->d_name)))
+            out.insert(pid);
     }
     closedir(dir);
     return out;

@@ -74,8 +74,8 @@ class EndedShares {
     // Kept last, in the block being filled; its seq.
     uint64_t append(const End& end, double kept_at);
     void expire(double now);
-    bool rewrite();
-    void line_added();  // false (said) when the file could not be replaced
+    bool rewrite();  // false (said) when the file could not be replaced
+    void line_added();
 
     std::string path_;
     double keep_seconds_;

@@ -1,7 +1,6 @@
 #include "broker/exec/job_cgroup.hpp"
 
 #include <csignal>
-#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -24,17 +23,8 @@ bool write_file(const std::string& path, const std::string& text) {
     return fd && write(fd.get(), text.data(), text.size()) == static_cast<ssize_t>(text.size());
 }
 
-// Unreadable (the cgroup is gone): none.
 std::vector<pid_t> procs_of(const std::string& dir) {
-    std::vector<pid_t> out;
-    auto text = read_text_file(dir + "/cgroup.procs");
-    if (!text)
-        return out;
-    const char* p = text->c_str();
-    char* end = nullptr;
-    for (long pid = std::strtol(p, &end, 10); end != p; p = end, pid = std::strtol(p, &end, 10))
-        out.push_back(static_cast<pid_t>(pid));
-    return out;
+    return read_pid_list(dir + "/cgroup.procs");
 }
 
 }  // namespace

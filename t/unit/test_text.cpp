@@ -3,6 +3,12 @@
 #include "core/byte_size.hpp"
 #include "core/io_data.hpp"
 #include "core/text.hpp"
+#include "core/text_file.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 using namespace banyan;
 
@@ -97,4 +103,15 @@ TEST_CASE("byte sizes read back: the largest unit, a limit never shown below its
     CHECK(bytes_per_unit("GB") == 1ull << 30);
     CHECK(bytes_per_unit("KW") == 0);
     CHECK(bytes_per_unit("") == 0);
+}
+
+TEST_CASE("read_pid_list reads the ids a kernel file lists, none when it is gone", "[text]") {
+    auto path = std::filesystem::temp_directory_path() / ("banyan-unit-pids-" + std::to_string(getpid()));
+    std::ofstream(path) << "12\n345\n6\n";
+    CHECK(read_pid_list(path.string()) == std::vector<pid_t>{12, 345, 6});
+    std::ofstream(path) << "7 8";  // (a task's children: one line, spaces)
+    CHECK(read_pid_list(path.string()) == std::vector<pid_t>{7, 8});
+    std::filesystem::remove(path);
+    CHECK(read_pid_list(path.string()).empty());
+    CHECK(read_pid_list("/proc/self/task/" + std::to_string(getpid()) + "/children").empty());
 }
