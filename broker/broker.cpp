@@ -214,10 +214,22 @@ uint32_t Broker::rpc_as(uint32_t userid, uint32_t rolemask, Message request,
     request.route = {incarnation_hop_};
     request.rolemask = rolemask;
     request.userid = userid;
+    if (next_internal_matchtag_ == 0)
+        next_internal_matchtag_ = 1;  // 0 is send()'s
     uint32_t matchtag = request.matchtag = next_internal_matchtag_++;
     internal_rpcs_[request.matchtag] = std::move(on_response);
     route_request(std::move(request));
     return matchtag;
+}
+
+void Broker::send(Message request) {
+    request.routed = true;
+    request.route = {incarnation_hop_};
+    request.rolemask = role::owner;
+    request.userid = getuid();
+    request.flags |= msgflag::noresponse;
+    request.matchtag = 0;  // an older service answers all the same: no rpc of ours has matchtag 0
+    route_request(std::move(request));
 }
 
 void Broker::add_ready_condition(std::function<bool()> condition) {
@@ -249,6 +261,9 @@ void Broker::forward(uint32_t peer, Message msg) {
     msg.routed = true;
     auto sent = peer == boot_.parent() ? overlay_->send_to_parent(msg) : overlay_->send_to_child(peer, msg);
     if (!sent) {
+        if (!msg.wants_response())
+            return log::info("router", "dropped {} for rank {} (it wants no answer): {}", msg.topic, msg.nodeid,
+                             sent.error().message);
         respond_error(msg, EHOSTUNREACH, sent.error().message);
         return;
     }

@@ -60,6 +60,12 @@ class Broker {
     // token holder): services apply their rules to that user.
     uint32_t rpc_as(uint32_t userid, uint32_t rolemask, Message request,
                     std::function<void(const Message&)> on_response);
+    // A request of the broker's own that wants no answer (NORESPONSE):
+    // no router on the way keeps it for an answer, and none comes back.
+    // For a report whose only answer would be "noted", sent per rank of a
+    // job: its answer would cross the tree again (overlay.md §11). A
+    // request that cannot go on is dropped where it stops, logged there.
+    void send(Message request);
     // Takes the response by value: a temporary moves in, payload and all.
     void respond(Message response);
     void respond_error(const Message& request, int errnum, std::string_view errstr);

@@ -15,6 +15,7 @@
 #include "core/fork_sibling.hpp"
 #include "core/unique_fd.hpp"
 #include "core/unix_socket.hpp"
+#include "resource/discovery.hpp"
 
 namespace banyan {
 namespace {
@@ -45,6 +46,10 @@ void become_shell(UniqueFd socket, std::vector<UniqueFd> fds, char* flag) {
 void serve_forks(char* flag) {
     // Set by the exec service for the dynamic loader only (shell_fork_server.cpp).
     unsetenv("LD_BIND_NOW");
+    // hwloc's plugin list, made once here (the I/O plugins left out,
+    // main.cpp): no forked shell scans hwloc's directory again. Loads no
+    // library and starts no thread.
+    keep_hwloc_plugins_loaded();
     // A received pipe must never land on fd 1 or 2 (a broker started with
     // them closed): each shell's dup2 would close it again.
     for (int fd : {1, 2})

@@ -57,6 +57,14 @@ int main(int argc, char** argv) {
     bool signed_fd = argc == 3 && std::strcmp(argv[1], "--signed-jobspec-fd=3") == 0 &&
                      std::strcmp(argv[2], "--user-lock-fd=4") == 0;
     bool fork_server = argc == 2 && std::strcmp(argv[1], "--fork-server") == 0;
+    // The shell binds to CPUs and needs no I/O devices: hwloc would load its
+    // I/O plugins anyway (GL pulls in libX11, OpenCL and PCI their
+    // libraries), 5 ms of every launch. Set over the broker's own list,
+    // which keeps the PCI plugin to find GPUs and which the fork server
+    // inherits (kept, it had every forked shell load OpenCL's and PCI's
+    // libraries again). Tasks do not inherit this: they get the job's
+    // environment.
+    setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_xml_libxml", 1);
     if (fork_server && !isatty(0))
         banyan::serve_forks(argv[1]);  // returns in a job's shell, forked
     else if ((argc > 1 && !signed_fd) || isatty(0)) {
@@ -95,10 +103,6 @@ int main(int argc, char** argv) {
         return 1;
     }
     close(devnull);
-    // The shell binds to CPUs and needs no I/O devices: hwloc would load its
-    // I/O plugins anyway (GL pulls in libX11), 5 ms of every launch. Tasks
-    // do not inherit this: they get the job's environment.
-    setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_xml_libxml", 0);
     banyan::Reactor reactor;
     banyan::Shell shell(reactor, in, out, std::move(signed_jobspec), std::move(user_lock));
     reactor.run();

@@ -431,7 +431,8 @@ void ExecService::on_go(const Message& req) {
     if (is_phantom(*job, *alloc))
         return broker_.respond_error(req, ENOENT,
                                      fmt::format("{}: the start held here is another run's", format_jobid(id)));
-    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    if (req.wants_response())  // rank 0's ask_again() waits for it; its launch does not
+        broker_.respond(Message::response_to(req, nlohmann::json::object()));
     go(id, *job);
 }
 
@@ -547,13 +548,12 @@ void ExecService::name_chunk(ForRank0& message) {
     message.named = true;
 }
 
-// This rank's tasks all run (doc/spec/jobs.md section 8).
+// This rank's tasks all run (doc/spec/jobs.md section 8). Without an
+// answer: one report a rank, and an answer would cross the tree again. One
+// lost with rank 0 is made up for when rank 0 re-attaches the job (its
+// exec.reattach answer says the tasks ran).
 void ExecService::report_started(JobId id) {
-    broker_.rpc(Message::request("job-manager.started", {{"id", id}, {"rank", broker_.bootstrap().rank}}, 0),
-                [id](const Message& resp) {
-                    if (resp.errnum)
-                        log::warning("exec", "{}: start not recorded: {}", format_jobid(id), resp.error_text());
-                });
+    broker_.send(Message::request("job-manager.started", {{"id", id}, {"rank", broker_.bootstrap().rank}}, 0));
 }
 
 // An adopted shell's connection closed: it has exited. One that reported

@@ -154,15 +154,18 @@ void ShellForkServer::arm_deadline() {
 }
 
 void ShellForkServer::check_progress() {
-    // An answer already waiting in the socket came after this loop took
-    // the timer (a busy machine runs the loop late): it is read next, from
-    // a server that, having answered, sleeps. Never a silent server.
+    // The server's state first, then the socket: an answer sent up to the
+    // moment of the look counts, from a server that, having answered,
+    // sleeps. (Looked at the other way round, a server that answered in
+    // between, while a busy machine held this loop, read as a silent one:
+    // a job failed so, under 1,024 brokers.) An answer already waiting
+    // came after this loop took the timer: it is read next.
+    auto [state, cpu] = server_ ? process_activity(server_->pid()) : std::pair<char, uint64_t>{'?', 0};
     pollfd pending{.fd = socket_.get(), .events = POLLIN, .revents = 0};
     if (poll(&pending, 1, 0) == 1) {
         deadline_.start(std::chrono::milliseconds(kAnswerCheckMs), [this] { check_progress(); });
         return;
     }
-    auto [state, cpu] = server_ ? process_activity(server_->pid()) : std::pair<char, uint64_t>{'?', 0};
     auto owed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - owed_since_)
                        .count();
     bool at_work = state == 'R' || state == 'D' || cpu > last_cpu_;

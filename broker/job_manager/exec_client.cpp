@@ -177,15 +177,11 @@ void ExecClient::alloc_stored(Job& job) {
         send_go(job, rank);
 }
 
+// Without an answer (one per rank of the job, each crossing the tree): a
+// rank that does not hear it is one lost, and its share ends as such; one
+// whose share ended already (a kill came first) has nothing to let go.
 void ExecClient::send_go(const Job& job, uint32_t rank) {
-    table_.broker().rpc(Message::request("exec.go", {{"id", job.id}, {"alloc", job.t_run}}, rank),
-                        [id = job.id, rank](const Message& resp) {
-                            // ENOENT: that share has ended already (a kill came first, or it
-                            // ended while rank 0 was away).
-                            if (resp.errnum && resp.errnum != ENOENT)
-                                log::warning("job-manager", "{}: exec.go on rank {}: {}", format_jobid(id), rank,
-                                             resp.error_text());
-                        });
+    table_.broker().send(Message::request("exec.go", {{"id", job.id}, {"alloc", job.t_run}}, rank));
 }
 
 // `banyan job kill` before the tasks could be reached: now (each rank

@@ -181,7 +181,8 @@ void JobManager::on_started(const Message& req) {
     auto rank = json_field<uint32_t>(body, "rank", 0, "started");
     if (!rank)
         return broker_.respond_error(req, EPROTO, rank.error().message);
-    broker_.respond(Message::response_to(req, nlohmann::json::object()));
+    if (req.wants_response())  // a broker of protocol 2 asks for one (overlay.md §3.1)
+        broker_.respond(Message::response_to(req, nlohmann::json::object()));
     exec_.started(*job, *rank);
 }
 
