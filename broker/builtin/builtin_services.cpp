@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "broker/broker.hpp"
+#include "broker/builtin/multicast.hpp"
 #include "core/json_field.hpp"
 #include "core/log.hpp"
 
@@ -123,6 +124,7 @@ void register_event_methods(Broker& b) {
 void register_builtin_services(Broker& b) {
     register_broker_methods(b);
     register_event_methods(b);
+    Multicast::register_with(b);
     b.register_method("overlay.status", false,
                       [&b](const Message& req) { b.respond(Message::response_to(req, b.overlay().status())); });
 }

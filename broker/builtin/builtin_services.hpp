@@ -1,6 +1,6 @@
 // The services every broker provides (doc/spec/overlay.md section 10):
-// broker.* (ping, info, ready, dmesg, shutdown), event.* (publish,
-// subscribe, unsubscribe) and overlay.status.
+// broker.* (ping, info, ready, dmesg, shutdown, multicast), event.*
+// (publish, subscribe, unsubscribe) and overlay.status.
 #pragma once
 
 namespace banyan {

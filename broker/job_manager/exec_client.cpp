@@ -106,14 +106,52 @@ void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, con
     Execution& ex = executing_.at(id);
     ex.sent = true;
     ex.held = !ex.stored;
-    std::string payload = exec_run_payload(*job, ex.held, ex.r_text, *spec);
-    for (uint32_t rank : ranks) {
-        Message req = Message::request("exec.run", nlohmann::json::object(), rank);
-        req.payload = payload;
-        table_.broker().rpc(std::move(req),
-                            [this, id, rank](const Message& resp) { on_exec_response(id, rank, resp); });
-    }
+    // One request down each link of the tree (overlay.md §10.1), each
+    // rank's answer back as its share ends.
+    Message req = multicast(ranks, "exec.run", exec_run_payload(*job, ex.held, ex.r_text, *spec));
+    req.flags |= msgflag::streaming;
+    auto unanswered = std::make_shared<std::set<uint32_t>>(ranks.begin(), ranks.end());
+    table_.broker().rpc(std::move(req), [this, id, unanswered](const Message& resp) {
+        on_multicast_answer(id, *unanswered, resp);
+    });
     send_pending_signals(*job);
+}
+
+Message ExecClient::multicast(const std::vector<uint32_t>& ranks, std::string_view topic, const std::string& payload) {
+    IdSet set;
+    for (uint32_t rank : ranks)
+        set.insert(rank);
+    Message req = Message::request("broker.multicast", nlohmann::json::object(), table_.broker().bootstrap().rank);
+    req.payload = fmt::format(R"({{"ranks":{},"topic":{},"payload":{}}})", nlohmann::json(set.format()).dump(),
+                              nlohmann::json(topic).dump(), payload);
+    return req;
+}
+
+// One rank's answer to the job's exec.run ({rank, payload} or {rank,
+// errnum, errstr}), taken as that rank's own answer; the stream's end, or
+// an error that ends it, answers every rank still unanswered.
+void ExecClient::on_multicast_answer(JobId id, std::set<uint32_t>& unanswered, const Message& resp) {
+    if (resp.errnum) {
+        std::string why = resp.errnum == ENODATA ? "no answer came for it" : resp.error_text();
+        int errnum = resp.errnum == ENODATA ? EPROTO : static_cast<int>(resp.errnum);
+        for (uint32_t rank : std::exchange(unanswered, {}))
+            on_exec_response(id, rank,
+                             Message::error_to(Message::request("exec.run", nlohmann::json::object(), rank), errnum,
+                                               fmt::format("exec.run on rank {}: {}", rank, why)));
+        return;
+    }
+    auto entry = resp.json();
+    auto rank = entry ? json_field<uint32_t>(*entry, "rank", 0, "exec.run") : Result<uint32_t>(entry.error());
+    auto errnum = entry ? json_field<int64_t>(*entry, "errnum", 0, "exec.run") : Result<int64_t>(entry.error());
+    auto errstr = entry ? json_field<std::string>(*entry, "errstr", "", "exec.run") : Result<std::string>(entry.error());
+    if (auto e = first_error(rank, errnum, errstr); e || !unanswered.count(*rank))
+        return log::warning("job-manager", "{}: exec.run: an answer for no rank it waits for: {}", format_jobid(id),
+                            e ? e->message : resp.payload.value_or(""));
+    unanswered.erase(*rank);
+    Message stub = Message::request("exec.run", nlohmann::json::object(), *rank);
+    if (*errnum > 0 && *errnum < 4096)
+        return on_exec_response(id, *rank, Message::error_to(stub, static_cast<int>(*errnum), *errstr));
+    on_exec_response(id, *rank, Message::response_to(stub, json_object_at(*entry, {"payload"})));
 }
 
 // Written as text: the jobspec goes on as stored, unparsed. An element of
@@ -173,8 +211,8 @@ void ExecClient::alloc_stored(Job& job) {
     ex.held = false;
     if (job.state != JobState::run)
         return;  // ended meanwhile: exec.terminate ends its held start
-    for (uint32_t rank : job.ranks)
-        send_go(job, rank);
+    table_.broker().send(
+        multicast(job.ranks, "exec.go", nlohmann::json{{"id", job.id}, {"alloc", job.t_run}}.dump()));
 }
 
 // Without an answer (one per rank of the job, each crossing the tree): a

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <memory>
+#include <set>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -101,6 +103,10 @@ class ExecClient {
     void launch_again(Job& job, uint32_t rank);
     void send_pending_signals(Job& job);
     void send_go(const Job& job, uint32_t rank);
+    // A broker.multicast of `topic` with `payload` (JSON text) to `ranks`,
+    // from this rank (overlay.md §10.1).
+    Message multicast(const std::vector<uint32_t>& ranks, std::string_view topic, const std::string& payload);
+    void on_multicast_answer(JobId id, std::set<uint32_t>& unanswered, const Message& resp);
     void on_exec_response(JobId id, uint32_t rank, const Message& resp, bool may_wait = true);
     bool wait_for_rank(Job& job, Execution& ex, uint32_t rank, const std::string& why);
     void ask_again(JobId id, uint32_t rank);

@@ -416,6 +416,11 @@ PeerState Overlay::child_state(uint32_t rank) const {
     return it == children_.end() ? PeerState::offline : it->second.state;
 }
 
+uint32_t Overlay::child_protocol(uint32_t rank) const {
+    auto it = children_.find(rank);
+    return it == children_.end() ? 0 : it->second.protocol;
+}
+
 // --- parent ----------------------------------------------------------------
 
 void Overlay::close_dealer() {

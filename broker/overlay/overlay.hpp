@@ -79,6 +79,8 @@ class Overlay {
     Clock::time_point parent_last_seen() const { return parent_last_seen_; }
     size_t children_up() const;
     PeerState child_state(uint32_t rank) const;
+    // The protocol a child's hello said it speaks (§3.1); 0 for one never heard.
+    uint32_t child_protocol(uint32_t rank) const;
     SubtreeStates subtree() const;
     nlohmann::json status() const;
 

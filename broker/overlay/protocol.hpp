@@ -10,7 +10,7 @@ namespace banyan {
 // rely on something an older one does not do; the table in overlay.md
 // §3.1 says what each version added. Brokers interoperate when their
 // versions are at most one apart.
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;
 
 inline bool protocols_interoperate(uint32_t a, uint32_t b) {
     return a <= b + 1 && b <= a + 1;

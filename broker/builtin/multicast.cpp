@@ -1,0 +1,154 @@
+#include "broker/builtin/multicast.hpp"
+
+#include <cerrno>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "broker/broker.hpp"
+#include "broker/overlay/protocol.hpp"
+#include "core/json_field.hpp"
+#include "core/log.hpp"
+
+namespace banyan {
+namespace {
+
+constexpr const char* kTopic = "broker.multicast";
+// The first protocol whose brokers take a multicast (overlay.md §3.1).
+constexpr uint32_t kMulticastProtocol = 3;
+
+std::string error_entry(uint32_t rank, int errnum, const std::string& errstr) {
+    return nlohmann::json{{"rank", rank}, {"errnum", errnum}, {"errstr", errstr}}.dump();
+}
+
+}  // namespace
+
+void Multicast::register_with(Broker& broker) {
+    std::shared_ptr<Multicast> service(new Multicast(broker));
+    broker.register_method(kTopic, true, [service](const Message& req) { service->on_request(req); });
+}
+
+void Multicast::on_request(const Message& req) {
+    auto body = req.json();
+    if (!body)
+        return broker_.respond_error(req, EPROTO, body.error().message);
+    auto ranks_text = json_field<std::string>(*body, "ranks", "", kTopic);
+    auto topic = json_field<std::string>(*body, "topic", "", kTopic);
+    auto payload = json_field<nlohmann::json>(*body, "payload", nlohmann::json::object(), kTopic);
+    if (auto e = first_error(ranks_text, topic, payload))
+        return broker_.respond_error(req, EPROTO, e->message);
+    auto ranks = IdSet::parse(*ranks_text);
+    if (!ranks || ranks->empty() || topic->empty() || *topic == kTopic || !body->contains("payload"))
+        return broker_.respond_error(
+            req, EPROTO, "broker.multicast: expected {\"ranks\": IDSET, \"topic\": TOPIC, \"payload\": OBJECT}");
+    bool answers = req.wants_response();
+    if (answers && !req.has_flag(msgflag::streaming))
+        return broker_.respond_error(req, EPROTO,
+                                     "broker.multicast: its answers come as a stream (send it STREAMING, or "
+                                     "NORESPONSE)");
+    const uint32_t me = broker_.bootstrap().rank;
+    const TreeShape tree = broker_.bootstrap().tree();
+    bool mine = false;
+    std::map<uint32_t, IdSet> below;  // by child
+    std::vector<uint32_t> stray;
+    ranks->for_each([&](uint32_t rank) {
+        if (rank == me)
+            mine = true;
+        else if (auto child = rank < tree.size() ? tree.child_toward(me, rank) : std::nullopt)
+            below[*child].insert(rank);
+        else
+            stray.push_back(rank);
+    });
+    uint64_t relay = 0;
+    if (answers) {
+        relay = next_relay_++;
+        Relay& r = relays_[relay];
+        r.request = req;
+        r.request.payload.reset();
+        ranks->for_each([&](uint32_t rank) { r.waiting.insert(rank); });
+    }
+    // What each call needs is made first: an answer may come inside a call
+    // (a service of this broker, a link that is down) and end the relay.
+    std::string inner = payload->dump();
+    for (auto& [child, part] : below) {
+        if (broker_.overlay().child_protocol(child) >= kMulticastProtocol) {
+            ask_child(relay, child, part,
+                      fmt::format(R"({{"ranks":{},"topic":{},"payload":{}}})", nlohmann::json(part.format()).dump(),
+                                  nlohmann::json(*topic).dump(), inner));
+        } else {
+            part.for_each([&](uint32_t rank) { ask_one(relay, rank, *topic, inner); });
+        }
+    }
+    if (mine)
+        ask_one(relay, me, *topic, inner);
+    for (uint32_t rank : stray)
+        pass_up_error(relay, rank, EHOSTUNREACH, fmt::format("rank {} is not below rank {}", rank, me));
+}
+
+void Multicast::ask_one(uint64_t relay, uint32_t rank, const std::string& topic, const std::string& payload) {
+    Message request = Message::request(topic, nlohmann::json::object(), rank);
+    request.payload = payload;
+    if (relay == 0)
+        return broker_.send(std::move(request));
+    broker_.rpc(std::move(request), [this, relay, rank](const Message& resp) {
+        if (!resp.is_final_response())
+            return;  // one answer a rank: its last
+        if (resp.errnum)
+            return pass_up_error(relay, rank, static_cast<int>(resp.errnum), resp.error_text());
+        pass_up(relay, rank, fmt::format(R"({{"rank":{},"payload":{}}})", rank, resp.payload.value_or("{}")));
+    });
+}
+
+void Multicast::ask_child(uint64_t relay, uint32_t child, const IdSet& part, const std::string& payload) {
+    Message request = Message::request(kTopic, nlohmann::json::object(), child);
+    request.payload = payload;
+    if (relay == 0)
+        return broker_.send(std::move(request));
+    request.flags |= msgflag::streaming;
+    broker_.rpc(std::move(request),
+                [this, relay, part](const Message& resp) { on_child_answer(relay, part, resp); });
+}
+
+// A child's stream: its ranks' answers, passed up as they come; its end
+// (ENODATA), or an error that ends it (the child lost), answers every rank
+// of its part still waiting.
+void Multicast::on_child_answer(uint64_t relay, const IdSet& part, const Message& resp) {
+    if (resp.errnum == 0) {
+        auto entry = resp.json();
+        auto rank = entry ? json_field<uint32_t>(*entry, "rank", 0, kTopic) : Result<uint32_t>(entry.error());
+        if (!rank || !entry->contains("rank") || !part.contains(*rank))
+            return log::warning("router", "broker.multicast: an answer from below that names no rank it was sent: {}",
+                                resp.payload.value_or(""));
+        return pass_up(relay, *rank, *resp.payload);
+    }
+    std::string why = resp.errnum == ENODATA ? "its answer was not passed on" : resp.error_text();
+    int errnum = resp.errnum == ENODATA ? EPROTO : static_cast<int>(resp.errnum);
+    part.for_each([&](uint32_t rank) {
+        auto r = relays_.find(relay);
+        if (r != relays_.end() && r->second.waiting.count(rank))
+            pass_up_error(relay, rank, errnum, why);
+    });
+}
+
+void Multicast::pass_up(uint64_t relay, uint32_t rank, std::string entry) {
+    auto r = relays_.find(relay);
+    if (r == relays_.end() || r->second.waiting.erase(rank) == 0)
+        return;  // answered already
+    Message answer = Message::response_to(r->second.request, nlohmann::json::object());
+    answer.flags |= msgflag::streaming;
+    answer.payload = std::move(entry);
+    broker_.respond(std::move(answer));
+    if (!r->second.waiting.empty())
+        return;
+    Message request = std::move(r->second.request);
+    relays_.erase(r);
+    broker_.respond_error(request, ENODATA, "");
+}
+
+void Multicast::pass_up_error(uint64_t relay, uint32_t rank, int errnum, const std::string& errstr) {
+    if (relay != 0)
+        pass_up(relay, rank, error_entry(rank, errnum, errstr));
+}
+
+}  // namespace banyan

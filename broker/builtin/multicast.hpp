@@ -1,0 +1,49 @@
+// broker.multicast (doc/spec/overlay.md §10.1): one request for many
+// ranks, passed down the tree once per link, each rank's answer passed
+// back up.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_set>
+
+#include "core/idset.hpp"
+#include "core/message.hpp"
+
+namespace banyan {
+
+class Broker;
+
+class Multicast {
+  public:
+    // Registers broker.multicast; the service lives as long as the broker.
+    static void register_with(Broker& broker);
+
+  private:
+    explicit Multicast(Broker& broker) : broker_(broker) {}
+
+    // A request whose answers are wanted: the ranks still to answer.
+    struct Relay {
+        Message request;  // its payload dropped
+        std::unordered_set<uint32_t> waiting;
+    };
+
+    void on_request(const Message& req);
+    // `topic` to `rank` as a request of its own; its final answer goes into
+    // relay `relay` (0: none wanted).
+    void ask_one(uint64_t relay, uint32_t rank, const std::string& topic, const std::string& payload);
+    void ask_child(uint64_t relay, uint32_t child, const IdSet& part, const std::string& payload);
+    void on_child_answer(uint64_t relay, const IdSet& part, const Message& resp);
+    // Passes `entry` ({"rank", ...}, as text) up, once a rank; ends the
+    // stream when it was the last.
+    void pass_up(uint64_t relay, uint32_t rank, std::string entry);
+    void pass_up_error(uint64_t relay, uint32_t rank, int errnum, const std::string& errstr);
+
+    Broker& broker_;
+    std::map<uint64_t, Relay> relays_;
+    uint64_t next_relay_ = 1;
+};
+
+}  // namespace banyan
