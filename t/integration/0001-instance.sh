@@ -54,6 +54,32 @@ inside() {
         sh -c "grep -v subscribed $T_DIR/ev0 | awk '{print \$1}' | awk 'NR>1 && \$1!=p+1{exit 1}{p=\$1}END{exit NR!=5}'"
     check "rank 5 got the same 5 events" sh -c "diff $T_DIR/ev0 $T_DIR/ev5"
 
+    # One request for many ranks (overlay.md §10.1): each rank answers
+    # once, asked by its own broker (the request crossed each link once,
+    # as a multicast, not routed to it), and the stream ends with ENODATA.
+    banyan-test-client rpc broker.multicast '{"ranks":"0-7","topic":"broker.ping","payload":{}}' 0 streaming \
+        >"$T_DIR/mc" || true
+    check_output "a multicast to ranks 0-7 has one answer a rank" "^0 1 2 3 4 5 6 7 $" \
+        sh -c "grep '^{' $T_DIR/mc | jq -r .rank | sort -n | tr '\n' ' '"
+    check_output "then its end" "^error 61: " tail -1 "$T_DIR/mc"
+    check "rank 7 was asked by its own broker" \
+        grep -Eq '"rank":7,"route":\["i[0-9a-f]+"\]},"rank":7}$' "$T_DIR/mc"
+    BANYAN_URI="local://$dir/rank-1/local.sock" banyan-test-client rpc broker.multicast \
+        '{"ranks":"1,3-4,6-8","topic":"broker.ping","payload":{}}' 1 streaming >"$T_DIR/mc1" || true
+    check_output "a multicast from rank 1 reaches its subtree" "^1 3 4 7 $" \
+        sh -c "grep '\"payload\"' $T_DIR/mc1 | jq -r .rank | sort -n | tr '\n' ' '"
+    check "a rank not below it is answered EHOSTUNREACH" \
+        grep -q '^{"errnum":113,"errstr":"rank 6 is not below rank 1","rank":6}$' "$T_DIR/mc1"
+    check_output "a multicast that is not a stream is refused" \
+        "^error 71: broker.multicast: its answers come as a stream" \
+        banyan-test-client rpc broker.multicast '{"ranks":"0-7","topic":"broker.ping","payload":{}}' 0
+    check_output "a multicast without its payload is refused" "^error 71: broker.multicast: expected" \
+        banyan-test-client rpc broker.multicast '{"ranks":"0-7","topic":"broker.ping"}' 0 streaming
+    check_output "a multicast of a multicast is refused" "^error 71: broker.multicast: expected" \
+        banyan-test-client rpc broker.multicast '{"ranks":"0","topic":"broker.multicast","payload":{}}' 0 streaming
+    check_output "a multicast with ranks of the wrong type is refused" "^error 71: broker.multicast.ranks: expected" \
+        banyan-test-client rpc broker.multicast '{"ranks":[1],"topic":"broker.ping","payload":{}}' 0 streaming
+
     # Bad input never hurts a broker.
     check_output "a malformed stream is dropped" "^dropped$" banyan-test-client garbage
     check_output "the broker still answers after bad input" "rank=0" banyan ping 0

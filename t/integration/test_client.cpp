@@ -42,7 +42,7 @@ namespace {
 int usage() {
     std::fprintf(
         stderr,
-        "usage: banyan-test-client rpc TOPIC JSON|@FILE [NODEID [upstream]] | submit FILE | events PREFIX COUNT | "
+        "usage: banyan-test-client rpc TOPIC JSON|@FILE [NODEID [upstream|streaming]] | submit FILE | events PREFIX COUNT | "
         "publish TOPIC COUNT | garbage | flood MIB | huge | connections N\n");
     return 2;
 }
@@ -70,6 +70,28 @@ int call(Client& client, const Message& req) {
     }
 }
 
+// A streaming request: each answer's payload on a line of its own, then
+// the error that ends the stream ("error 61: ..." for ENODATA).
+int call_streaming(Client& client, const Message& req) {
+    auto tag = client.send(req);
+    if (!tag)
+        return die(tag.error());
+    for (;;) {
+        auto msg = client.recv(std::chrono::seconds(30));
+        if (!msg)
+            return die(msg.error());
+        if (msg->type != MessageType::response || msg->matchtag != *tag)
+            continue;
+        auto payload = response_payload(*msg);
+        if (!payload)
+            return die(payload.error());
+        std::printf("%s\n", payload->dump().c_str());
+        std::fflush(stdout);
+        if (msg->is_final_response())
+            return 0;
+    }
+}
+
 int rpc(Client& client, int argc, char** argv) {
     uint32_t nodeid = argc > 4 ? static_cast<uint32_t>(std::stoul(argv[4])) : kNodeIdAny;
     Message req = Message::request(argv[2], nlohmann::json::object(), nodeid);
@@ -87,6 +109,10 @@ int rpc(Client& client, int argc, char** argv) {
     }
     if (argc > 5 && std::string(argv[5]) == "upstream")
         req.flags |= msgflag::upstream;
+    if (argc > 5 && std::string(argv[5]) == "streaming") {
+        req.flags |= msgflag::streaming;
+        return call_streaming(client, req);
+    }
     return call(client, req);
 }
 
