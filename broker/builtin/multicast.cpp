@@ -91,12 +91,17 @@ void Multicast::ask_one(uint64_t relay, uint32_t rank, const std::string& topic,
     request.payload = payload;
     if (relay == 0)
         return broker_.send(std::move(request));
+    // STREAMING: a service may answer before its last answer (exec.run:
+    // "started"), and that answer goes up with the others.
+    request.flags |= msgflag::streaming;
     broker_.rpc(std::move(request), [this, relay, rank](const Message& resp) {
-        if (!resp.is_final_response())
-            return;  // one answer a rank: its last
         if (resp.errnum)
             return pass_up_error(relay, rank, static_cast<int>(resp.errnum), resp.error_text());
-        pass_up(relay, rank, fmt::format(R"({{"rank":{},"payload":{}}})", rank, resp.payload.value_or("{}")));
+        bool more = !resp.is_final_response();
+        pass_up(relay, rank,
+                fmt::format(R"({{"rank":{},"payload":{}{}}})", rank, resp.payload.value_or("{}"),
+                            more ? R"(,"more":true)" : ""),
+                more);
     });
 }
 
@@ -115,12 +120,23 @@ void Multicast::ask_child(uint64_t relay, uint32_t child, const IdSet& part, con
 // of its part still waiting.
 void Multicast::on_child_answer(uint64_t relay, const IdSet& part, const Message& resp) {
     if (resp.errnum == 0) {
-        auto entry = resp.json();
-        auto rank = entry ? json_field<uint32_t>(*entry, "rank", 0, kTopic) : Result<uint32_t>(entry.error());
-        if (!rank || !entry->contains("rank") || !part.contains(*rank))
-            return log::warning("router", "broker.multicast: an answer from below that names no rank it was sent: {}",
-                                resp.payload.value_or(""));
-        return pass_up(relay, *rank, *resp.payload);
+        auto body = resp.json();
+        auto answers =
+            body ? json_field<nlohmann::json>(*body, "answers", nlohmann::json::array(), kTopic) : body.error();
+        if (!answers || !answers->is_array())
+            return log::warning("router", "broker.multicast: a malformed answer from below: {}",
+                                answers ? "answers: expected an array" : answers.error().message);
+        for (const auto& entry : *answers) {
+            auto rank = json_field<uint32_t>(entry, "rank", 0, "broker.multicast.answers[]");
+            auto more = json_field<bool>(entry, "more", false, "broker.multicast.answers[]");
+            if (!rank || !more || !entry.contains("rank") || !part.contains(*rank)) {
+                log::warning("router", "broker.multicast: an answer from below that names no rank it was sent: {}",
+                             entry.dump());
+                continue;
+            }
+            pass_up(relay, *rank, entry.dump(), *more);
+        }
+        return;
     }
     std::string why = resp.errnum == ENODATA ? "its answer was not passed on" : resp.error_text();
     int errnum = resp.errnum == ENODATA ? EPROTO : static_cast<int>(resp.errnum);
@@ -131,14 +147,34 @@ void Multicast::on_child_answer(uint64_t relay, const IdSet& part, const Message
     });
 }
 
-void Multicast::pass_up(uint64_t relay, uint32_t rank, std::string entry) {
+void Multicast::pass_up(uint64_t relay, uint32_t rank, std::string entry, bool more) {
     auto r = relays_.find(relay);
-    if (r == relays_.end() || r->second.waiting.erase(rank) == 0)
+    if (r == relays_.end() || !r->second.waiting.count(rank))
         return;  // answered already
-    Message answer = Message::response_to(r->second.request, nlohmann::json::object());
-    answer.flags |= msgflag::streaming;
-    answer.payload = std::move(entry);
-    broker_.respond(std::move(answer));
+    if (!more)
+        r->second.waiting.erase(rank);
+    r->second.batch.push_back(std::move(entry));
+    if (r->second.batch.size() == 1)
+        broker_.reactor().post([this, relay] { flush(relay); });
+}
+
+// Answers that come together (the shares of a job that end at once, a
+// lost link's ranks) go up as one message: each crosses d levels (§11).
+void Multicast::flush(uint64_t relay) {
+    auto r = relays_.find(relay);
+    if (r == relays_.end())
+        return;
+    if (!r->second.batch.empty()) {
+        std::string payload = R"({"answers":[)";
+        for (size_t i = 0; i < r->second.batch.size(); i++)
+            payload += (i ? "," : "") + r->second.batch[i];
+        payload += "]}";
+        r->second.batch.clear();
+        Message answer = Message::response_to(r->second.request, nlohmann::json::object());
+        answer.flags |= msgflag::streaming;
+        answer.payload = std::move(payload);
+        broker_.respond(std::move(answer));
+    }
     if (!r->second.waiting.empty())
         return;
     Message request = std::move(r->second.request);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "core/idset.hpp"
 #include "core/message.hpp"
@@ -24,10 +25,12 @@ class Multicast {
   private:
     explicit Multicast(Broker& broker) : broker_(broker) {}
 
-    // A request whose answers are wanted: the ranks still to answer.
+    // A request whose answers are wanted: the ranks still to answer, and
+    // the answers that came in this pass of the loop (sent up as one).
     struct Relay {
         Message request;  // its payload dropped
         std::unordered_set<uint32_t> waiting;
+        std::vector<std::string> batch;
     };
 
     void on_request(const Message& req);
@@ -36,9 +39,12 @@ class Multicast {
     void ask_one(uint64_t relay, uint32_t rank, const std::string& topic, const std::string& payload);
     void ask_child(uint64_t relay, uint32_t child, const IdSet& part, const std::string& payload);
     void on_child_answer(uint64_t relay, const IdSet& part, const Message& resp);
-    // Passes `entry` ({"rank", ...}, as text) up, once a rank; ends the
-    // stream when it was the last.
-    void pass_up(uint64_t relay, uint32_t rank, std::string entry);
+    // Passes `entry` ({"rank", ...}, as text) up, in the batch sent at the
+    // end of this pass of the loop (flush()): a rank's answers until its
+    // last (`more` false), none after.
+    void pass_up(uint64_t relay, uint32_t rank, std::string entry, bool more = false);
+    // Sends the batch; ends the stream once every rank has answered.
+    void flush(uint64_t relay);
     void pass_up_error(uint64_t relay, uint32_t rank, int errnum, const std::string& errstr);
 
     Broker& broker_;

@@ -548,11 +548,17 @@ void ExecService::name_chunk(ForRank0& message) {
     message.named = true;
 }
 
-// This rank's tasks all run (doc/spec/jobs.md section 8). Without an
-// answer: one report a rank, and an answer would cross the tree again. One
-// lost with rank 0 is made up for when rank 0 re-attaches the job (its
-// exec.reattach answer says the tasks ran).
+// This rank's tasks all run (doc/spec/jobs.md section 8): an answer to
+// the job's exec.run before its last, where exec.run came as a stream (a
+// multicast's, overlay.md §10.1: it goes up with other ranks' answers),
+// else job-manager.started, without an answer (one report a rank, and an
+// answer would cross the tree again). One lost with rank 0 is made up for
+// when rank 0 re-attaches the job (report_started() again).
 void ExecService::report_started(JobId id) {
+    auto it = jobs_.find(id);
+    if (it != jobs_.end() && it->second->answer_to && it->second->answer_to->has_flag(msgflag::streaming) &&
+        it->second->answer_to->topic == "exec.run")
+        return broker_.respond(Message::response_to(*it->second->answer_to, {{"started", true}}));
     broker_.send(Message::request("job-manager.started", {{"id", id}, {"rank", broker_.bootstrap().rank}}, 0));
 }
 
@@ -584,9 +590,12 @@ void ExecService::finish(JobId id, int status, double time) {
     auto it = jobs_.find(id);
     if (it == jobs_.end())
         return;
-    if (auto answer_to = std::exchange(it->second->answer_to, std::nullopt))  // once (fail)
-        broker_.respond(Message::response_to(
-            *answer_to, {{"status", status}, {"time", time}, {"usage", it->second->usage.to_json()}}));
+    if (auto answer_to = std::exchange(it->second->answer_to, std::nullopt)) {  // once (fail)
+        Message answer = Message::response_to(
+            *answer_to, {{"status", status}, {"time", time}, {"usage", it->second->usage.to_json()}});
+        answer.flags &= ~msgflag::streaming;  // the last answer, of a stream too (report_started)
+        broker_.respond(std::move(answer));
+    }
     // Kept whether answered or not: the answer may die with rank 0, and
     // this broker with it (rank 0's own jobs): kept in a file too.
     // Ends are kept for exec.reattach-timeout (EndedShares).

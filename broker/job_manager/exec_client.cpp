@@ -127,9 +127,10 @@ Message ExecClient::multicast(const std::vector<uint32_t>& ranks, std::string_vi
     return req;
 }
 
-// One rank's answer to the job's exec.run ({rank, payload} or {rank,
-// errnum, errstr}), taken as that rank's own answer; the stream's end, or
-// an error that ends it, answers every rank still unanswered.
+// Ranks' answers to the job's exec.run ({"answers": [{rank, payload} or
+// {rank, errnum, errstr}, ...]}), each taken as that rank's own answer;
+// the stream's end, or an error that ends it, answers every rank still
+// unanswered.
 void ExecClient::on_multicast_answer(JobId id, std::set<uint32_t>& unanswered, const Message& resp) {
     if (resp.errnum) {
         std::string why = resp.errnum == ENODATA ? "no answer came for it" : resp.error_text();
@@ -140,18 +141,37 @@ void ExecClient::on_multicast_answer(JobId id, std::set<uint32_t>& unanswered, c
                                                fmt::format("exec.run on rank {}: {}", rank, why)));
         return;
     }
-    auto entry = resp.json();
-    auto rank = entry ? json_field<uint32_t>(*entry, "rank", 0, "exec.run") : Result<uint32_t>(entry.error());
-    auto errnum = entry ? json_field<int64_t>(*entry, "errnum", 0, "exec.run") : Result<int64_t>(entry.error());
-    auto errstr = entry ? json_field<std::string>(*entry, "errstr", "", "exec.run") : Result<std::string>(entry.error());
-    if (auto e = first_error(rank, errnum, errstr); e || !unanswered.count(*rank))
-        return log::warning("job-manager", "{}: exec.run: an answer for no rank it waits for: {}", format_jobid(id),
-                            e ? e->message : resp.payload.value_or(""));
-    unanswered.erase(*rank);
-    Message stub = Message::request("exec.run", nlohmann::json::object(), *rank);
-    if (*errnum > 0 && *errnum < 4096)
-        return on_exec_response(id, *rank, Message::error_to(stub, static_cast<int>(*errnum), *errstr));
-    on_exec_response(id, *rank, Message::response_to(stub, json_object_at(*entry, {"payload"})));
+    auto body = resp.json();
+    auto answers = body ? json_field<nlohmann::json>(*body, "answers", nlohmann::json::array(), "exec.run")
+                        : Result<nlohmann::json>(body.error());
+    if (!answers || !answers->is_array())
+        return log::warning("job-manager", "{}: exec.run: a malformed answer: {}", format_jobid(id),
+                            answers ? "answers: expected an array" : answers.error().message);
+    for (const auto& entry : *answers) {
+        auto rank = json_field<uint32_t>(entry, "rank", 0, "exec.run.answers[]");
+        auto errnum = json_field<int64_t>(entry, "errnum", 0, "exec.run.answers[]");
+        auto errstr = json_field<std::string>(entry, "errstr", "", "exec.run.answers[]");
+        auto more = json_field<bool>(entry, "more", false, "exec.run.answers[]");
+        auto tasks_run = json_field<bool>(json_object_at(entry, {"payload"}), "started", false, "exec.run.answers[]");
+        if (auto e = first_error(rank, errnum, errstr, more, tasks_run); e || !unanswered.count(*rank)) {
+            log::warning("job-manager", "{}: exec.run: an answer for no rank it waits for: {}", format_jobid(id),
+                         e ? e->message : entry.dump());
+            continue;
+        }
+        if (*more) {  // before the share's end: its tasks all run (shell.md §7)
+            if (Job* job = table_.find(id); job && *tasks_run)
+                started(*job, *rank);
+            continue;
+        }
+        unanswered.erase(*rank);
+        Message stub = Message::request("exec.run", nlohmann::json::object(), *rank);
+        if (*errnum > 0 && *errnum < 4096)
+            on_exec_response(id, *rank, Message::error_to(stub, static_cast<int>(*errnum), *errstr));
+        else
+            on_exec_response(id, *rank, Message::response_to(stub, json_object_at(entry, {"payload"})));
+        if (!executing_.count(id))
+            return;  // that answer ended the execution: the rest are no longer its
+    }
 }
 
 // Written as text: the jobspec goes on as stored, unparsed. An element of
