@@ -36,7 +36,8 @@ void Multicast::on_request(const Message& req) {
     auto ranks_text = json_field<std::string>(*body, "ranks", "", kTopic);
     auto topic = json_field<std::string>(*body, "topic", "", kTopic);
     auto payload = json_field<nlohmann::json>(*body, "payload", nlohmann::json::object(), kTopic);
-    if (auto e = first_error(ranks_text, topic, payload))
+    auto streaming = json_field<bool>(*body, "streaming", false, kTopic);
+    if (auto e = first_error(ranks_text, topic, payload, streaming))
         return broker_.respond_error(req, EPROTO, e->message);
     auto ranks = IdSet::parse(*ranks_text);
     if (!ranks || ranks->empty() || topic->empty() || *topic == kTopic || !body->contains("payload"))
@@ -74,26 +75,28 @@ void Multicast::on_request(const Message& req) {
     for (auto& [child, part] : below) {
         if (broker_.overlay().child_protocol(child) >= kMulticastProtocol) {
             ask_child(relay, child, part,
-                      fmt::format(R"({{"ranks":{},"topic":{},"payload":{}}})", nlohmann::json(part.format()).dump(),
-                                  nlohmann::json(*topic).dump(), inner));
+                      fmt::format(R"({{"ranks":{},"topic":{},"payload":{}{}}})", nlohmann::json(part.format()).dump(),
+                                  nlohmann::json(*topic).dump(), inner, *streaming ? R"(,"streaming":true)" : ""));
         } else {
-            part.for_each([&](uint32_t rank) { ask_one(relay, rank, *topic, inner); });
+            part.for_each([&](uint32_t rank) { ask_one(relay, rank, *topic, inner, *streaming); });
         }
     }
     if (mine)
-        ask_one(relay, me, *topic, inner);
+        ask_one(relay, me, *topic, inner, *streaming);
     for (uint32_t rank : stray)
         pass_up_error(relay, rank, EHOSTUNREACH, fmt::format("rank {} is not below rank {}", rank, me));
 }
 
-void Multicast::ask_one(uint64_t relay, uint32_t rank, const std::string& topic, const std::string& payload) {
+void Multicast::ask_one(uint64_t relay, uint32_t rank, const std::string& topic, const std::string& payload,
+                        bool streaming) {
     Message request = Message::request(topic, nlohmann::json::object(), rank);
     request.payload = payload;
     if (relay == 0)
         return broker_.send(std::move(request));
-    // STREAMING: a service may answer before its last answer (exec.run:
-    // "started"), and that answer goes up with the others.
-    request.flags |= msgflag::streaming;
+    // Asked for: a service may then answer before its last answer
+    // (exec.run: "started"), and that answer goes up with the others.
+    if (streaming)
+        request.flags |= msgflag::streaming;
     broker_.rpc(std::move(request), [this, relay, rank](const Message& resp) {
         if (resp.errnum)
             return pass_up_error(relay, rank, static_cast<int>(resp.errnum), resp.error_text());

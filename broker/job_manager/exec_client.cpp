@@ -108,7 +108,7 @@ void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, con
     ex.held = !ex.stored;
     // One request down each link of the tree (overlay.md §10.1), each
     // rank's answer back as its share ends.
-    Message req = multicast(ranks, "exec.run", exec_run_payload(*job, ex.held, ex.r_text, *spec));
+    Message req = multicast(ranks, "exec.run", exec_run_payload(*job, ex.held, ex.r_text, *spec), true);
     req.flags |= msgflag::streaming;
     auto unanswered = std::make_shared<std::set<uint32_t>>(ranks.begin(), ranks.end());
     table_.broker().rpc(std::move(req), [this, id, unanswered](const Message& resp) {
@@ -117,13 +117,14 @@ void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, con
     send_pending_signals(*job);
 }
 
-Message ExecClient::multicast(const std::vector<uint32_t>& ranks, std::string_view topic, const std::string& payload) {
+Message ExecClient::multicast(const std::vector<uint32_t>& ranks, std::string_view topic, const std::string& payload,
+                              bool streaming) {
     IdSet set;
     for (uint32_t rank : ranks)
         set.insert(rank);
     Message req = Message::request("broker.multicast", nlohmann::json::object(), table_.broker().bootstrap().rank);
-    req.payload = fmt::format(R"({{"ranks":{},"topic":{},"payload":{}}})", nlohmann::json(set.format()).dump(),
-                              nlohmann::json(topic).dump(), payload);
+    req.payload = fmt::format(R"({{"ranks":{},"topic":{},"payload":{}{}}})", nlohmann::json(set.format()).dump(),
+                              nlohmann::json(topic).dump(), payload, streaming ? R"(,"streaming":true)" : "");
     return req;
 }
 

@@ -104,8 +104,10 @@ class ExecClient {
     void send_pending_signals(Job& job);
     void send_go(const Job& job, uint32_t rank);
     // A broker.multicast of `topic` with `payload` (JSON text) to `ranks`,
-    // from this rank (overlay.md §10.1).
-    Message multicast(const std::vector<uint32_t>& ranks, std::string_view topic, const std::string& payload);
+    // from this rank (overlay.md §10.1); `streaming`: each rank's request
+    // is sent STREAMING.
+    Message multicast(const std::vector<uint32_t>& ranks, std::string_view topic, const std::string& payload,
+                      bool streaming = false);
     void on_multicast_answer(JobId id, std::set<uint32_t>& unanswered, const Message& resp);
     void on_exec_response(JobId id, uint32_t rank, const Message& resp, bool may_wait = true);
     bool wait_for_rank(Job& job, Execution& ex, uint32_t rank, const std::string& why);

@@ -77,6 +77,9 @@ inside() {
         banyan-test-client rpc broker.multicast '{"ranks":"0-7","topic":"broker.ping"}' 0 streaming
     check_output "a multicast of a multicast is refused" "^error 71: broker.multicast: expected" \
         banyan-test-client rpc broker.multicast '{"ranks":"0","topic":"broker.multicast","payload":{}}' 0 streaming
+    check_output "a multicast whose streaming is not a boolean is refused" \
+        "^error 71: broker.multicast.streaming: expected" banyan-test-client rpc broker.multicast \
+        '{"ranks":"0","topic":"broker.ping","payload":{},"streaming":1}' 0 streaming
     check_output "a multicast with ranks of the wrong type is refused" "^error 71: broker.multicast.ranks: expected" \
         banyan-test-client rpc broker.multicast '{"ranks":[1],"topic":"broker.ping","payload":{}}' 0 streaming
 
