@@ -59,12 +59,15 @@ int main(int argc, char** argv) {
     bool fork_server = argc == 2 && std::strcmp(argv[1], "--fork-server") == 0;
     // The shell binds to CPUs and needs no I/O devices: hwloc would load its
     // I/O plugins anyway (GL pulls in libX11, OpenCL and PCI their
-    // libraries), 5 ms of every launch. Set over the broker's own list,
-    // which keeps the PCI plugin to find GPUs and which the fork server
-    // inherits (kept, it had every forked shell load OpenCL's and PCI's
-    // libraries again). Tasks do not inherit this: they get the job's
-    // environment.
-    setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_xml_libxml", 1);
+    // libraries), 5 ms of every launch. Added to a list there is (the
+    // broker's, which keeps the PCI plugin to find GPUs and which the fork
+    // server inherits: kept as it was, it had every forked shell load
+    // OpenCL's and PCI's libraries again; or a site's). Tasks do not
+    // inherit this: they get the job's environment.
+    const char* io_plugins = "hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_xml_libxml";
+    const char* listed = std::getenv("HWLOC_PLUGINS_BLACKLIST");
+    setenv("HWLOC_PLUGINS_BLACKLIST",
+           listed && *listed ? (std::string(listed) + "," + io_plugins).c_str() : io_plugins, 1);
     if (fork_server && !isatty(0))
         banyan::serve_forks(argv[1]);  // returns in a job's shell, forked
     else if ((argc > 1 && !signed_fd) || isatty(0)) {

@@ -9,6 +9,7 @@
 #include "broker/broker.hpp"
 #include "broker/overlay/protocol.hpp"
 #include "core/json_field.hpp"
+#include "core/json_parse.hpp"
 #include "core/log.hpp"
 
 namespace banyan {
@@ -30,33 +31,42 @@ void Multicast::register_with(Broker& broker) {
 }
 
 void Multicast::on_request(const Message& req) {
-    auto body = req.json();
-    if (!body)
-        return broker_.respond_error(req, EPROTO, body.error().message);
-    auto ranks_text = json_field<std::string>(*body, "ranks", "", kTopic);
-    auto topic = json_field<std::string>(*body, "topic", "", kTopic);
-    auto payload = json_field<nlohmann::json>(*body, "payload", nlohmann::json::object(), kTopic);
-    auto streaming = json_field<bool>(*body, "streaming", false, kTopic);
-    if (auto e = first_error(ranks_text, topic, payload, streaming))
+    // The payload passes on as it came, unparsed here (checked for its
+    // strings and brackets): each rank's service parses it, with its own
+    // limits (exec.run's jobspec: as deep as sent straight to it).
+    std::string_view text = req.payload ? std::string_view(*req.payload) : std::string_view("{}");
+    auto parsed = parse_json_except(text, "payload");  // (`raw` points into `text`)
+    if (!parsed)
+        return broker_.respond_error(req, EPROTO, fmt::format("{}: {}", kTopic, parsed.error().message));
+    const nlohmann::json& body = parsed->rest;
+    auto ranks_text = json_field<std::string>(body, "ranks", "", kTopic);
+    auto topic = json_field<std::string>(body, "topic", "", kTopic);
+    auto streaming = json_field<bool>(body, "streaming", false, kTopic);
+    if (auto e = first_error(ranks_text, topic, streaming))
         return broker_.respond_error(req, EPROTO, e->message);
     auto ranks = IdSet::parse(*ranks_text);
-    if (!ranks || ranks->empty() || topic->empty() || *topic == kTopic || !body->contains("payload"))
+    if (!ranks || ranks->empty() || topic->empty() || *topic == kTopic || !parsed->raw ||
+        parsed->raw->front() != '{')
         return broker_.respond_error(
             req, EPROTO, "broker.multicast: expected {\"ranks\": IDSET, \"topic\": TOPIC, \"payload\": OBJECT}");
+    const TreeShape tree = broker_.bootstrap().tree();
+    if (ranks->last() >= tree.size())  // (never walked: a set may name 4 billion ids)
+        return broker_.respond_error(req, EHOSTUNREACH,
+                                     fmt::format("broker.multicast: no rank {}: the instance has ranks 0-{}",
+                                                 ranks->last(), tree.size() - 1));
     bool answers = req.wants_response();
     if (answers && !req.has_flag(msgflag::streaming))
         return broker_.respond_error(req, EPROTO,
                                      "broker.multicast: its answers come as a stream (send it STREAMING, or "
                                      "NORESPONSE)");
     const uint32_t me = broker_.bootstrap().rank;
-    const TreeShape tree = broker_.bootstrap().tree();
     bool mine = false;
     std::map<uint32_t, IdSet> below;  // by child
     std::vector<uint32_t> stray;
     ranks->for_each([&](uint32_t rank) {
         if (rank == me)
             mine = true;
-        else if (auto child = rank < tree.size() ? tree.child_toward(me, rank) : std::nullopt)
+        else if (auto child = tree.child_toward(me, rank))
             below[*child].insert(rank);
         else
             stray.push_back(rank);
@@ -71,14 +81,19 @@ void Multicast::on_request(const Message& req) {
     }
     // What each call needs is made first: an answer may come inside a call
     // (a service of this broker, a link that is down) and end the relay.
-    std::string inner = payload->dump();
+    std::string inner(*parsed->raw);
     for (auto& [child, part] : below) {
         if (broker_.overlay().child_protocol(child) >= kMulticastProtocol) {
             ask_child(relay, child, part,
                       fmt::format(R"({{"ranks":{},"topic":{},"payload":{}{}}})", nlohmann::json(part.format()).dump(),
                                   nlohmann::json(*topic).dump(), inner, *streaming ? R"(,"streaming":true)" : ""));
         } else {
-            part.for_each([&](uint32_t rank) { ask_one(relay, rank, *topic, inner, *streaming); });
+            // One request a rank, as a broker of protocol 2 is asked: never
+            // STREAMING, which an older service's last answer would carry
+            // on (as an answer before the last, and the rank's answers
+            // would never end). It reports what it reported before
+            // (exec.run: job-manager.started).
+            part.for_each([&](uint32_t rank) { ask_one(relay, rank, *topic, inner, false); });
         }
     }
     if (mine)
@@ -139,10 +154,14 @@ void Multicast::on_child_answer(uint64_t relay, const IdSet& part, const Message
             }
             pass_up(relay, *rank, entry.dump(), *more);
         }
-        return;
+        if (!resp.is_final_response())
+            return;
     }
-    std::string why = resp.errnum == ENODATA ? "its answer was not passed on" : resp.error_text();
-    int errnum = resp.errnum == ENODATA ? EPROTO : static_cast<int>(resp.errnum);
+    // The child's stream ended (ENODATA, or a last answer it should not
+    // have sent), or an error ended it (the child lost).
+    bool ended = resp.errnum == 0 || resp.errnum == ENODATA;
+    std::string why = ended ? "its answer was not passed on" : resp.error_text();
+    int errnum = ended ? EPROTO : static_cast<int>(resp.errnum);
     part.for_each([&](uint32_t rank) {
         auto r = relays_.find(relay);
         if (r != relays_.end() && r->second.waiting.count(rank))
@@ -165,9 +184,11 @@ void Multicast::pass_up(uint64_t relay, uint32_t rank, std::string entry, bool m
 // lost link's ranks) go up as one message: each crosses d levels (§11).
 void Multicast::flush(uint64_t relay) {
     auto r = relays_.find(relay);
-    if (r == relays_.end())
-        return;
-    if (!r->second.batch.empty()) {
+    // An answer taken by a service of this broker (rank 0's job manager)
+    // is handled inside respond(), and what that does may answer more
+    // ranks here (an exception ends the job's other shares): sent too
+    // before the stream ends.
+    while (r != relays_.end() && !r->second.batch.empty()) {
         std::string payload = R"({"answers":[)";
         for (size_t i = 0; i < r->second.batch.size(); i++)
             payload += (i ? "," : "") + r->second.batch[i];
@@ -177,8 +198,9 @@ void Multicast::flush(uint64_t relay) {
         answer.flags |= msgflag::streaming;
         answer.payload = std::move(payload);
         broker_.respond(std::move(answer));
+        r = relays_.find(relay);
     }
-    if (!r->second.waiting.empty())
+    if (r == relays_.end() || !r->second.waiting.empty())
         return;
     Message request = std::move(r->second.request);
     relays_.erase(r);

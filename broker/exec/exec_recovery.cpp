@@ -143,6 +143,14 @@ void ExecService::on_reattach(const Message& req) {
         return;  // kept until it expires: rank 0 may die again before it stores this
     }
     LocalJob& job = *it->second;
+    // A multicast's exec.run this answers instead ends: the brokers that
+    // relay its answers (overlay.md §10.1) wait for it, and would keep
+    // waiting. Nobody above them does: rank 0 asks again only once it
+    // heard this rank lost (the relay that said so counted the rank) or
+    // as a new process.
+    if (job.answer_to && job.answer_to->topic == "exec.run" && job.answer_to->has_flag(msgflag::streaming))
+        broker_.respond_error(*job.answer_to, ECANCELED,
+                              fmt::format("rank {}: answered to exec.reattach instead", broker_.bootstrap().rank));
     job.answer_to = req;
     job.answer_to->payload.reset();
     auto kept = std::exchange(job.kept, {});
