@@ -32,8 +32,9 @@ void Multicast::register_with(Broker& broker) {
 
 void Multicast::on_request(const Message& req) {
     // The payload passes on as it came, unparsed here (checked for its
-    // strings and brackets): each rank's service parses it, with its own
-    // limits (exec.run's jobspec: as deep as sent straight to it).
+    // strings and brackets, and for 64 levels from the request's top): each
+    // rank's service parses it. (So a jobspec may be 62 levels deep at
+    // launch, where submit takes 63: real ones are about 25.)
     std::string_view text = req.payload ? std::string_view(*req.payload) : std::string_view("{}");
     auto parsed = parse_json_except(text, "payload");  // (`raw` points into `text`)
     if (!parsed)
@@ -141,10 +142,13 @@ void Multicast::on_child_answer(uint64_t relay, const IdSet& part, const Message
         auto body = resp.json();
         auto answers =
             body ? json_field<nlohmann::json>(*body, "answers", nlohmann::json::array(), kTopic) : body.error();
-        if (!answers || !answers->is_array())
-            return log::warning("router", "broker.multicast: a malformed answer from below: {}",
-                                answers ? "answers: expected an array" : answers.error().message);
-        for (const auto& entry : *answers) {
+        if (!answers || !answers->is_array()) {
+            log::warning("router", "broker.multicast: a malformed answer from below: {}",
+                         answers ? "answers: expected an array" : answers.error().message);
+            if (!resp.is_final_response())
+                return;
+        }
+        for (const auto& entry : answers && answers->is_array() ? *answers : nlohmann::json::array()) {
             auto rank = json_field<uint32_t>(entry, "rank", 0, "broker.multicast.answers[]");
             auto more = json_field<bool>(entry, "more", false, "broker.multicast.answers[]");
             if (!rank || !more || !entry.contains("rank") || !part.contains(*rank)) {
@@ -158,7 +162,7 @@ void Multicast::on_child_answer(uint64_t relay, const IdSet& part, const Message
             return;
     }
     // The child's stream ended (ENODATA, or a last answer it should not
-    // have sent), or an error ended it (the child lost).
+    // have sent, malformed or not), or an error ended it (the child lost).
     bool ended = resp.errnum == 0 || resp.errnum == ENODATA;
     std::string why = ended ? "its answer was not passed on" : resp.error_text();
     int errnum = ended ? EPROTO : static_cast<int>(resp.errnum);
