@@ -66,8 +66,8 @@ int main(int argc, char** argv) {
     // inherit this: they get the job's environment.
     const char* io_plugins = "hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_xml_libxml";
     const char* listed = std::getenv("HWLOC_PLUGINS_BLACKLIST");
-    setenv("HWLOC_PLUGINS_BLACKLIST",
-           listed && *listed ? (std::string(listed) + "," + io_plugins).c_str() : io_plugins, 1);
+    setenv("HWLOC_PLUGINS_BLACKLIST", listed && *listed ? (std::string(listed) + "," + io_plugins).c_str() : io_plugins,
+           1);
     if (fork_server && !isatty(0))
         banyan::serve_forks(argv[1]);  // returns in a job's shell, forked
     else if ((argc > 1 && !signed_fd) || isatty(0)) {

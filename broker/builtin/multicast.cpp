@@ -46,15 +46,14 @@ void Multicast::on_request(const Message& req) {
     if (auto e = first_error(ranks_text, topic, streaming))
         return broker_.respond_error(req, EPROTO, e->message);
     auto ranks = IdSet::parse(*ranks_text);
-    if (!ranks || ranks->empty() || topic->empty() || *topic == kTopic || !parsed->raw ||
-        parsed->raw->front() != '{')
+    if (!ranks || ranks->empty() || topic->empty() || *topic == kTopic || !parsed->raw || parsed->raw->front() != '{')
         return broker_.respond_error(
             req, EPROTO, "broker.multicast: expected {\"ranks\": IDSET, \"topic\": TOPIC, \"payload\": OBJECT}");
     const TreeShape tree = broker_.bootstrap().tree();
     if (ranks->last() >= tree.size())  // (never walked: a set may name 4 billion ids)
-        return broker_.respond_error(req, EHOSTUNREACH,
-                                     fmt::format("broker.multicast: no rank {}: the instance has ranks 0-{}",
-                                                 ranks->last(), tree.size() - 1));
+        return broker_.respond_error(
+            req, EHOSTUNREACH,
+            fmt::format("broker.multicast: no rank {}: the instance has ranks 0-{}", ranks->last(), tree.size() - 1));
     bool answers = req.wants_response();
     if (answers && !req.has_flag(msgflag::streaming))
         return broker_.respond_error(req, EPROTO,
@@ -130,8 +129,7 @@ void Multicast::ask_child(uint64_t relay, uint32_t child, const IdSet& part, con
     if (relay == 0)
         return broker_.send(std::move(request));
     request.flags |= msgflag::streaming;
-    broker_.rpc(std::move(request),
-                [this, relay, part](const Message& resp) { on_child_answer(relay, part, resp); });
+    broker_.rpc(std::move(request), [this, relay, part](const Message& resp) { on_child_answer(relay, part, resp); });
 }
 
 // A child's stream: its ranks' answers, passed up as they come; its end

@@ -36,8 +36,7 @@ class Multicast {
     void on_request(const Message& req);
     // `topic` to `rank` as a request of its own (STREAMING if `streaming`);
     // its answers go into relay `relay` (0: none wanted).
-    void ask_one(uint64_t relay, uint32_t rank, const std::string& topic, const std::string& payload,
-                 bool streaming);
+    void ask_one(uint64_t relay, uint32_t rank, const std::string& topic, const std::string& payload, bool streaming);
     void ask_child(uint64_t relay, uint32_t child, const IdSet& part, const std::string& payload);
     void on_child_answer(uint64_t relay, const IdSet& part, const Message& resp);
     // Passes `entry` ({"rank", ...}, as text) up, in the batch sent at the

@@ -111,9 +111,8 @@ void ExecClient::send_exec_run(JobId id, const std::vector<uint32_t>& ranks, con
     Message req = multicast(ranks, "exec.run", exec_run_payload(*job, ex.held, ex.r_text, *spec), true);
     req.flags |= msgflag::streaming;
     auto unanswered = std::make_shared<std::set<uint32_t>>(ranks.begin(), ranks.end());
-    table_.broker().rpc(std::move(req), [this, id, unanswered](const Message& resp) {
-        on_multicast_answer(id, *unanswered, resp);
-    });
+    table_.broker().rpc(std::move(req),
+                        [this, id, unanswered](const Message& resp) { on_multicast_answer(id, *unanswered, resp); });
     send_pending_signals(*job);
 }
 
@@ -232,8 +231,7 @@ void ExecClient::alloc_stored(Job& job) {
     ex.held = false;
     if (job.state != JobState::run)
         return;  // ended meanwhile: exec.terminate ends its held start
-    table_.broker().send(
-        multicast(job.ranks, "exec.go", nlohmann::json{{"id", job.id}, {"alloc", job.t_run}}.dump()));
+    table_.broker().send(multicast(job.ranks, "exec.go", nlohmann::json{{"id", job.id}, {"alloc", job.t_run}}.dump()));
 }
 
 // Without an answer (one per rank of the job, each crossing the tree): a

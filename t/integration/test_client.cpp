@@ -40,10 +40,10 @@ using namespace banyan;
 namespace {
 
 int usage() {
-    std::fprintf(
-        stderr,
-        "usage: banyan-test-client rpc TOPIC JSON|@FILE [NODEID [upstream|streaming]] | submit FILE | events PREFIX COUNT | "
-        "publish TOPIC COUNT | garbage | flood MIB | huge | connections N\n");
+    std::fprintf(stderr,
+                 "usage: banyan-test-client rpc TOPIC JSON|@FILE [NODEID [upstream|streaming]] | submit FILE | events "
+                 "PREFIX COUNT | "
+                 "publish TOPIC COUNT | garbage | flood MIB | huge | connections N\n");
     return 2;
 }
 
