@@ -30,6 +30,14 @@ void Multicast::register_with(Broker& broker) {
     broker.register_method(kTopic, true, [service](const Message& req) { service->on_request(req); });
 }
 
+Message Multicast::request(uint32_t to, const IdSet& ranks, std::string_view topic, std::string_view payload,
+                           bool streaming) {
+    Message req = Message::request(kTopic, nlohmann::json::object(), to);
+    req.payload = fmt::format(R"({{"ranks":{},"topic":{},"payload":{}{}}})", nlohmann::json(ranks.format()).dump(),
+                              nlohmann::json(topic).dump(), payload, streaming ? R"(,"streaming":true)" : "");
+    return req;
+}
+
 void Multicast::on_request(const Message& req) {
     // The payload passes on as it came, unparsed here (checked for its
     // strings and brackets, and for 64 levels from the request's top): each
@@ -84,9 +92,7 @@ void Multicast::on_request(const Message& req) {
     std::string inner(*parsed->raw);
     for (auto& [child, part] : below) {
         if (broker_.overlay().child_protocol(child) >= kMulticastProtocol) {
-            ask_child(relay, child, part,
-                      fmt::format(R"({{"ranks":{},"topic":{},"payload":{}{}}})", nlohmann::json(part.format()).dump(),
-                                  nlohmann::json(*topic).dump(), inner, *streaming ? R"(,"streaming":true)" : ""));
+            ask_child(relay, request(child, part, *topic, inner, *streaming), part);
         } else {
             // One request a rank, as a broker of protocol 2 is asked: never
             // STREAMING, which an older service's last answer would carry
@@ -123,9 +129,7 @@ void Multicast::ask_one(uint64_t relay, uint32_t rank, const std::string& topic,
     });
 }
 
-void Multicast::ask_child(uint64_t relay, uint32_t child, const IdSet& part, const std::string& payload) {
-    Message request = Message::request(kTopic, nlohmann::json::object(), child);
-    request.payload = payload;
+void Multicast::ask_child(uint64_t relay, Message request, const IdSet& part) {
     if (relay == 0)
         return broker_.send(std::move(request));
     request.flags |= msgflag::streaming;

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -21,6 +22,10 @@ class Multicast {
   public:
     // Registers broker.multicast; the service lives as long as the broker.
     static void register_with(Broker& broker);
+    // A broker.multicast to rank `to` of `topic` with `payload` (JSON
+    // object text, passed on as it is) for `ranks` (overlay.md §10.1).
+    static Message request(uint32_t to, const IdSet& ranks, std::string_view topic, std::string_view payload,
+                           bool streaming);
 
   private:
     explicit Multicast(Broker& broker) : broker_(broker) {}
@@ -37,7 +42,7 @@ class Multicast {
     // `topic` to `rank` as a request of its own (STREAMING if `streaming`);
     // its answers go into relay `relay` (0: none wanted).
     void ask_one(uint64_t relay, uint32_t rank, const std::string& topic, const std::string& payload, bool streaming);
-    void ask_child(uint64_t relay, uint32_t child, const IdSet& part, const std::string& payload);
+    void ask_child(uint64_t relay, Message request, const IdSet& part);
     void on_child_answer(uint64_t relay, const IdSet& part, const Message& resp);
     // Passes `entry` ({"rank", ...}, as text) up, in the batch sent at the
     // end of this pass of the loop (flush()): a rank's answers until its

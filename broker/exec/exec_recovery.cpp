@@ -148,7 +148,7 @@ void ExecService::on_reattach(const Message& req) {
     // waiting. Nobody above them does: rank 0 asks again only once it
     // heard this rank lost (the relay that said so counted the rank) or
     // as a new process.
-    if (job.answer_to && job.answer_to->topic == "exec.run" && job.answer_to->has_flag(msgflag::streaming))
+    if (job.answers_a_stream())
         broker_.respond_error(*job.answer_to, ECANCELED,
                               fmt::format("rank {}: answered to exec.reattach instead", broker_.bootstrap().rank));
     job.answer_to = req;

@@ -556,8 +556,7 @@ void ExecService::name_chunk(ForRank0& message) {
 // when rank 0 re-attaches the job (report_started() again).
 void ExecService::report_started(JobId id) {
     auto it = jobs_.find(id);
-    if (it != jobs_.end() && it->second->answer_to && it->second->answer_to->has_flag(msgflag::streaming) &&
-        it->second->answer_to->topic == "exec.run")
+    if (it != jobs_.end() && it->second->answers_a_stream())
         return broker_.respond(Message::response_to(*it->second->answer_to, {{"started", true}}));
     broker_.send(Message::request("job-manager.started", {{"id", id}, {"rank", broker_.bootstrap().rank}}, 0));
 }

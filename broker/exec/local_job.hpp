@@ -41,6 +41,11 @@ struct ExecService::LocalJob {
     // none for an adopted shell until a job manager asks (the result is
     // kept in ended_ all the same).
     std::optional<Message> answer_to;
+    // answer_to is a multicast's exec.run (overlay.md §10.1): it takes
+    // answers before its last (started), and relays wait for its last.
+    bool answers_a_stream() const {
+        return answer_to && answer_to->topic == "exec.run" && answer_to->has_flag(msgflag::streaming);
+    }
     pid_t adopted_pid = 0;  // a dead broker's shell, reached through its socket
     // Where the job is in its life on this rank (doc/spec/shell.md §7).
     enum class Phase {

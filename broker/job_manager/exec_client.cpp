@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "broker/builtin/multicast.hpp"
 #include "broker/job_manager/job_manager.hpp"
 #include "core/json_field.hpp"
 #include "core/log.hpp"
@@ -121,10 +122,7 @@ Message ExecClient::multicast(const std::vector<uint32_t>& ranks, std::string_vi
     IdSet set;
     for (uint32_t rank : ranks)
         set.insert(rank);
-    Message req = Message::request("broker.multicast", nlohmann::json::object(), table_.broker().bootstrap().rank);
-    req.payload = fmt::format(R"({{"ranks":{},"topic":{},"payload":{}{}}})", nlohmann::json(set.format()).dump(),
-                              nlohmann::json(topic).dump(), payload, streaming ? R"(,"streaming":true)" : "");
-    return req;
+    return Multicast::request(table_.broker().bootstrap().rank, set, topic, payload, streaming);
 }
 
 // Ranks' answers to the job's exec.run ({"answers": [{rank, payload} or

@@ -1,7 +1,8 @@
 // banyan-test-client: raw RPCs and events against a running instance, for
 // the integration tests (what no user command exposes on its own).
 //   rpc TOPIC JSON [NODEID] [FLAGS]    prints the payload, or "error ERRNUM: TEXT" and exits 1;
-//                                      JSON may be @FILE: the file's bytes are sent as they are
+//                                      JSON may be @FILE: the file's bytes are sent as they are;
+//                                      FLAGS `streaming`: each answer's payload, to the stream's end
 //   submit FILE                        submits the jobspec in FILE (YAML or JSON) as it is
 //   events PREFIX COUNT                subscribes, prints "SEQ TOPIC" for COUNT events
 //   publish TOPIC COUNT                publishes COUNT events
@@ -41,9 +42,8 @@ namespace {
 
 int usage() {
     std::fprintf(stderr,
-                 "usage: banyan-test-client rpc TOPIC JSON|@FILE [NODEID [upstream|streaming]] | submit FILE | events "
-                 "PREFIX COUNT | "
-                 "publish TOPIC COUNT | garbage | flood MIB | huge | connections N\n");
+                 "usage: banyan-test-client rpc TOPIC JSON|@FILE [NODEID [upstream|streaming]] | submit FILE | "
+                 "events PREFIX COUNT | publish TOPIC COUNT | garbage | flood MIB | huge | connections N\n");
     return 2;
 }
 
@@ -52,27 +52,10 @@ int die(const Error& e) {
     return 1;
 }
 
+// Each answer's payload on a line of its own, up to the last (the only
+// one, but of a stream); an error answer as "error N: ..." (the end of a
+// stream: "error 61: ..." for ENODATA).
 int call(Client& client, const Message& req) {
-    auto tag = client.send(req);
-    if (!tag)
-        return die(tag.error());
-    for (;;) {
-        auto msg = client.recv(std::chrono::seconds(30));
-        if (!msg)
-            return die(msg.error());
-        if (msg->type != MessageType::response || msg->matchtag != *tag)
-            continue;
-        auto payload = response_payload(*msg);
-        if (!payload)
-            return die(payload.error());
-        std::printf("%s\n", payload->dump().c_str());
-        return 0;
-    }
-}
-
-// A streaming request: each answer's payload on a line of its own, then
-// the error that ends the stream ("error 61: ..." for ENODATA).
-int call_streaming(Client& client, const Message& req) {
     auto tag = client.send(req);
     if (!tag)
         return die(tag.error());
@@ -109,10 +92,8 @@ int rpc(Client& client, int argc, char** argv) {
     }
     if (argc > 5 && std::string(argv[5]) == "upstream")
         req.flags |= msgflag::upstream;
-    if (argc > 5 && std::string(argv[5]) == "streaming") {
+    if (argc > 5 && std::string(argv[5]) == "streaming")
         req.flags |= msgflag::streaming;
-        return call_streaming(client, req);
-    }
     return call(client, req);
 }
 
