@@ -622,9 +622,10 @@ void HttpService::api_resources(const HttpCall& call) {
 
 // Job events as Server-Sent Events (http.md §4): every job the caller may
 // see, or one job's from its first event to its last. Both ride on one
-// job-manager.events stream, subscribed first, so that nothing committed
-// between a job's eventlog and the stream is lost; the stream is
-// cancelled when the client goes.
+// job-manager.events stream, subscribed before the job's eventlog is
+// asked for: an event posted before the subscription is in the eventlog
+// (read once it is on disk), one posted after it is streamed. The stream
+// is cancelled when the client goes.
 void HttpService::stream_events(const HttpCall& call, std::optional<JobId> job) {
     struct Follow {
         std::shared_ptr<HttpExchange> exchange;

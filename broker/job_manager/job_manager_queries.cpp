@@ -203,15 +203,21 @@ void JobManager::on_eventlog(const Message& req) {
     Job* job = visible_job(req, body);
     if (!job)
         return;
-    db_->read([id = job->id](JobDbReader& reader) { return reader.events(id, 0); },
-              [this, req](const Result<std::vector<JobEvent>>& events) {
-                  if (!events)
-                      return broker_.respond_error(req, EIO, events.error().message);
-                  nlohmann::json list = nlohmann::json::array();
-                  for (const auto& ev : *events)
-                      list.push_back(ev.to_json());
-                  broker_.respond(Message::response_to(req, {{"events", std::move(list)}}));
-              });
+    // Read once every event posted so far is on disk: the log then holds
+    // each one that a job-manager.events stream subscribed just before
+    // this request misses (posted before it, committed after; the HTTP
+    // API's stream of one job is that pair).
+    db_->after_commit([this, req, id = job->id] {
+        db_->read([id](JobDbReader& reader) { return reader.events(id, 0); },
+                  [this, req](const Result<std::vector<JobEvent>>& events) {
+                      if (!events)
+                          return broker_.respond_error(req, EIO, events.error().message);
+                      nlohmann::json list = nlohmann::json::array();
+                      for (const auto& ev : *events)
+                          list.push_back(ev.to_json());
+                      broker_.respond(Message::response_to(req, {{"events", std::move(list)}}));
+                  });
+    });
 }
 
 void JobManager::on_attach(const Message& req) {

@@ -19,6 +19,7 @@ if ldd "$(command -v banyan-broker)" | grep -q libasan; then
     echo "AddressSanitizer must be the first library loaded, so no LD_PRELOAD shim"
     exit "$SKIP_CODE"
 fi
+need_tools curl
 export STATE=$T_DIR/state
 slow() { LD_PRELOAD=$shim BANYAN_SLOW_DISK_MS=200 "$@"; }
 
@@ -133,3 +134,21 @@ check_output "with one exec exception naming the shell's end" "^1 .*exited with 
 check_output "the broker goes on" "^$id" banyan jobs -a --no-header -o '{id}'
 SCRIPT
 slow banyan start --test-size=1 -S exec.job-shell="\"$T_DIR/dying-shell\"" bash "$T_DIR/dying.sh"
+
+# A job's event stream (HTTP, follow: its eventlog, then the events
+# streamed from the next seq) misses none: the eventlog is read once the
+# events posted before it are on disk. With each sync slow, a job that
+# runs at once has events posted and not yet stored when its stream
+# begins; they were lost (neither read nor streamed).
+cat >"$T_DIR/stream.sh" <<'SCRIPT'
+set -u
+url=http://$(banyan uptime | sed -n 's,.*http http://,,p')
+token=$(banyan token create)
+id=$(banyan submit true)
+check_output "a job's event stream from its submit has every event, in order, to its end" \
+    '^submit depend priority alloc start finish free clean end $' \
+    sh -c "curl -s --max-time 30 -H 'Authorization: Bearer $token' '$url/api/v1/jobs/$id/eventlog?follow=1' |
+           sed -n 's/^data: .*\"name\":\"\([a-z]*\)\".*/\\1/p; s/^event: end/end/p' | tr '\\n' ' '"
+SCRIPT
+LD_PRELOAD=$shim BANYAN_SLOW_DISK_MS=300 BANYAN_SLOW_DISK_SYNC_ONLY=1 \
+    banyan start --test-size=1 -S http.listen=127.0.0.1:0 bash "$T_DIR/stream.sh"

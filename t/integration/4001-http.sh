@@ -63,9 +63,20 @@ check_output "GET jobs/{id}: the job, jobspec and R" "^200 .*\"job\":\{\"id\":\"
 check_output "a decimal id works too" "^200 .*\"id\":\"$id\"" \
     call GET "/api/v1/jobs/$(banyan jobs -a --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')" "${auth[@]}"
 check_output "banyan jobs -a --json: the f58 id beside the number" "\"id\":[0-9]+.*\"jobid\":\"$id\"" banyan jobs -a --json
+# Should the stream stop short, what the job did meanwhile (its events'
+# times, stored) and when the stream was given up are shown with it.
+sse_to_end() {
+    local out
+    out=$(call GET "/api/v1/jobs/$1/eventlog?follow=1" --max-time 60 -H "Authorization: Bearer $TOKEN" | tr '\n' ' ')
+    echo "$out"
+    [[ $out == *"event: end"* ]] && return
+    echo "given up at $(date +%s.%N); the job's stored events:"
+    banyan job eventlog "$1" 2>&1 | tr -d '"'
+}
+export -f sse_to_end
+export TOKEN
 check_output "eventlog as Server-Sent Events, to the end" \
-    '^200 event: job.*"name":"submit".*"name":"finish".*event: end' \
-    bash -c "call GET '/api/v1/jobs/$id/eventlog?follow=1' --max-time 60 -H 'Authorization: Bearer $TOKEN' | tr '\n' ' '"
+    '^200 event: job.*"name":"submit".*"name":"finish".*event: end' sse_to_end "$id"
 check_output "eventlog as JSON" '^200 \{"events":\[\{"context"' call GET "/api/v1/jobs/$id/eventlog" "${auth[@]}"
 check_output "a job not profiled has no profile (GET .../profile: 400, one line)" \
     '^400 \{"message":".*the job was not profiled \(--profile-ebpf\)"' call GET "/api/v1/jobs/$id/profile" "${auth[@]}"
