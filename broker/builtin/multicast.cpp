@@ -18,6 +18,12 @@ namespace {
 constexpr const char* kTopic = "broker.multicast";
 // The first protocol whose brokers take a multicast (overlay.md §3.1).
 constexpr uint32_t kMulticastProtocol = 3;
+// Answers batched into one message up to about this many bytes: the
+// answers of many ranks (each up to a message's payload) would otherwise
+// make one message larger than any broker takes.
+constexpr size_t kBatchBytes = size_t{1} << 20;
+// An answer larger than this cannot go up inside a batch's message.
+constexpr size_t kLargestEntry = kDefaultMaxPayload - 64;
 
 std::string error_entry(uint32_t rank, int errnum, const std::string& errstr) {
     return nlohmann::json{{"rank", rank}, {"errnum", errnum}, {"errstr", errstr}}.dump();
@@ -70,14 +76,14 @@ void Multicast::on_request(const Message& req) {
     const uint32_t me = broker_.bootstrap().rank;
     bool mine = false;
     std::map<uint32_t, IdSet> below;  // by child
-    std::vector<uint32_t> stray;
+    IdSet above;                      // outside this subtree: through the parent
     ranks->for_each([&](uint32_t rank) {
         if (rank == me)
             mine = true;
         else if (auto child = tree.child_toward(me, rank))
             below[*child].insert(rank);
         else
-            stray.push_back(rank);
+            above.insert(rank);
     });
     uint64_t relay = 0;
     if (answers) {
@@ -90,22 +96,24 @@ void Multicast::on_request(const Message& req) {
     // What each call needs is made first: an answer may come inside a call
     // (a service of this broker, a link that is down) and end the relay.
     std::string inner(*parsed->raw);
-    for (auto& [child, part] : below) {
-        if (broker_.overlay().child_protocol(child) >= kMulticastProtocol) {
-            ask_child(relay, request(child, part, *topic, inner, *streaming), part);
-        } else {
-            // One request a rank, as a broker of protocol 2 is asked: never
-            // STREAMING, which an older service's last answer would carry
-            // on (as an answer before the last, and the rank's answers
-            // would never end). It reports what it reported before
-            // (exec.run: job-manager.started).
-            part.for_each([&](uint32_t rank) { ask_one(relay, rank, *topic, inner, false); });
-        }
-    }
+    auto pass_on = [&](uint32_t neighbour, uint32_t protocol, const IdSet& part) {
+        if (protocol >= kMulticastProtocol)
+            return ask_neighbour(relay, request(neighbour, part, *topic, inner, *streaming), part);
+        // One request a rank, as a broker of protocol 2 is asked: never
+        // STREAMING, which an older service's last answer would carry on
+        // (as an answer before the last, and the rank's answers would
+        // never end). It reports what it reported before (exec.run:
+        // job-manager.started).
+        part.for_each([&](uint32_t rank) { ask_one(relay, rank, *topic, inner, false); });
+    };
+    for (auto& [child, part] : below)
+        pass_on(child, broker_.overlay().child_protocol(child), part);
+    // (Only a multicast sent to a rank other than 0 has ranks above it:
+    // rank 0's subtree is the instance.)
+    if (auto parent = broker_.bootstrap().parent(); parent && !above.empty())
+        pass_on(*parent, broker_.overlay().parent_protocol(), above);
     if (mine)
         ask_one(relay, me, *topic, inner, *streaming);
-    for (uint32_t rank : stray)
-        pass_up_error(relay, rank, EHOSTUNREACH, fmt::format("rank {} is not below rank {}", rank, me));
 }
 
 void Multicast::ask_one(uint64_t relay, uint32_t rank, const std::string& topic, const std::string& payload,
@@ -129,23 +137,25 @@ void Multicast::ask_one(uint64_t relay, uint32_t rank, const std::string& topic,
     });
 }
 
-void Multicast::ask_child(uint64_t relay, Message request, const IdSet& part) {
+void Multicast::ask_neighbour(uint64_t relay, Message request, const IdSet& part) {
     if (relay == 0)
         return broker_.send(std::move(request));
     request.flags |= msgflag::streaming;
-    broker_.rpc(std::move(request), [this, relay, part](const Message& resp) { on_child_answer(relay, part, resp); });
+    broker_.rpc(std::move(request),
+                [this, relay, part](const Message& resp) { on_neighbour_answer(relay, part, resp); });
 }
 
-// A child's stream: its ranks' answers, passed up as they come; its end
-// (ENODATA), or an error that ends it (the child lost), answers every rank
-// of its part still waiting.
-void Multicast::on_child_answer(uint64_t relay, const IdSet& part, const Message& resp) {
+// A neighbour's stream (a child's, or the parent's for the ranks above):
+// its part's answers, passed up as they come; its end (ENODATA), or an
+// error that ends it (the neighbour lost), answers every rank of its part
+// still waiting.
+void Multicast::on_neighbour_answer(uint64_t relay, const IdSet& part, const Message& resp) {
     if (resp.errnum == 0) {
         auto body = resp.json();
         auto answers =
             body ? json_field<nlohmann::json>(*body, "answers", nlohmann::json::array(), kTopic) : body.error();
         if (!answers || !answers->is_array()) {
-            log::warning("router", "broker.multicast: a malformed answer from below: {}",
+            log::warning("router", "broker.multicast: a malformed answer from a neighbour: {}",
                          answers ? "answers: expected an array" : answers.error().message);
             if (!resp.is_final_response())
                 return;
@@ -154,7 +164,8 @@ void Multicast::on_child_answer(uint64_t relay, const IdSet& part, const Message
             auto rank = json_field<uint32_t>(entry, "rank", 0, "broker.multicast.answers[]");
             auto more = json_field<bool>(entry, "more", false, "broker.multicast.answers[]");
             if (!rank || !more || !entry.contains("rank") || !part.contains(*rank)) {
-                log::warning("router", "broker.multicast: an answer from below that names no rank it was sent: {}",
+                log::warning("router",
+                             "broker.multicast: an answer from a neighbour that names no rank it was sent: {}",
                              entry.dump());
                 continue;
             }
@@ -163,8 +174,8 @@ void Multicast::on_child_answer(uint64_t relay, const IdSet& part, const Message
         if (!resp.is_final_response())
             return;
     }
-    // The child's stream ended (ENODATA, or a last answer it should not
-    // have sent, malformed or not), or an error ended it (the child lost).
+    // The neighbour's stream ended (ENODATA, or a last answer it should
+    // not have sent, malformed or not), or an error ended it (it is lost).
     bool ended = resp.errnum == 0 || resp.errnum == ENODATA;
     std::string why = ended ? "its answer was not passed on" : resp.error_text();
     int errnum = ended ? EPROTO : static_cast<int>(resp.errnum);
@@ -179,6 +190,12 @@ void Multicast::pass_up(uint64_t relay, uint32_t rank, std::string entry, bool m
     auto r = relays_.find(relay);
     if (r == relays_.end() || !r->second.waiting.count(rank))
         return;  // answered already
+    if (entry.size() > kLargestEntry) {  // (its rank's last: what it says after is not passed)
+        entry = error_entry(
+            rank, EMSGSIZE,
+            fmt::format("its answer ({} bytes) is too large to pass on in a multicast's stream", entry.size()));
+        more = false;
+    }
     if (!more)
         r->second.waiting.erase(rank);
     r->second.batch.push_back(std::move(entry));
@@ -196,10 +213,14 @@ void Multicast::flush(uint64_t relay) {
     // before the stream ends.
     while (r != relays_.end() && !r->second.batch.empty()) {
         std::string payload = R"({"answers":[)";
-        for (size_t i = 0; i < r->second.batch.size(); i++)
-            payload += (i ? "," : "") + r->second.batch[i];
+        size_t taken = 0;
+        for (auto& entry : r->second.batch) {
+            if (taken > 0 && payload.size() + entry.size() + 2 > kBatchBytes)
+                break;  // the rest in the next message
+            payload += (taken++ ? "," : "") + entry;
+        }
         payload += "]}";
-        r->second.batch.clear();
+        r->second.batch.erase(r->second.batch.begin(), r->second.batch.begin() + static_cast<std::ptrdiff_t>(taken));
         Message answer = Message::response_to(r->second.request, nlohmann::json::object());
         answer.flags |= msgflag::streaming;
         answer.payload = std::move(payload);

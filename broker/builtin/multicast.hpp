@@ -1,6 +1,6 @@
 // broker.multicast (doc/spec/overlay.md §10.1): one request for many
-// ranks, passed down the tree once per link, each rank's answer passed
-// back up.
+// ranks, passed along the tree once per link (down to the ranks below,
+// up for those outside the subtree), each rank's answer passed back.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +42,10 @@ class Multicast {
     // `topic` to `rank` as a request of its own (STREAMING if `streaming`);
     // its answers go into relay `relay` (0: none wanted).
     void ask_one(uint64_t relay, uint32_t rank, const std::string& topic, const std::string& payload, bool streaming);
-    void ask_child(uint64_t relay, Message request, const IdSet& part);
-    void on_child_answer(uint64_t relay, const IdSet& part, const Message& resp);
+    // A child's part (the ranks below it), or the parent's (the ranks
+    // outside this subtree), as one multicast to that broker.
+    void ask_neighbour(uint64_t relay, Message request, const IdSet& part);
+    void on_neighbour_answer(uint64_t relay, const IdSet& part, const Message& resp);
     // Passes `entry` ({"rank", ...}, as text) up, in the batch sent at the
     // end of this pass of the loop (flush()): a rank's answers until its
     // last (`more` false), none after.

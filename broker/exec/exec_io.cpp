@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "broker/builtin/multicast.hpp"
 #include "broker/exec/local_job.hpp"
 #include "core/duration.hpp"
 #include "core/idset.hpp"
@@ -70,7 +71,8 @@ void ExecService::on_fence(const Message& req) {
     auto rank = json_field<uint32_t>(*body, "rank", 0, "exec.fence");
     auto nshells = json_field<uint32_t>(*body, "nshells", 1, "exec.fence");
     auto data = json_field<std::string>(*body, "data", "", "exec.fence");
-    if (auto e = first_error(id, seq, rank, nshells, data))
+    auto multicast = json_field<bool>(*body, "multicast", false, "exec.fence");
+    if (auto e = first_error(id, seq, rank, nshells, data, multicast))
         return broker_.respond_error(req, EPROTO, e->message);
     Fence& fence = fences_[{*id, *seq}];
     // The answer, every shell's data in one message, must fit in a
@@ -79,8 +81,9 @@ void ExecService::on_fence(const Message& req) {
     fence.bytes += data->size();
     if (fence.bytes > kFenceDataLimit && !fence.failed) {
         fence.failed = true;
-        for (const Message& w : fence.waiting)
-            broker_.respond_error(w, E2BIG, "the job's fence data is over 12 MiB in all (one message carries it)");
+        for (const Fence::Part& w : fence.waiting)
+            broker_.respond_error(w.request, E2BIG,
+                                  "the job's fence data is over 12 MiB in all (one message carries it)");
         fence.failed_parts = static_cast<uint32_t>(fence.waiting.size());
         fence.waiting.clear();
         fence.data = nlohmann::json::object();
@@ -92,19 +95,56 @@ void ExecService::on_fence(const Message& req) {
         return;
     }
     fence.data[std::to_string(*rank)] = std::move(*data);
-    fence.waiting.push_back(req);
-    fence.waiting.back().payload.reset();
+    fence.waiting.push_back({req, *multicast});
+    fence.waiting.back().request.payload.reset();
+    if (*multicast)
+        fence.by_multicast.insert(*rank);
     if (fence.data.size() < *nshells)
         return;
-    // Every part gets the same answer: its text is made once, not once a
-    // part (N encodings of all N parts; overlay.md §11).
-    Message answer = Message::response_to(fence.waiting.front(), {{"seq", *seq}, {"data", fence.data}});
-    for (const Message& w : fence.waiting) {
-        Message each = Message::response_to(w, nlohmann::json::object());
-        each.payload = answer.payload;
+    // The result, every part in one text made once, goes to the parts
+    // that take it so as one multicast from here (one copy a link, where
+    // N answers of it would cross the links near this rank N times:
+    // overlay.md §11); their answers only say so. The others (brokers of
+    // protocol 2) get it in their answer.
+    std::string result = nlohmann::json{{"seq", *seq}, {"data", fence.data}}.dump();
+    if (!fence.by_multicast.empty())
+        broker_.send(Multicast::request(broker_.bootstrap().rank, fence.by_multicast, "exec.fence-data",
+                                        fmt::format(R"({{"id":{},{})", *id, std::string_view(result).substr(1)),
+                                        false));
+    std::string said = nlohmann::json{{"seq", *seq}, {"multicast", true}}.dump();
+    for (const Fence::Part& w : fence.waiting) {
+        Message each = Message::response_to(w.request, nlohmann::json::object());
+        each.payload = w.by_multicast ? said : result;
         broker_.respond(std::move(each));
     }
     fences_.erase({*id, *seq});
+}
+
+// exec.fence-data {id, seq, data}: a fence's result, multicast by the
+// job's first rank to the ranks whose parts asked for it so (on_fence).
+// Its data (every shell's part: N·s bytes) goes on to the shell unparsed.
+void ExecService::on_fence_data(const Message& req) {
+    auto parsed = parse_json_except(req.payload ? std::string_view(*req.payload) : "{}", "data");
+    auto id = parsed ? json_field<uint64_t>(parsed->rest, "id", 0, "exec.fence-data") : parsed.error();
+    auto seq = parsed ? json_field<uint64_t>(parsed->rest, "seq", 0, "exec.fence-data") : parsed.error();
+    if (first_error(id, seq) || !parsed->rest.contains("id") || !parsed->rest.contains("seq") || !parsed->raw ||
+        parsed->raw->front() != '{')
+        return broker_.respond_error(req, EPROTO,
+                                     "exec.fence-data: expected {\"id\": JOBID, \"seq\": N, \"data\": OBJECT}");
+    auto it = jobs_.find(*id);
+    if (it == jobs_.end())
+        return broker_.respond_error(req, ENOENT, fmt::format("{} has nothing running here", format_jobid(*id)));
+    hand_fence_to_shell(*it->second, *seq, *parsed->raw);
+    if (req.wants_response())
+        broker_.respond(Message::response_to(req, nlohmann::json::object()));
+}
+
+void ExecService::hand_fence_to_shell(LocalJob& job, uint64_t seq, std::string_view data) {
+    if (!job.fences_asked.erase(seq))
+        return;
+    std::string line = fmt::format(R"({{"type":"fence","seq":{},"data":{}}})", seq, data);
+    std::replace(line.begin(), line.end(), '\n', ' ');  // (whitespace between tokens: a string holds none raw)
+    to_shell_line(job, std::move(line));
 }
 
 }  // namespace banyan

@@ -217,6 +217,7 @@ Result<std::unique_ptr<ExecService>> ExecService::start(Broker& broker) {
     broker.register_method("exec.reconcile", true, [s](const Message& r) { s->on_reconcile(r); });
     broker.register_method("exec.stdin", true, [s](const Message& r) { s->on_stdin(r); });
     broker.register_method("exec.fence", true, [s](const Message& r) { s->on_fence(r); });
+    broker.register_method("exec.fence-data", true, [s](const Message& r) { s->on_fence_data(r); });
     broker.register_method("exec.proxy", true, [s](const Message& r) { s->on_proxy(r); });
     broker.register_method("exec.reattach", true, [s](const Message& r) { s->on_reattach(r); });
     broker.register_method("exec.cut-off", true, [s](const Message& r) { s->on_cut_off(r); });
@@ -460,11 +461,15 @@ void ExecService::go(JobId id, LocalJob& job) {
 // Lines to a shell go out in order: none before its first (the job's,
 // after the prolog), none before the shell runs, none between its first
 // and `go` (held).
-void ExecService::to_shell(LocalJob& job, nlohmann::json line) {
+void ExecService::to_shell(LocalJob& job, const nlohmann::json& message) {
+    to_shell_line(job, LineChannel::line_of(message));
+}
+
+void ExecService::to_shell_line(LocalJob& job, std::string line) {
     if (job.channel && job.phase != LocalJob::Phase::held && (job.shell || job.adopted_pid))
-        job.channel->send(line);
+        job.channel->send_line(std::move(line));
     else if (job.phase != LocalJob::Phase::ending && !job.simulated)
-        job.held_lines.push_back(LineChannel::line_of(line));
+        job.held_lines.push_back(std::move(line));
 }
 
 // The line that lets the tasks start (the job's, or `go`) goes to a shell

@@ -3,7 +3,8 @@
 // answered with its status once it has finished and nothing of the job is
 // left (with `hold`, the shell waits for its job until exec.go: §7);
 // exec.kill / exec.terminate / exec.stdin pass signals and input on;
-// exec.fence joins the shells' PMIx fences at the job's first rank. The
+// exec.fence joins the shells' PMIx fences at the job's first rank, which
+// multicasts the result to them (exec.fence-data). The
 // shell's output and exceptions go to the job manager at rank 0. A jobspec
 // with attributes.system.exec.test.run_duration is simulated: nothing is
 // started. Jobs outlive a crash of this broker or of rank 0
@@ -19,7 +20,8 @@
 //   exec_shell.cpp     starting the shell and reading it (RUN: output,
 //                      exceptions, started, finish)
 //   exec_perilog.cpp   prolog and epilog (before the start, after the end)
-//   exec_io.cpp        exec.stdin, exec.proxy, exec.fence (a running job)
+//   exec_io.cpp        exec.stdin, exec.proxy, exec.fence, exec.fence-data
+//                      (a running job)
 //   exec_recovery.cpp  adopted shells, exec.reattach, exec.reconcile,
 //                      exec.cut-off (failures: shell.md §8)
 #pragma once
@@ -69,7 +71,9 @@ class ExecService {
     static bool is_phantom(const LocalJob& job, double alloc);
     // Ends a phantom start with no task run, logging `how` ("ended", ...).
     void end_phantom(JobId id, std::string_view how);
-    void to_shell(LocalJob& job, nlohmann::json line);
+    void to_shell(LocalJob& job, const nlohmann::json& message);
+    // The same, written already as one line of JSON.
+    void to_shell_line(LocalJob& job, std::string line);
     void send_held_lines(LocalJob& job);
     void release_lines(JobId id, LocalJob& job);
     void end_held(JobId id, int signo);
@@ -143,6 +147,11 @@ class ExecService {
     void kill_now(JobId id);
     void on_stdin(const Message& req);
     void on_fence(const Message& req);
+    void on_fence_data(const Message& req);
+    // A fence's result (`data`: the JSON object's text, passed on
+    // unparsed) to this rank's shell, once: from exec.fence-data or the
+    // answer to its part, whichever comes first.
+    void hand_fence_to_shell(LocalJob& job, uint64_t seq, std::string_view data);
     void on_proxy(const Message& req);
     LocalJob* job_for(const Message& req, nlohmann::json& body);
     // Forgets a job; its cgroup goes once the kernel has reaped what was

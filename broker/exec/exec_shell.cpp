@@ -326,24 +326,32 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
         auto data = json_field<std::string>(m, "data", "", "shell");
         if (auto e = first_error(seq, nshells, data))
             return bad(*e);
-        nlohmann::json body{{"id", id}, {"seq", *seq}, {"rank", rank}, {"nshells", *nshells}, {"data", *data}};
-        broker_.rpc(Message::request("exec.fence", body, job.leader), [this, id](const Message& resp) {
+        // `multicast`: the result may come by exec.fence-data (shell.md
+        // §4.1), one copy a link; a leader of protocol 2 answers it whole.
+        nlohmann::json body{{"id", id},      {"seq", *seq},      {"rank", rank}, {"nshells", *nshells},
+                            {"data", *data}, {"multicast", true}};
+        job.fences_asked.insert(*seq);
+        broker_.rpc(Message::request("exec.fence", body, job.leader), [this, id, seq = *seq](const Message& resp) {
             auto j = jobs_.find(id);
             if (j == jobs_.end())
                 return;
-            auto result = resp.errnum
-                              ? Result<nlohmann::json>(make_error(static_cast<int>(resp.errnum), resp.error_text()))
-                              : resp.json();
-            if (!result || !result->contains("data")) {
-                nlohmann::json exception{
-                    {"id", id},
-                    {"type", "exec"},
-                    {"severity", 0},
-                    {"note", fmt::format("fence (PMIx or PMI-1): {}", result ? "no data" : result.error().message)}};
-                return send_to_job_manager(id, *j->second, {"job-manager.raise", std::move(exception)});
-            }
-            (*result)["type"] = "fence";
-            to_shell(*j->second, std::move(*result));
+            // The result whole (a leader of protocol 2), unparsed here; or
+            // word that it comes (or came) by exec.fence-data.
+            auto answer = resp.errnum
+                              ? Result<JsonWithRaw>(make_error(static_cast<int>(resp.errnum), resp.error_text()))
+                              : parse_json_except(resp.payload ? std::string_view(*resp.payload) : "{}", "data");
+            if (answer && answer->raw && answer->raw->front() == '{')
+                return hand_fence_to_shell(*j->second, seq, *answer->raw);
+            if (answer && json_field<bool>(answer->rest, "multicast", false, "exec.fence").value_or(false))
+                return;
+            if (!j->second->fences_asked.erase(seq))
+                return;  // handed already: the leader was lost after it sent the result
+            nlohmann::json exception{
+                {"id", id},
+                {"type", "exec"},
+                {"severity", 0},
+                {"note", fmt::format("fence (PMIx or PMI-1): {}", answer ? "no data" : answer.error().message)}};
+            send_to_job_manager(id, *j->second, {"job-manager.raise", std::move(exception)});
         });
     } else if (*type == "proxy") {
         auto tag = json_field<uint64_t>(m, "tag", 0, "shell");

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@
 
 #include "broker/exec/exec_service.hpp"
 #include "broker/exec/job_cgroup.hpp"
+#include "core/idset.hpp"
 #include "core/kept_output.hpp"
 #include "core/line_channel.hpp"
 #include "core/reactor.hpp"
@@ -67,6 +69,7 @@ struct ExecService::LocalJob {
     bool told_long_line = false;  // the job heard once that its shell sent a line too long
     uint32_t leader = 0;          // the first rank of R: where fences meet
     uint32_t nshells = 1;
+    std::set<uint64_t> fences_asked;  // sent to the leader, not yet handed to the shell
     std::unique_ptr<Subprocess> shell;
     std::unique_ptr<LineChannel> channel;
     std::optional<JobCgroup> cgroup;
@@ -118,7 +121,12 @@ struct ExecService::LocalJob {
 
 struct ExecService::Fence {
     nlohmann::json data = nlohmann::json::object();  // rank -> base64
-    std::vector<Message> waiting;
+    struct Part {
+        Message request;    // answered at the end
+        bool by_multicast;  // it takes the result by exec.fence-data
+    };
+    std::vector<Part> waiting;
+    IdSet by_multicast;   // their ranks
     size_t bytes = 0;     // of data, all shells together
     bool failed = false;  // over kFenceDataLimit: every part answered with the error
     uint32_t failed_parts = 0;

@@ -600,6 +600,7 @@ void Overlay::on_hello_response(const Message& msg) {
         return;
     }
     parent_ready_ = true;
+    parent_protocol_ = protocol;
     // What this broker's children are told at their hello: a broker that
     // started again would tell them 0, and they would take it for a rank 0
     // that numbers anew and deliver again what they had.

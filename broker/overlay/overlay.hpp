@@ -81,6 +81,8 @@ class Overlay {
     PeerState child_state(uint32_t rank) const;
     // The protocol a child's hello said it speaks (§3.1); 0 for one never heard.
     uint32_t child_protocol(uint32_t rank) const;
+    // The protocol the parent's answer to this broker's hello said; 0 before one.
+    uint32_t parent_protocol() const { return parent_protocol_; }
     SubtreeStates subtree() const;
     nlohmann::json status() const;
 
@@ -141,6 +143,7 @@ class Overlay {
     std::unique_ptr<zmq::socket_t> dealer_monitor_;
     std::unique_ptr<ZmqReader> dealer_monitor_reader_;
     bool parent_ready_ = false;
+    uint32_t parent_protocol_ = 0;
     bool handshake_error_logged_ = false;
     uint32_t hello_matchtag_ = 0;
     uint32_t next_matchtag_ = 1;

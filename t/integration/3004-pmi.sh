@@ -19,6 +19,14 @@ check_output "8 tasks on 4 brokers: every rank reads every rank's key after the 
     '^8$' sh -c "banyan run -N4 -n8 $wire exchange | grep -c '8 of 8 keys, mapping (vector,(0,4,2))'"
 check_output "... values keep their spaces and '=' signs; universe and size are the job's" \
     'rank 0 of 8 \(universe 8\)' banyan run -N4 -n8 "$wire" exchange
+# A fence whose first rank is not above the others' (rank 0 drained: the
+# job on ranks 1-3, and rank 2 is not below rank 1): its result reaches
+# each rank by exec.fence-data, multicast from rank 1 to the rank below it
+# and, through its parent, to rank 2 (shell.md §4.1).
+banyan resource drain 0 for a fence led by rank 1 >/dev/null
+check_output "a fence led by rank 1 reaches the rank below it and, through rank 0, rank 2" '^3$' \
+    sh -c "timeout 60 banyan run -N3 -n3 $wire exchange | grep -c '3 of 3 keys'"
+banyan resource undrain 0 >/dev/null
 check_output "uneven tasks per node: the process mapping has one block per run" \
     'mapping \(vector,\(0,1,2\),\(1,1,1\)\)' sh -c "banyan run -N2 -n3 $wire exchange | head -1"
 check_output "a get before any put answers rc=-1, key not found (the client decides)" \

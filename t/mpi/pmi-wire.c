@@ -9,6 +9,9 @@
  *                            the barrier
  *   pmi-wire bigput          each rank puts 8,000 values of 1,000 bytes
  *                            before the barrier
+ *   pmi-wire fence BYTES     each rank puts one value of BYTES bytes (at
+ *                            most 1,000), then barrier and finalize: one
+ *                            fence, as an MPI library's start-up (bench/scale)
  *   pmi-wire abort           rank 0 aborts with a message of several words
  *                            and exits at once, as MPICH's PMI_Abort does
  * Prints what it learns; exits 1 on a protocol answer it did not expect. */
@@ -117,6 +120,18 @@ int main(int argc, char** argv) {
             command(line, "cmd=put_result rc=0");
         }
         command("cmd=barrier_in\n", "cmd=barrier_out");
+        return 0;
+    }
+    if (strcmp(mode, "fence") == 0) {
+        char value[1001];
+        int bytes = argc > 2 ? atoi(argv[2]) : 300;
+        bytes = bytes < 1 ? 1 : bytes > 1000 ? 1000 : bytes;
+        memset(value, 'c', (size_t)bytes);
+        value[bytes] = '\0';
+        snprintf(line, sizeof line, "cmd=put kvsname=%s key=card-%d value=%s\n", kvsname, rank, value);
+        command(line, "cmd=put_result rc=0");
+        command("cmd=barrier_in\n", "cmd=barrier_out");
+        command("cmd=finalize\n", "cmd=finalize_ack");
         return 0;
     }
     if (strcmp(mode, "skip-barrier") == 0 && rank == 1)
