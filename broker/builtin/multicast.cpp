@@ -112,6 +112,10 @@ void Multicast::on_request(const Message& req) {
     // rank 0's subtree is the instance.)
     if (auto parent = broker_.bootstrap().parent(); parent && !above.empty())
         pass_on(*parent, broker_.overlay().parent_protocol(), above);
+    else if (!above.empty())
+        above.for_each([&](uint32_t rank) {
+            pass_up_error(relay, rank, EHOSTUNREACH, fmt::format("rank {} is not below rank {}", rank, me));
+        });
     if (mine)
         ask_one(relay, me, *topic, inner, *streaming);
 }

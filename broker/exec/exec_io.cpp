@@ -95,29 +95,71 @@ void ExecService::on_fence(const Message& req) {
         return;
     }
     fence.data[std::to_string(*rank)] = std::move(*data);
-    fence.waiting.push_back({req, *multicast});
+    fence.waiting.push_back({req, *rank, *multicast});
     fence.waiting.back().request.payload.reset();
-    if (*multicast)
-        fence.by_multicast.insert(*rank);
     if (fence.data.size() < *nshells)
         return;
-    // The result, every part in one text made once, goes to the parts
-    // that take it so as one multicast from here (one copy a link, where
-    // N answers of it would cross the links near this rank N times:
-    // overlay.md §11); their answers only say so. The others (brokers of
-    // protocol 2) get it in their answer.
-    std::string result = nlohmann::json{{"seq", *seq}, {"data", fence.data}}.dump();
-    if (!fence.by_multicast.empty())
-        broker_.send(Multicast::request(broker_.bootstrap().rank, fence.by_multicast, "exec.fence-data",
-                                        fmt::format(R"({{"id":{},{})", *id, std::string_view(result).substr(1)),
-                                        false));
-    std::string said = nlohmann::json{{"seq", *seq}, {"multicast", true}}.dump();
-    for (const Fence::Part& w : fence.waiting) {
+    // The result, every part in one text made once. A part of protocol 2
+    // gets it in its answer; the others by one multicast from here.
+    auto result = std::make_shared<std::string>(nlohmann::json{{"seq", *seq}, {"data", fence.data}}.dump());
+    std::map<uint32_t, Message> by_multicast;
+    for (Fence::Part& w : fence.waiting) {
+        if (w.by_multicast) {
+            by_multicast.emplace(w.rank, std::move(w.request));
+            continue;
+        }
         Message each = Message::response_to(w.request, nlohmann::json::object());
-        each.payload = w.by_multicast ? said : result;
+        each.payload = *result;
         broker_.respond(std::move(each));
     }
     fences_.erase({*id, *seq});
+    if (!by_multicast.empty())
+        multicast_fence_result(*id, *seq, std::move(result), std::move(by_multicast));
+}
+
+// One copy of the result a link (exec.fence-data as one multicast, where
+// N answers of it would cross the links near this rank N times: overlay.md
+// §11). Each part is answered once its rank has the result, `{seq,
+// "multicast": true}`, or with the result itself where the multicast
+// could not put it (a link lost, or reconnecting, on the way: an answer is
+// kept across a reconnection, a request is not). `alloc` names the run: a
+// rank where the job runs again takes no result of the run before.
+void ExecService::multicast_fence_result(JobId id, uint64_t seq, std::shared_ptr<const std::string> result,
+                                         std::map<uint32_t, Message> parts) {
+    auto job = jobs_.find(id);
+    double alloc = job == jobs_.end() ? 0 : job->second->alloc;
+    IdSet ranks;
+    for (const auto& [rank, part] : parts)
+        ranks.insert(rank);
+    std::string payload = fmt::format(R"({{"id":{},"alloc":{},{})", id, nlohmann::json(alloc).dump(),
+                                      std::string_view(*result).substr(1));
+    Message request = Multicast::request(broker_.bootstrap().rank, ranks, "exec.fence-data", payload, false);
+    request.flags |= msgflag::streaming;
+    auto waiting = std::make_shared<std::map<uint32_t, Message>>(std::move(parts));
+    std::string said = nlohmann::json{{"seq", seq}, {"multicast", true}}.dump();
+    broker_.rpc(std::move(request), [this, waiting, result, said](const Message& resp) {
+        auto answer = [&](uint32_t rank, bool delivered) {
+            auto it = waiting->find(rank);
+            if (it == waiting->end())
+                return;
+            Message each = Message::response_to(it->second, nlohmann::json::object());
+            each.payload = delivered ? said : *result;
+            waiting->erase(it);
+            broker_.respond(std::move(each));
+        };
+        if (resp.errnum == 0) {
+            auto body = resp.json();
+            for (const auto& entry : body ? json_array_at(*body, "answers") : nlohmann::json::array()) {
+                auto rank = json_field<uint32_t>(entry, "rank", 0, "exec.fence-data");
+                if (rank && entry.contains("rank"))
+                    answer(*rank, entry.contains("payload"));
+            }
+            if (!resp.is_final_response())
+                return;
+        }
+        while (!waiting->empty())  // the stream's end: what it did not confirm
+            answer(waiting->begin()->first, false);
+    });
 }
 
 // exec.fence-data {id, seq, data}: a fence's result, multicast by the
@@ -127,13 +169,14 @@ void ExecService::on_fence_data(const Message& req) {
     auto parsed = parse_json_except(req.payload ? std::string_view(*req.payload) : "{}", "data");
     auto id = parsed ? json_field<uint64_t>(parsed->rest, "id", 0, "exec.fence-data") : parsed.error();
     auto seq = parsed ? json_field<uint64_t>(parsed->rest, "seq", 0, "exec.fence-data") : parsed.error();
-    if (first_error(id, seq) || !parsed->rest.contains("id") || !parsed->rest.contains("seq") || !parsed->raw ||
+    auto alloc = parsed ? json_field<double>(parsed->rest, "alloc", 0, "exec.fence-data") : parsed.error();
+    if (first_error(id, seq, alloc) || !parsed->rest.contains("id") || !parsed->rest.contains("seq") || !parsed->raw ||
         parsed->raw->front() != '{')
-        return broker_.respond_error(req, EPROTO,
-                                     "exec.fence-data: expected {\"id\": JOBID, \"seq\": N, \"data\": OBJECT}");
+        return broker_.respond_error(
+            req, EPROTO, "exec.fence-data: expected {\"id\": JOBID, \"alloc\": TIME, \"seq\": N, \"data\": OBJECT}");
     auto it = jobs_.find(*id);
-    if (it == jobs_.end())
-        return broker_.respond_error(req, ENOENT, fmt::format("{} has nothing running here", format_jobid(*id)));
+    if (it == jobs_.end() || (*alloc > 0 && it->second->alloc > 0 && *alloc != it->second->alloc))
+        return broker_.respond_error(req, ENOENT, fmt::format("{}: this run has nothing here", format_jobid(*id)));
     hand_fence_to_shell(*it->second, *seq, *parsed->raw);
     if (req.wants_response())
         broker_.respond(Message::response_to(req, nlohmann::json::object()));

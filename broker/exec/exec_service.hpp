@@ -148,6 +148,8 @@ class ExecService {
     void on_stdin(const Message& req);
     void on_fence(const Message& req);
     void on_fence_data(const Message& req);
+    void multicast_fence_result(JobId id, uint64_t seq, std::shared_ptr<const std::string> result,
+                                std::map<uint32_t, Message> parts);
     // A fence's result (`data`: the JSON object's text, passed on
     // unparsed) to this rank's shell, once: from exec.fence-data or the
     // answer to its part, whichever comes first.

@@ -331,10 +331,11 @@ void ExecService::on_shell_message(JobId id, Result<nlohmann::json> message) {
         nlohmann::json body{{"id", id},      {"seq", *seq},      {"rank", rank}, {"nshells", *nshells},
                             {"data", *data}, {"multicast", true}};
         job.fences_asked.insert(*seq);
-        broker_.rpc(Message::request("exec.fence", body, job.leader), [this, id, seq = *seq](const Message& resp) {
+        broker_.rpc(Message::request("exec.fence", body, job.leader), [this, id, seq = *seq,
+                                                                       launch = job.launch](const Message& resp) {
             auto j = jobs_.find(id);
-            if (j == jobs_.end())
-                return;
+            if (j == jobs_.end() || j->second->launch != launch)
+                return;  // (the job runs again here: this was the run before's)
             // The result whole (a leader of protocol 2), unparsed here; or
             // word that it comes (or came) by exec.fence-data.
             auto answer = resp.errnum

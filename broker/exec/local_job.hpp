@@ -122,11 +122,11 @@ struct ExecService::LocalJob {
 struct ExecService::Fence {
     nlohmann::json data = nlohmann::json::object();  // rank -> base64
     struct Part {
-        Message request;    // answered at the end
+        Message request;  // answered at the end
+        uint32_t rank;
         bool by_multicast;  // it takes the result by exec.fence-data
     };
     std::vector<Part> waiting;
-    IdSet by_multicast;   // their ranks
     size_t bytes = 0;     // of data, all shells together
     bool failed = false;  // over kFenceDataLimit: every part answered with the error
     uint32_t failed_parts = 0;

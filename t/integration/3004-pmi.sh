@@ -24,8 +24,10 @@ check_output "... values keep their spaces and '=' signs; universe and size are 
 # each rank by exec.fence-data, multicast from rank 1 to the rank below it
 # and, through its parent, to rank 2 (shell.md §4.1).
 banyan resource drain 0 for a fence led by rank 1 >/dev/null
+id=$(banyan submit -N3 -n3 "$wire" exchange)
 check_output "a fence led by rank 1 reaches the rank below it and, through rank 0, rank 2" '^3$' \
-    sh -c "timeout 60 banyan run -N3 -n3 $wire exchange | grep -c '3 of 3 keys'"
+    sh -c "timeout 60 banyan job attach $id | grep -c '3 of 3 keys'"
+check_output "... the job ran on ranks 1-3" '^"1-3"$' sh -c "banyan job info $id | jq '.R.execution.R_lite[].rank'"
 banyan resource undrain 0 >/dev/null
 check_output "uneven tasks per node: the process mapping has one block per run" \
     'mapping \(vector,\(0,1,2\),\(1,1,1\)\)' sh -c "banyan run -N2 -n3 $wire exchange | head -1"
