@@ -196,6 +196,7 @@ check_fails "a jobspec naming an unknown program is refused by the job manager" 
 # The profiler itself (root): it watches only shells of the broker that
 # started it, and answers bad requests in one line.
 coproc PROFILER { "$BANYAN_BUILD_DIR/bin/banyan-profiler"; }
+profiler_pid=$PROFILER_PID  # (bash unsets PROFILER_PID once it has reaped the coprocess)
 ask_profiler() { echo "$1" >&"${PROFILER[1]}" && read -r -t 30 answer <&"${PROFILER[0]}" && echo "$answer"; }
 read -r -t 30 ready <&"${PROFILER[0]}"
 check_output "banyan-profiler loads all five programs" '^\{"ready":true,"refused":\{\}\}$' echo "$ready"
@@ -210,7 +211,7 @@ check_output "... an unknown program" '"error":"no profile program is named gpu"
 check_output "... a line that is not JSON" '^\{"error":"a request is one JSON object on a line"\}$' ask_profiler 'nonsense'
 check_output "... a job it does not watch" '"error":"job 6 is not profiled here"' ask_profiler '{"op":"read","job":6}'
 exec {PROFILER[1]}>&-
-wait "$PROFILER_PID"
+wait "$profiler_pid" 2>/dev/null || true  # (reaped already: nothing to wait for)
 
 # A site's policy (banyan.toml [profiling]): off, some users, some queues.
 check_fails "profiling.enable = false refuses a profiled job in one line" \
