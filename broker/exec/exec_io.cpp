@@ -25,6 +25,16 @@
 #include "core/log.hpp"
 
 namespace banyan {
+namespace {
+
+// A fence part's answer: `payload`, text made once for every part.
+Message fence_answer(const Message& part, const std::string& payload) {
+    Message answer = Message::response_to(part, nlohmann::json::object());
+    answer.payload = payload;
+    return answer;
+}
+
+}  // namespace
 
 void ExecService::on_stdin(const Message& req) {
     nlohmann::json body;
@@ -108,9 +118,7 @@ void ExecService::on_fence(const Message& req) {
             by_multicast.emplace(w.rank, std::move(w.request));
             continue;
         }
-        Message each = Message::response_to(w.request, nlohmann::json::object());
-        each.payload = *result;
-        broker_.respond(std::move(each));
+        broker_.respond(fence_answer(w.request, *result));
     }
     fences_.erase({*id, *seq});
     if (!by_multicast.empty())
@@ -142,8 +150,7 @@ void ExecService::multicast_fence_result(JobId id, uint64_t seq, std::shared_ptr
             auto it = waiting->find(rank);
             if (it == waiting->end())
                 return;
-            Message each = Message::response_to(it->second, nlohmann::json::object());
-            each.payload = delivered ? said : *result;
+            Message each = fence_answer(it->second, delivered ? said : *result);
             waiting->erase(it);
             broker_.respond(std::move(each));
         };

@@ -21,7 +21,6 @@
 
 #include "broker/exec/exec_service.hpp"
 #include "broker/exec/job_cgroup.hpp"
-#include "core/idset.hpp"
 #include "core/kept_output.hpp"
 #include "core/line_channel.hpp"
 #include "core/reactor.hpp"
