@@ -54,6 +54,15 @@ inside() {
     done
     check_output "rank 0 lives on after them" "rank=0" banyan ping 0
 
+    # A jobspec as deep as one may be (48 levels: the jobspec, attributes,
+    # system and 45 arrays) runs on a real shell; one level deeper is
+    # refused at submit, not at its launch, where exec.run nests it deeper.
+    nested() { head -c "$1" /dev/zero | tr '\0' '['; head -c "$1" /dev/zero | tr '\0' ']'; }
+    check_output "a jobspec nested 48 deep runs" "^ran$" \
+        banyan run --requires rank:0-1 --setattr "x=$(nested 45)" echo ran
+    check_fails "one nested 49 deep is refused at submit in one line" \
+        "^banyan submit: jobspec: nested deeper than 48 levels$" banyan submit --setattr "x=$(nested 46)" true
+
     for f in "$conformance"/invalid_v1/*.yaml; do
         check_output "invalid v1 jobspec $(basename "$f") is refused" "^error 22: jobspec: " \
             banyan-test-client submit "$f"
