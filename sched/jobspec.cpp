@@ -487,26 +487,7 @@ Result<nlohmann::json> yaml_to_json(std::string_view text) {
     }
 }
 
-namespace {
-
-// Levels of brackets in `doc`, as core/json_parse counts them (a scalar
-// has none), counted no further than `limit` + 1.
-size_t depth_of(const json& doc, size_t limit) {
-    if (!doc.is_structured())
-        return 0;
-    if (limit == 0)
-        return 1;
-    size_t deepest = 0;
-    for (const auto& item : doc)
-        deepest = std::max(deepest, depth_of(item, limit - 1));
-    return deepest + 1;
-}
-
-}  // namespace
-
 Result<Jobspec> Jobspec::from_json(const nlohmann::json& doc, JobspecRules rules) {
-    if (depth_of(doc, kMaxJobspecDepth) > kMaxJobspecDepth)
-        return make_error(EINVAL, fmt::format("nested deeper than {} levels", kMaxJobspecDepth));
     return rules == JobspecRules::v1 ? version1(doc) : canonical(doc);
 }
 

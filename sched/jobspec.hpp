@@ -52,12 +52,6 @@ struct JobspecTask {
 // places a job's slots when the jobspec names no nodes (sched.md section 4).
 enum class Profile { none, network, cpu, memory };
 
-// A jobspec nests at most this deep, in levels of brackets (its own is one).
-// Messages may nest 64 (core/json_parse.hpp), and a jobspec travels inside
-// others (exec.run within a broker.multicast, listings, the HTTP API's
-// answers): the margin lets a job taken at submit launch and be shown.
-constexpr size_t kMaxJobspecDepth = 48;
-
 struct Jobspec {
     int64_t version = 1;
     std::vector<JobspecResource> resources;

@@ -4,8 +4,6 @@
 #include <fstream>
 #include <sstream>
 
-#include <fmt/format.h>
-
 #include "sched/jobspec.hpp"
 
 using namespace banyan;
@@ -102,22 +100,6 @@ TEST_CASE("jobspec reads counts, tasks, duration; JSON works too", "[jobspec]") 
     CHECK(spec->tasks[0].count_kind == "total");
     CHECK(spec->tasks[0].count == 5);
     CHECK(spec->duration == 3600.5);
-}
-
-TEST_CASE("a jobspec nests at most kMaxJobspecDepth levels", "[jobspec]") {
-    // attributes.system.x holds `arrays` nested arrays: the jobspec,
-    // attributes and system make three levels more.
-    auto with_arrays = [](size_t arrays) {
-        return fmt::format(R"({{"version": 1, "resources": [{{"type": "slot", "label": "task", "count": 1,
-            "with": [{{"type": "core", "count": 1}}]}}],
-            "tasks": [{{"command": ["true"], "slot": "task", "count": {{"per_slot": 1}}}}],
-            "attributes": {{"system": {{"duration": 0, "x": {}{}}}}}}})",
-                           std::string(arrays, '['), std::string(arrays, ']'));
-    };
-    CHECK(Jobspec::parse(with_arrays(kMaxJobspecDepth - 3), JobspecRules::v1).ok());
-    auto deeper = Jobspec::parse(with_arrays(kMaxJobspecDepth - 2), JobspecRules::v1);
-    REQUIRE_FALSE(deeper.ok());
-    CHECK(deeper.error().message == "nested deeper than 48 levels");
 }
 
 TEST_CASE("version 1 (Banyan's addition): a slot may hold memory, with its unit", "[jobspec]") {
