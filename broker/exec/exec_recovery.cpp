@@ -23,6 +23,7 @@
 #include "core/json_field.hpp"
 #include "core/json_parse.hpp"
 #include "core/log.hpp"
+#include "core/text_file.hpp"
 #include "core/unix_socket.hpp"
 
 namespace banyan {
@@ -83,6 +84,7 @@ bool ExecService::adopt_shell(const std::string& path, JobId id) {
     auto job = std::make_unique<LocalJob>();
     job->adopted_pid = peer.pid;
     job->tmpdir = job_dir;  // removed with the job, as a shell's started here
+    adopt_cgroups(id, *job, peer.pid);
     job->channel = std::make_unique<LineChannel>(
         broker_.reactor(), fd->release(), write_fd.release(),
         [this, id](Result<nlohmann::json> m) { on_shell_message(id, std::move(m)); },
@@ -93,6 +95,39 @@ bool ExecService::adopt_shell(const std::string& path, JobId id) {
     jobs_.emplace(id, std::move(job));
     log::info("exec", "{}: re-attached its shell (pid {})", format_jobid(id), peer.pid);
     return true;
+}
+
+// Found in /proc/PID/cgroup and taken only where named as this rank's for
+// this job (banyan-RANK-*-JOBID.*, cgroup_name()) beside this broker's own:
+// the job's end then kills and removes them as for a shell started here
+// (left, each broker restart under running jobs left a cgroup a job on the
+// host), and an OOM kill in them is reported.
+void ExecService::adopt_cgroups(JobId id, LocalJob& job, pid_t pid) {
+    auto mounts = read_text_file("/proc/self/mounts");
+    auto of_shell = read_text_file(fmt::format("/proc/{}/cgroup", pid));
+    if (!mounts || !of_shell)
+        return;
+    std::string prefix = fmt::format("banyan-{}-", broker_.bootstrap().rank);
+    std::string suffix = fmt::format("-{}.", format_jobid(id));
+    auto take = [&](const std::optional<std::string>& dir, const std::optional<std::string>& parent,
+                    std::optional<JobCgroup>& into) {
+        if (!dir || !parent || !dir->starts_with(*parent + "/"))
+            return;
+        std::string name = dir->substr(parent->size() + 1);
+        if (!name.starts_with(prefix) || name.find(suffix) == std::string::npos || name.find('/') != std::string::npos)
+            return;
+        if (auto cgroup = JobCgroup::open_existing(*dir))
+            into.emplace(std::move(*cgroup));
+        else
+            log::warning("exec", "{}: its shell's {}; left in place", format_jobid(id), cgroup.error().message);
+    };
+    take(own_unified_cgroup(*mounts, *of_shell), cgroup_parent_, job.cgroup);
+    take(own_v1_memory_cgroup(*mounts, *of_shell), memory_parent_v1_, job.memory_cgroup);
+    const JobCgroup* limited = job.memory_cgroup ? &*job.memory_cgroup : job.cgroup ? &*job.cgroup : nullptr;
+    if (auto bytes = limited ? limited->memory_limit() : std::nullopt) {
+        job.memory_limit = *bytes;
+        job.memory_limited = true;
+    }
 }
 
 // A job manager that started again asks for a job's share here (doc/spec/

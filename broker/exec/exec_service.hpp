@@ -112,6 +112,9 @@ class ExecService {
     void name_chunk(ForRank0& message);  // output: [rank, incarnation, n], n new
     // Connects to <rundir>/jobs/<id>/reattach.sock; false when there is none.
     bool adopt_shell(const std::string& path, JobId id);
+    // Takes the cgroups the shell `pid` of job `id` runs in, as an earlier
+    // broker of this rank made them, with their memory limit.
+    void adopt_cgroups(JobId id, LocalJob& job, pid_t pid);
     void report_started(JobId id);
     void on_shell_exit(JobId id, uint64_t launch, int wait_status);
     // The shell reported finish, or is gone (`wait_status`, when it was

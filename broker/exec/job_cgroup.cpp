@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/idset.hpp"
 #include "core/text_file.hpp"
 #include "core/unique_fd.hpp"
 
@@ -97,6 +98,13 @@ Result<JobCgroup> JobCgroup::create(std::string dir) {
     return JobCgroup(std::move(dir), fd);
 }
 
+Result<JobCgroup> JobCgroup::open_existing(std::string dir) {
+    int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return make_error(errno, fmt::format("cgroup {}: {}", dir, std::strerror(errno)));
+    return JobCgroup(std::move(dir), fd);
+}
+
 JobCgroup::~JobCgroup() {
     if (fd_ >= 0)
         close(fd_);
@@ -146,6 +154,25 @@ Result<void> JobCgroup::limit_memory(uint64_t bytes) {
         !write_file(dir_ + "/memory.memsw.limit_in_bytes", text))
         return make_error(EIO, fmt::format("{}/memory.memsw.limit_in_bytes: cannot write {}", dir_, text));
     return {};
+}
+
+std::optional<uint64_t> JobCgroup::memory_limit() const {
+    // v1 says "no limit" with the largest page count it keeps, 2^63 less a
+    // page; v2 with "max", which is no number.
+    constexpr uint64_t kUnlimited = uint64_t{1} << 62;
+    for (const char* file : {"/memory.max", "/memory.limit_in_bytes"}) {
+        auto text = read_text_file(dir_ + file);
+        if (!text)
+            continue;
+        std::string_view value = *text;
+        if (value.ends_with('\n'))
+            value.remove_suffix(1);
+        auto bytes = parse_decimal(value, UINT64_MAX, file + 1);
+        if (bytes && *bytes < kUnlimited)
+            return *bytes;
+        return std::nullopt;
+    }
+    return std::nullopt;
 }
 
 uint64_t JobCgroup::oom_kills() const {

@@ -31,6 +31,9 @@ class JobCgroup {
     // Creates `dir` and opens it. Error when it cannot be created
     // (read-only, no v2) or exists already.
     static Result<JobCgroup> create(std::string dir);
+    // Opens `dir`, a job's cgroup an earlier broker made (its shell is
+    // re-attached, doc/spec/shell.md §8). Error when it cannot be opened.
+    static Result<JobCgroup> open_existing(std::string dir);
     JobCgroup(JobCgroup&& other) noexcept : dir_(std::move(other.dir_)), fd_(other.fd_) {
         other.dir_.clear();
         other.fd_ = -1;
@@ -59,6 +62,9 @@ class JobCgroup {
     // memory and swap together (v1); no swap beyond it either way. Error when it has no such file (the
     // controller is not enabled here) or the kernel refuses the value.
     Result<void> limit_memory(uint64_t bytes);
+    // The limit set in it (memory.max, or memory.limit_in_bytes); nullopt
+    // where none is set or neither file exists.
+    std::optional<uint64_t> memory_limit() const;
     // How many processes in it the kernel killed for want of memory
     // (oom_kill of memory.events, v2, or of memory.oom_control, v1); 0
     // where neither file says.

@@ -2,9 +2,9 @@
 # kill -9 of a follower broker while a job runs on it (doc/spec/shell.md
 # §8). Its shells outlive it and wait to be re-attached, and rank 0 waits
 # for the rank up to exec.reattach-timeout (6 s here) instead of failing
-# the job. Started again within it, the broker adopts its shells and the
-# job runs on to its own end: started again at once, and after rank 0
-# has logged the wait. Not back in time, the job ends with node-failure,
+# the job. Started again within it, the broker adopts its shells, with
+# their cgroups and memory limit, and the job runs on to its own end:
+# started again at once, and after rank 0 has logged the wait. Not back in time, the job ends with node-failure,
 # and the rank's shells, which waited as long, end their tasks. Canceled
 # while rank 0 waits, the job ends at once; the broker that comes back
 # later is told so (exec.reconcile) and kills its tasks.
@@ -29,14 +29,47 @@ runs_on_to_its_end() {
     check_output "rank 1's task wrote to its end" "task 1 ends" banyan job attach "$id"
 }
 
+# The cgroups rank 1 made for job ID (shell.md §1), beside the brokers'
+# own in the unified hierarchy (the brokers are started from here).
+unified=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
+own=$(sed -n 's/^0:://p' /proc/self/cgroup)
+contained=false
+[ -n "$unified" ] && [ -w "$unified${own%/}" ] && contained=true
+rank1_cgroups() { ls -d "$unified${own%/}"/banyan-1-*-"$1".* 2>/dev/null; }
+no_rank1_cgroup() { [ -z "$(rank1_cgroups "$1")" ]; }
+
 # 1. Started again at once.
 job_on_both
+$contained && check "rank 1 runs the job in a cgroup of its own" rank1_cgroups "$id"
 kill_rank1
 start_broker "$T_DIR/c.toml" 1
 wait_for "rank 1 re-attached its shell" 20 grep -q "$id: re-attached its shell" "$T_DIR/rank-1.log"
 wait_for "rank 0 asked it for the job's share again" 20 grep -q "$id: rank 1 is back: asking it" "$T_DIR/rank-0.log"
 check "both tasks still run" tasks_are 2
 runs_on_to_its_end
+if $contained; then
+    wait_for "the job's cgroup, adopted with its shell, is removed at its end" 15 no_rank1_cgroup "$id"
+else
+    echo "# no writable cgroup v2 hierarchy here: the adopted cgroup is not checked"
+fi
+
+# 1b. A job's memory limit holds across the restart, and an OOM kill after
+# it is reported as one before it would be (1007).
+if grep -q "jobs' memory (--mem) is limited in" "$T_DIR/rank-1.log"; then
+    marker=$((marker + 1))
+    id=$(banyan submit --requires rank:1 --mem=64M sh -c \
+        "while [ ! -e $T_DIR/go-$marker ]; do sleep 0.1; done; python3 -c 'b = bytearray(400 << 20)'")
+    check "a job with --mem=64M starts on rank 1" timeout 20 banyan job wait-event "$id" start
+    kill_rank1
+    start_broker "$T_DIR/c.toml" 1
+    wait_for "rank 1 re-attached its shell" 20 grep -q "$id: re-attached its shell" "$T_DIR/rank-1.log"
+    touch "$T_DIR/go-$marker"
+    check_fails "over its --mem after the restart, it fails with the oom exception that says so" \
+        "oom: out of memory on rank 1: the kernel killed 1 process of the job for using more than its 64 MiB here" \
+        timeout 30 banyan job wait "$id"
+else
+    echo "# no memory controller for the brokers here: the limit across a restart is not checked"
+fi
 
 # 2. Back after rank 0 had it lost.
 job_on_both

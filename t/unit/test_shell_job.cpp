@@ -153,7 +153,7 @@ TEST_CASE("cgroup: the v1 memory hierarchy from mounts and /proc/self/cgroup", "
     CHECK_FALSE(own_v1_memory_cgroup("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n", "0::/\n").has_value());
 }
 
-TEST_CASE("cgroup: a memory limit is written where the controller is, and OOM kills read back", "[shell][memory]") {
+TEST_CASE("cgroup: a memory limit is written where the controller is; it and OOM kills are read back", "[shell][memory]") {
     // Directories laid out as the kernel's files are (what v2 and v1 have
     // in a job's cgroup), so that both are checked on any machine.
     auto scratch = std::filesystem::temp_directory_path() / fmt::format("banyan-memory-{}", getpid());
@@ -168,8 +168,14 @@ TEST_CASE("cgroup: a memory limit is written where the controller is, and OOM ki
         REQUIRE(v2.ok());
         put(scratch / "v2" / "memory.max", "max\n");
         put(scratch / "v2" / "memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n");
+        CHECK_FALSE(v2->memory_limit().has_value());
         CHECK(v2->limit_memory(64ull << 20).ok());
         CHECK(get(scratch / "v2" / "memory.max") == "67108864");
+        // As a restarted broker reads it back from a re-attached shell's.
+        auto adopted = JobCgroup::open_existing((scratch / "v2").string());
+        REQUIRE(adopted.ok());
+        CHECK(adopted->memory_limit() == 64ull << 20);
+        adopted->keep();
         CHECK(v2->oom_kills() == 2);
 
         auto v1 = JobCgroup::create((scratch / "v1").string());
@@ -177,7 +183,9 @@ TEST_CASE("cgroup: a memory limit is written where the controller is, and OOM ki
         put(scratch / "v1" / "memory.limit_in_bytes", "9223372036854771712\n");
         put(scratch / "v1" / "memory.memsw.limit_in_bytes", "9223372036854771712\n");
         put(scratch / "v1" / "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
+        CHECK_FALSE(v1->memory_limit().has_value());  // v1's "no limit"
         CHECK(v1->limit_memory(1ull << 30).ok());
+        CHECK(v1->memory_limit() == 1ull << 30);
         CHECK(get(scratch / "v1" / "memory.limit_in_bytes") == "1073741824");
         CHECK(get(scratch / "v1" / "memory.memsw.limit_in_bytes") == "1073741824");
         CHECK(v1->oom_kills() == 1);
@@ -188,6 +196,8 @@ TEST_CASE("cgroup: a memory limit is written where the controller is, and OOM ki
         REQUIRE_FALSE(refused.ok());
         CHECK(refused.error().message.find("no memory controller") != std::string::npos);
         CHECK(none->oom_kills() == 0);
+        CHECK_FALSE(none->memory_limit().has_value());
+        CHECK_FALSE(JobCgroup::open_existing((scratch / "gone").string()).ok());
     }
     std::filesystem::remove_all(scratch);
 }
