@@ -153,7 +153,8 @@ TEST_CASE("cgroup: the v1 memory hierarchy from mounts and /proc/self/cgroup", "
     CHECK_FALSE(own_v1_memory_cgroup("cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n", "0::/\n").has_value());
 }
 
-TEST_CASE("cgroup: a memory limit is written where the controller is; it and OOM kills are read back", "[shell][memory]") {
+TEST_CASE("cgroup: a memory limit is written where the controller is; it and OOM kills are read back",
+          "[shell][memory]") {
     // Directories laid out as the kernel's files are (what v2 and v1 have
     // in a job's cgroup), so that both are checked on any machine.
     auto scratch = std::filesystem::temp_directory_path() / fmt::format("banyan-memory-{}", getpid());
