@@ -201,17 +201,6 @@ size_t json_depth(std::string_view text, size_t limit) {
     return deepest;
 }
 
-size_t nesting_depth(const nlohmann::json& doc, size_t limit) {
-    if (!doc.is_structured())
-        return 0;
-    if (limit == 0)
-        return 1;
-    size_t deepest = 0;
-    for (const auto& item : doc)
-        deepest = std::max(deepest, nesting_depth(item, limit - 1));
-    return deepest + 1;
-}
-
 Result<nlohmann::json> parse_json(std::string_view text) {
     // nlohmann's parser stops at a NUL byte as at the end of the text, and
     // would take what comes before it, whatever follows (found by

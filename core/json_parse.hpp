@@ -25,8 +25,6 @@ constexpr size_t kMaxJsonDepth = 64;
 // The nesting depth of JSON text (arrays and objects), counted without
 // parsing; stops counting past `limit` (returns limit + 1).
 size_t json_depth(std::string_view text, size_t limit = kMaxJsonDepth);
-// The same for a parsed document (its own name: a string converts to both).
-size_t nesting_depth(const nlohmann::json& doc, size_t limit = kMaxJsonDepth);
 
 // Parses `text`. Error EPROTO: "not valid JSON", or "JSON nested deeper
 // than 64 levels".

@@ -47,8 +47,8 @@ Message Multicast::request(uint32_t to, const IdSet& ranks, std::string_view top
 void Multicast::on_request(const Message& req) {
     // The payload passes on as it came, unparsed here (checked for its
     // strings and brackets, and for 64 levels from the request's top): each
-    // rank's service parses it. (So a jobspec may be 62 levels deep at
-    // launch, where submit takes 63: real ones are about 25.)
+    // rank's service parses it. (So a jobspec in exec.run may be 62 levels
+    // deep here: submit takes 48, kMaxJobspecDepth.)
     std::string_view text = req.payload ? std::string_view(*req.payload) : std::string_view("{}");
     auto parsed = parse_json_except(text, "payload");  // (`raw` points into `text`)
     if (!parsed)

@@ -58,9 +58,9 @@ constexpr int kDefaultUrgency = 16;
 constexpr int kMaxGuestUrgency = 16;
 // Levels of brackets a submitted jobspec may nest (its own mapping is one).
 // Messages may nest 64 (core/json_parse.hpp), and a jobspec travels inside
-// others (exec.run within a broker.multicast, listings, the HTTP API): the
-// margin lets a job taken at submit launch and be shown. Checked at submit
-// only, so a job stored before the bound still runs.
+// others (exec.run within a broker.multicast: 2 more; job-manager.info's
+// answer: 1): the margin lets a job taken at submit launch and be shown.
+// Checked at submit only, so a job stored before the bound still runs.
 constexpr size_t kMaxJobspecDepth = 48;
 
 struct Job {

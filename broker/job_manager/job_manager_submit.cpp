@@ -141,7 +141,9 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
         return broker_.respond_error(req, EPERM,
                                      fmt::format("urgency {}: only the instance owner may go above {}", *urgency,
                                                  kMaxGuestUrgency));
-    if (nesting_depth(spec, kMaxJobspecDepth) > kMaxJobspecDepth)
+    // As it will be stored: the text as submitted, where a key given twice
+    // (the parse keeps the last) may hide a deeper first.
+    if (json_depth(stored_text(*req.payload, spec), kMaxJobspecDepth) > kMaxJobspecDepth)
         return broker_.respond_error(req, EINVAL,
                                      fmt::format("jobspec: nested deeper than {} levels", kMaxJobspecDepth));
     // Jobs are version 1 jobspecs, held to RFC 25 as Flux holds them (the

@@ -62,6 +62,16 @@ inside() {
         banyan run --requires rank:0-1 --setattr "x=$(nested 45)" echo ran
     check_fails "one nested 49 deep is refused at submit in one line" \
         "^banyan submit: jobspec: nested deeper than 48 levels$" banyan submit --setattr "x=$(nested 46)" true
+    # The stored text is what is sent at launch: a key given twice (the
+    # parse keeps the last) hides no deeper first one.
+    {
+        printf '{"jobspec":{"attributes":%s,"version":1,' "$(nested 48)"
+        printf '"resources":[{"type":"slot","label":"task","count":1,"with":[{"type":"core","count":1}]}],'
+        printf '"tasks":[{"command":["true"],"slot":"task","count":{"per_slot":1}}],'
+        printf '"attributes":{"system":{"duration":0}}}}'
+    } >"$T_DIR/twice.json"
+    check_output "so is one whose deeper copy of a key given twice is the first" \
+        "^error 22: jobspec: nested deeper than 48 levels$" banyan-test-client rpc job-manager.submit "@$T_DIR/twice.json"
 
     for f in "$conformance"/invalid_v1/*.yaml; do
         check_output "invalid v1 jobspec $(basename "$f") is refused" "^error 22: jobspec: " \

@@ -25,14 +25,6 @@ TEST_CASE("json_depth counts arrays and objects, not brackets in strings", "[jso
     CHECK(json_depth(nested(100000), 64) == 65);
 }
 
-TEST_CASE("nesting_depth of a parsed document counts as json_depth of its text", "[json]") {
-    for (auto text : {"{}", "1", "\"[[\"", R"({"a": [1, {"b": [[]]}]})", R"([[], [[{}]], 2])"})
-        CHECK(nesting_depth(nlohmann::json::parse(text)) == json_depth(text));
-    auto deep = *parse_json(nested(64));
-    CHECK(nesting_depth(deep) == 64);
-    CHECK(nesting_depth(deep, 10) == 11);
-}
-
 TEST_CASE("parse_json refuses deep nesting and bad text with one line", "[json]") {
     CHECK(parse_json(nested(64)).ok());
     auto deep = parse_json(nested(65));
