@@ -98,7 +98,7 @@ bool ExecService::adopt_shell(const std::string& path, JobId id) {
 }
 
 // Found in /proc/PID/cgroup and taken only where named as this rank's for
-// this job (banyan-RANK-*-JOBID.*, cgroup_name()) beside this broker's own:
+// this job (is_job_cgroup_name) right under this broker's own cgroup:
 // the job's end then kills and removes them as for a shell started here
 // (left, each broker restart under running jobs left a cgroup a job on the
 // host), and an OOM kill in them is reported.
@@ -107,14 +107,11 @@ void ExecService::adopt_cgroups(JobId id, LocalJob& job, pid_t pid) {
     auto of_shell = read_text_file(fmt::format("/proc/{}/cgroup", pid));
     if (!mounts || !of_shell)
         return;
-    std::string prefix = fmt::format("banyan-{}-", broker_.bootstrap().rank);
-    std::string suffix = fmt::format("-{}.", format_jobid(id));
+    std::string jobid = format_jobid(id);
     auto take = [&](const std::optional<std::string>& dir, const std::optional<std::string>& parent,
                     std::optional<JobCgroup>& into) {
-        if (!dir || !parent || !dir->starts_with(*parent + "/"))
-            return;
-        std::string name = dir->substr(parent->size() + 1);
-        if (!name.starts_with(prefix) || name.find(suffix) == std::string::npos || name.find('/') != std::string::npos)
+        if (!dir || !parent || !dir->starts_with(*parent + "/") ||
+            !is_job_cgroup_name(std::string_view(*dir).substr(parent->size() + 1), broker_.bootstrap().rank, jobid))
             return;
         if (auto cgroup = JobCgroup::open_existing(*dir))
             into.emplace(std::move(*cgroup));

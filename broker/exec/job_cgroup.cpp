@@ -1,5 +1,6 @@
 #include "broker/exec/job_cgroup.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <sstream>
@@ -82,6 +83,23 @@ std::optional<std::string> own_v1_memory_cgroup(const std::string& mounts, const
             }
     }
     return mount_point;
+}
+
+bool is_job_cgroup_name(std::string_view name, uint32_t rank, std::string_view jobid) {
+    auto decimal = [](std::string_view digits) {
+        return !digits.empty() && digits.size() <= 20 &&
+               std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    std::string head = fmt::format("banyan-{}-", rank);
+    if (!name.starts_with(head))
+        return false;
+    name.remove_prefix(head.size());
+    size_t dash = name.find('-');
+    if (dash == std::string_view::npos || !decimal(name.substr(0, dash)))
+        return false;
+    name.remove_prefix(dash + 1);
+    return name.starts_with(jobid) && name.size() > jobid.size() && name[jobid.size()] == '.' &&
+           decimal(name.substr(jobid.size() + 1));
 }
 
 Result<JobCgroup> JobCgroup::create(std::string dir) {

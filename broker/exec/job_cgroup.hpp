@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <sys/types.h>
 
@@ -25,6 +26,11 @@ std::optional<std::string> own_unified_cgroup(const std::string& mounts, const s
 // The same in the v1 hierarchy of the memory controller:
 // "/sys/fs/cgroup/memory/x"; nullopt when memory is on no v1 mount.
 std::optional<std::string> own_v1_memory_cgroup(const std::string& mounts, const std::string& proc_self_cgroup);
+
+// Whether `name` is one that ExecService::cgroup_name() gives job `jobid`
+// (its f58 form) on rank `rank`: "banyan-RANK-PID-JOBID.LAUNCH", PID and
+// LAUNCH decimal (any broker's PID: the one that made it ran before).
+bool is_job_cgroup_name(std::string_view name, uint32_t rank, std::string_view jobid);
 
 class JobCgroup {
   public:

@@ -29,7 +29,7 @@ runs_on_to_its_end() {
     check_output "rank 1's task wrote to its end" "task 1 ends" banyan job attach "$id"
 }
 
-# The cgroups rank 1 made for job ID (shell.md §1), beside the brokers'
+# The cgroups rank 1 made for job ID (shell.md §1), under the brokers'
 # own in the unified hierarchy (the brokers are started from here).
 unified=$(awk '$3 == "cgroup2" {print $2; exit}' /proc/mounts)
 own=$(sed -n 's/^0:://p' /proc/self/cgroup)

@@ -142,6 +142,20 @@ TEST_CASE("cgroup: the unified hierarchy from mounts and /proc/self/cgroup", "[s
     CHECK_FALSE(own_unified_cgroup("cgroup /sys/fs/cgroup/cpu cgroup rw 0 0\n", "1:cpu:/\n").has_value());
 }
 
+TEST_CASE("cgroup: a job's cgroup is known by its name exactly", "[shell]") {
+    CHECK(is_job_cgroup_name("banyan-1-4242-fAbc.2", 1, "fAbc"));
+    CHECK(is_job_cgroup_name("banyan-0-1-fAbc.0", 0, "fAbc"));
+    CHECK_FALSE(is_job_cgroup_name("banyan-10-4242-fAbc.2", 1, "fAbc"));  // another rank
+    CHECK_FALSE(is_job_cgroup_name("banyan-1-4242-fAbcd.2", 1, "fAbc"));  // another job
+    CHECK_FALSE(is_job_cgroup_name("banyan-1-4242-xfAbc.2", 1, "fAbc"));
+    CHECK_FALSE(is_job_cgroup_name("banyan-1-42x2-fAbc.2", 1, "fAbc"));  // no PID
+    CHECK_FALSE(is_job_cgroup_name("banyan-1--fAbc.2", 1, "fAbc"));
+    CHECK_FALSE(is_job_cgroup_name("banyan-1-4242-fAbc.", 1, "fAbc"));     // no launch
+    CHECK_FALSE(is_job_cgroup_name("banyan-1-4242-fAbc.2/x", 1, "fAbc"));  // below one
+    CHECK_FALSE(is_job_cgroup_name("banyan-1-4242-fAbc", 1, "fAbc"));
+    CHECK_FALSE(is_job_cgroup_name("banyan-unit-x-4242", 1, "fAbc"));
+}
+
 TEST_CASE("cgroup: the v1 memory hierarchy from mounts and /proc/self/cgroup", "[shell][memory]") {
     std::string hybrid =
         "cgroup /sys/fs/cgroup/cpu cgroup rw,relatime,cpu 0 0\n"
