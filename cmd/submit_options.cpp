@@ -253,6 +253,9 @@ void add_submit_options(CLI::App* cmd, SubmitOptions& o) {
                     "seconds between profile samples while the job runs (1-3600; default 10)");
     cmd->add_flag("-l,--label-io", o.label_io, "start each line of output with the task rank");
     cmd->add_flag("--requeue", o.requeue, "if a node of the job fails, run it again (same id) instead of failing");
+    cmd->add_option("--reattach-timeout", o.reattach_timeout,
+                    "wait at most DURATION for a lost node to come back before the job fails (0: at once; "
+                    "at most the instance's exec.reattach-timeout)");
 }
 
 namespace {
@@ -367,6 +370,12 @@ nlohmann::json build_jobspec(const SubmitOptions& o, const std::vector<std::stri
         if (!bytes)
             fail(fmt::format("{} {}", option, bytes.error().message));
         *into = *bytes;
+    }
+    if (!o.reattach_timeout.empty()) {
+        auto d = parse_duration(o.reattach_timeout);
+        if (!d)
+            fail("--reattach-timeout " + d.error().message);
+        r.reattach_timeout = *d;
     }
     if (!o.time_limit.empty()) {
         auto d = parse_duration(o.time_limit);

@@ -34,6 +34,7 @@ struct SubmitOptions {
     std::string input;
     bool label_io = false;
     bool requeue = false;
+    std::string reattach_timeout;  // DURATION
     std::vector<std::string> env;
     std::string cwd;
     std::vector<std::string> setattr;

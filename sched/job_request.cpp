@@ -98,6 +98,8 @@ Result<nlohmann::json> build_jobspec(const JobRequest& r, FieldName name_of) {
         system["constraints"] = *r.constraint;
     if (r.requeue)
         system["requeue"] = true;
+    if (r.reattach_timeout)
+        system["reattach-timeout"] = *r.reattach_timeout;
     if (!r.rlimits.empty())
         system["shell"]["options"]["rlimit"] = r.rlimits;
     return nlohmann::json{{"version", 1},

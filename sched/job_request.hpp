@@ -34,6 +34,7 @@ struct JobRequest {
     std::optional<uint64_t> memory_per_core;
     bool exclusive = false;            // whole nodes
     bool requeue = false;              // back to pending after a node failure, rather than failed
+    std::optional<double> reattach_timeout;  // seconds a lost node is waited for; unset: the instance's
     std::optional<double> time_limit;  // seconds
     std::string name;                  // shown by banyan jobs; empty: the command
     std::string queue;                 // empty: the default queue

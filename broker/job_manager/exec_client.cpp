@@ -286,25 +286,26 @@ void ExecClient::reattach(Job& job, const IdSet& online, std::string r_text) {
 
 // A rank lost while its job runs may be a broker that restarts: its shells
 // outlive it and wait to be adopted (shell.md §8). The job waits for the
-// rank up to exec.reattach-timeout instead of failing at once, unless it
-// asked to be requeued. A rank online already (it restarted before it was
-// seen lost: its new self replaced the old) is asked again at once; one
-// whose ask failed is waited for until it is back (ranks_back()), not
-// asked in a loop. The deadline holds until the rank has heard the ask
-// (it answers exec.go).
+// rank up to exec.reattach-timeout (or its own --reattach-timeout, when
+// shorter) instead of failing at once, unless it asked to be requeued. A rank online already (it restarted before it
+// was seen lost: its new self replaced the old) is asked again at once; one whose ask failed is waited for until it is
+// back (ranks_back()), not asked in a loop. The deadline holds until the rank has heard the ask (it answers exec.go).
 bool ExecClient::wait_for_rank(Job& job, Execution& ex, uint32_t rank, const std::string& why) {
     if (job.state != JobState::run || ex.failed || job.requeue_on_node_failure)
         return false;
+    // A job's own tolerance may be shorter, never longer: the rank's shells
+    // end their tasks after the instance's.
+    bool own = job.reattach_timeout && *job.reattach_timeout < lost_wait_;
+    double wait = own ? *job.reattach_timeout : lost_wait_;
+    const char* source = own ? "--reattach-timeout" : "exec.reattach-timeout";
     auto& timer = ex.away[rank];
     timer = std::make_unique<Timer>(table_.broker().reactor());
-    timer->start(std::chrono::duration_cast<Duration>(std::chrono::duration<double>(lost_wait_)),
-                 [this, id = job.id, rank, why] {
-                     give_up_on(id, rank,
-                                fmt::format("rank {} was lost and not back within {}s (exec.reattach-timeout): {}",
-                                            rank, lost_wait_, why));
-                 });
+    timer->start(std::chrono::duration_cast<Duration>(std::chrono::duration<double>(wait)), [this, id = job.id, rank,
+                                                                                             why, wait, source] {
+        give_up_on(id, rank, fmt::format("rank {} was lost and not back within {}s ({}): {}", rank, wait, source, why));
+    });
     log::warning("job-manager", "{}: rank {} lost ({}): waiting up to {}s for it to come back", format_jobid(job.id),
-                 rank, why, lost_wait_);
+                 rank, why, wait);
     if (!ex.asking.contains(rank) && table_.broker().overlay().subtree().online.contains(rank))
         ask_again(job.id, rank);
     return true;

@@ -178,6 +178,12 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
     if (!requeue)
         return requeue.error();
     requeue_on_node_failure = *requeue;
+    if (system.contains("reattach-timeout")) {
+        auto wait = json_field<double>(system, "reattach-timeout", 0, "attributes.system");
+        if (!wait || !std::isfinite(*wait) || *wait < 0)
+            return make_error(EINVAL, "attributes.system.reattach-timeout: expected seconds, 0 or more");
+        reattach_timeout = *wait;
+    }
     // An array's indexes, checked against the configured limits at submit
     // (a stored one is read whatever the limits are now).
     if (system.contains("array") && array_id == 0) {

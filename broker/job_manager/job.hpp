@@ -87,6 +87,10 @@ struct Job {
     bool singleton = false;  // --dependency=singleton: after every earlier job of its user and name has ended
     double begin_time = 0;  // --begin-time: not before (seconds since the epoch); 0: none
     bool requeue_on_node_failure = false;  // --requeue: a lost node sends it back to pending
+    // --reattach-timeout: how long a lost rank of the running job is waited
+    // for (at most exec.reattach-timeout: the shells wait no longer); unset:
+    // that.
+    std::optional<double> reattach_timeout;
     // --profile-ebpf: {programs, interval, optional}, as exec.run passes it
     // on (doc/spec/profiling.md §1); null: not profiled.
     std::shared_ptr<const nlohmann::json> ebpf;

@@ -39,6 +39,7 @@ void JobManager::make_element(Job& array, uint32_t index) {
     e.ngpus = array.ngpus;
     e.duration = array.duration;
     e.requeue_on_node_failure = array.requeue_on_node_failure;
+    e.reattach_timeout = array.reattach_timeout;
     e.warning_signal = array.warning_signal;
     e.warning_timeleft = array.warning_timeleft;
     e.mail = array.mail;

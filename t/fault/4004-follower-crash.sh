@@ -4,10 +4,12 @@
 # for the rank up to exec.reattach-timeout (6 s here) instead of failing
 # the job. Started again within it, the broker adopts its shells, with
 # their cgroups and memory limit, and the job runs on to its own end:
-# started again at once, and after rank 0 has logged the wait. Not back in time, the job ends with node-failure,
-# and the rank's shells, which waited as long, end their tasks. Canceled
-# while rank 0 waits, the job ends at once; the broker that comes back
-# later is told so (exec.reconcile) and kills its tasks.
+# started again at once, and after rank 0 has logged the wait. Not back
+# in time, the job ends with node-failure, and the rank's shells, which
+# waited as long, end their tasks; a job's own --reattach-timeout
+# shortens the wait, never lengthens it. Canceled while rank 0 waits, the
+# job ends at once; the broker that comes back later is told so
+# (exec.reconcile) and kills its tasks.
 . "$(dirname "$0")/../integration/lib.sh"
 
 start_cluster 2 $'heartbeat_period = "0.2s"\ntorpid_timeout = "1s"\nlost_timeout = "2s"\n[exec]\nreattach-timeout = "6s"'
@@ -15,9 +17,9 @@ marker=$((RANDOM + 1000))
 write_waiting_task
 tasks_are() { waiting_tasks_are "$T_DIR/go-$marker" "$1"; }
 kill_rank1() { kill -9 "$(broker_pid "$T_DIR" 1)"; }
-job_on_both() {
+job_on_both() { # [SUBMIT OPTION...]
     marker=$((marker + 1))
-    id=$(banyan submit -N2 -n2 bash "$T_DIR/task.sh" "$T_DIR/go-$marker")
+    id=$(banyan submit -N2 -n2 "$@" bash "$T_DIR/task.sh" "$T_DIR/go-$marker")
     wait_for "a job runs on both ranks" 20 tasks_are 2
 }
 # runs_on_to_its_end: the job is let go and ends on its own, with both
@@ -85,8 +87,8 @@ check "both tasks still run" tasks_are 2
 runs_on_to_its_end
 
 # 3. Not back in time: the job ends with node-failure, not before the
-# timeout.
-job_on_both
+# timeout (a job's own longer --reattach-timeout does not lengthen it).
+job_on_both --reattach-timeout=1h
 kill_rank1
 killed=$SECONDS
 wait_for "the job ends with node-failure" 20 \
@@ -100,6 +102,27 @@ check_output "the shell said why" "$id: no broker came back within 6s \(exec.rea
     cat "$T_DIR/rank-1.log"
 start_broker "$T_DIR/c.toml" 1
 wait_for "rank 1 is back" 30 all_up 2
+
+# 3b. A job with a shorter tolerance of its own (--reattach-timeout=1s)
+# ends with node-failure after it, not after the instance's 6 s; its task
+# on rank 1 is killed when the broker comes back (exec.reconcile).
+marker=$((marker + 1))
+id=$(banyan submit -N2 -n2 --reattach-timeout=1s bash "$T_DIR/task.sh" "$T_DIR/go-$marker")
+wait_for "a job with --reattach-timeout=1s runs on both ranks" 20 tasks_are 2
+kill_rank1
+killed=$SECONDS
+wait_for "it ends with node-failure" 20 sh -c "banyan job eventlog $id | grep -q 'exception.*type=node-failure'"
+check "before the instance's exec.reattach-timeout (6 s)" test $((SECONDS - killed)) -lt 6
+check_output "the eventlog says its own tolerance ran out" \
+    "rank 1 was lost and not back within 1s \(--reattach-timeout\)" banyan job eventlog "$id"
+start_broker "$T_DIR/c.toml" 1
+wait_for "rank 1 is back" 30 all_up 2
+wait_for "its task on rank 1 is killed: none left" 15 tasks_are 0
+check_fails "a tolerance that is no duration is refused in one line" \
+    "^banyan submit: --reattach-timeout soon: not a duration" banyan submit --reattach-timeout=soon true
+check_fails "so is a negative one in the jobspec, at submit" \
+    "^banyan submit: jobspec: attributes.system.reattach-timeout: expected seconds, 0 or more$" \
+    banyan submit -S reattach-timeout=-1 true
 
 # 4. A job canceled while rank 0 waits for a rank ends at once.
 job_on_both
