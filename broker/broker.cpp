@@ -78,15 +78,7 @@ Result<void> Broker::start() {
                         event_sequence_ = sequence;
                         event_sequence_known_ = true;
                     } else if (sequence < event_sequence_) {
-                        // Rank 0 started again and numbers from 1 again: a
-                        // replay of the old numbers is moot.
-                        event_sequence_ = sequence;
-                        held_events_.clear();
-                        if (replaying_) {
-                            replay_timer_.cancel();
-                            internal_rpcs_.erase(replay_matchtag_);
-                            replaying_ = false;
-                        }
+                        renumber_events(sequence);  // rank 0 started again
                     } else if (sequence > event_sequence_ && !replaying_) {
                         // Published while this broker was cut off.
                         log::warning("router", "event gap: the parent is at sequence {}, this broker at {}", sequence,
@@ -97,6 +89,7 @@ Result<void> Broker::start() {
                     check_ready();
                 },
             .on_shutdown_request = [this](bool keep_jobs) { begin_shutdown("parent is shutting down", keep_jobs); },
+            .on_renumber = [this](uint32_t sequence) { renumber_events(sequence); },
             .on_subtree_change = [this] { on_subtree_change(); },
         });
     auto per_user = boot_.config.get_int("broker.connections-per-user", 1, 1'000'000, 256);
@@ -419,6 +412,23 @@ void Broker::on_event_from_parent(Message&& event) {
 // failed beyond a parent that stays (its own link to rank 0 dropped), it
 // is asked again then. (rpc() may answer before it returns: the timer is
 // set first.)
+// Rank 0 started again and numbers events from `sequence` + 1: what was
+// held or asked for under the old numbers is moot. The children are told
+// (overlay.md §8): a child's own parent has not changed, so no hello
+// tells it, and it would drop the new events as duplicates until their
+// numbers passed its own.
+void Broker::renumber_events(uint32_t sequence) {
+    event_sequence_ = sequence;
+    event_sequence_known_ = true;
+    held_events_.clear();
+    if (replaying_) {
+        replay_timer_.cancel();
+        internal_rpcs_.erase(replay_matchtag_);
+        replaying_ = false;
+    }
+    overlay_->send_renumber_to_children(sequence);
+}
+
 void Broker::replay_events(uint32_t from, uint32_t to) {
     replaying_ = true;
     auto seconds = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(boot_.replay_timeout));

@@ -116,6 +116,7 @@ class Broker {
     void on_peer_message(Message&& msg, uint32_t from);
     void on_event_from_parent(Message&& event);
     void replay_events(uint32_t from, uint32_t to);
+    void renumber_events(uint32_t sequence);
     void on_peer_reset(uint32_t rank, std::string_view why);
     void on_subtree_change();
     void deliver_local(const Message& msg);

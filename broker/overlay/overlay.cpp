@@ -404,6 +404,13 @@ void Overlay::send_shutdown_to_children(bool keep_jobs) {
     }
 }
 
+void Overlay::send_renumber_to_children(uint32_t sequence) {
+    last_event_sequence_ = sequence;
+    for (auto& [rank, child] : children_)
+        if (child.state == PeerState::online || child.state == PeerState::torpid)
+            (void)send_to_child(rank, Message::control(control::renumber, sequence));
+}
+
 size_t Overlay::children_up() const {
     size_t n = 0;
     for (const auto& [rank, child] : children_)
@@ -564,6 +571,8 @@ void Overlay::on_parent_frames(Frames&& frames) {
         } else if (msg.control_type == control::shutdown && parent_ready_) {
             // (Protocol 1 knew no status: the override build of t/fault/4008 acts so.)
             cb_.on_shutdown_request(boot_.protocol >= 2 && msg.control_status == kShutdownKeepsJobs);
+        } else if (msg.control_type == control::renumber && parent_ready_) {
+            cb_.on_renumber(msg.control_status);
         }
         return;
     }

@@ -41,6 +41,7 @@ constexpr uint32_t heartbeat = 0;
 constexpr uint32_t goodbye = 1;
 constexpr uint32_t shutdown = 2;
 constexpr uint32_t reconnect = 3;
+constexpr uint32_t renumber = 4;  // status: the new event sequence (overlay.md §8)
 }  // namespace control
 
 struct OverlayCallbacks {
@@ -54,6 +55,9 @@ struct OverlayCallbacks {
     // The parent answered hello; `sequence` is its last event sequence.
     std::function<void(uint32_t sequence)> on_parent_ready;
     std::function<void(bool keep_jobs)> on_shutdown_request;  // SHUTDOWN from the parent
+    // RENUMBER from the parent: rank 0 started again and numbers events
+    // from `sequence` + 1.
+    std::function<void(uint32_t sequence)> on_renumber;
     std::function<void()> on_subtree_change;
 };
 
@@ -71,6 +75,9 @@ class Overlay {
     void send_event_to_children(const Message& event);
     // SHUTDOWN to every child up; `keep_jobs`: with kShutdownKeepsJobs.
     void send_shutdown_to_children(bool keep_jobs);
+    // RENUMBER to every child up, and `sequence` is what a child's hello
+    // is answered from now on.
+    void send_renumber_to_children(uint32_t sequence);
     // Tells the parent this broker leaves cleanly; lingers so it is delivered.
     void say_goodbye();
 

@@ -8,7 +8,8 @@
 # numbers events from 1 again, rank 1 still delivers them. Then, in a
 # chain of three brokers, rank 2's event.replay meets a stopped rank 0:
 # unanswered within tbon.replay_timeout it is asked again, and once rank 0
-# goes on the subscriber on rank 2 gets every event once.
+# goes on the subscriber on rank 2 gets every event once; after a restart
+# of rank 0, rank 2 delivers the events it numbers anew.
 . "$(dirname "$0")/../integration/lib.sh"
 
 start_cluster 2 $'heartbeat_period = "0.2s"\ntorpid_timeout = "1s"\nlost_timeout = "2s"'
@@ -75,5 +76,19 @@ wait "$subscriber"
 check_output "rank 2's subscriber got all three, in order, once each" "^one two three $" \
     sh -c "grep chain. $T_DIR/got3 | sed 's/.*chain\.//' | tr '\n' ' '"
 check_output "rank 2 replayed the event it missed" "resynchronised: events 2 to 2 replayed" cat "$T_DIR/rank-2.log"
+
+# Rank 0 restarts and numbers from 1 again. Rank 1 learns it in its
+# hello; rank 2, whose parent did not change, is told by rank 1
+# (RENUMBER), or it would drop the new events as seen until their numbers
+# passed its 3.
+BANYAN_URI=$(uri_of 2) banyan-test-client events renumbered. 1 >"$T_DIR/got4" 2>&1 &
+subscriber=$!
+wait_for "rank 2's subscriber is subscribed again" 10 grep -q subscribed "$T_DIR/got4"
+kill -9 "$(broker_pid "$T_DIR" 0)"
+start_broker "$T_DIR/chain.toml" 0
+wait_for "rank 0 is back, the chain up" 30 all_up 3
+banyan-test-client rpc event.publish '{"topic": "renumbered.one"}' >/dev/null
+wait_for "the grandchild of a restarted rank 0 delivers its first event" 10 grep -q "renumbered.one" "$T_DIR/got4"
+wait "$subscriber"
 check "shutdown" banyan shutdown
 no_brokers_left "every broker exited" "$T_DIR"
