@@ -217,7 +217,9 @@ void ExecService::on_reconcile(const Message& req) {
     adopt_orphaned_shells();  // a shell that began waiting after this service started is judged too
     nlohmann::json killed =
         kill_jobs([&keep](JobId id) { return !keep.count(id); },
-                  fmt::format("rank 0 ended this job while rank {} was cut off", broker_.bootstrap().rank));
+                  fmt::format("rank 0 has no such job running on rank {} (it ended while the rank was away, or "
+                              "rank 0 never had it)",
+                              broker_.bootstrap().rank));
     broker_.respond(Message::response_to(req, {{"killed", killed}}));
 }
 
