@@ -17,19 +17,6 @@ marker=$((RANDOM + 1000))
 write_waiting_task
 tasks_are() { waiting_tasks_are "$T_DIR/go-$marker" "$1"; }
 kill_rank1() { kill -9 "$(broker_pid "$T_DIR" 1)"; }
-job_on_both() { # [SUBMIT OPTION...]
-    marker=$((marker + 1))
-    id=$(banyan submit -N2 -n2 "$@" bash "$T_DIR/task.sh" "$T_DIR/go-$marker")
-    wait_for "a job runs on both ranks" 20 tasks_are 2
-}
-# runs_on_to_its_end: the job is let go and ends on its own, with both
-# tasks' output and no exception.
-runs_on_to_its_end() {
-    touch "$T_DIR/go-$marker"
-    check "the job ends on its own, with status 0" timeout 30 banyan job wait "$id"
-    check "no exception was raised" lacks "exception" banyan job eventlog "$id"
-    check_output "rank 1's task wrote to its end" "task 1 ends" banyan job attach "$id"
-}
 
 # The cgroups rank 1 made for job ID (shell.md §1), under the brokers'
 # own in the unified hierarchy (the brokers are started from here).

@@ -12,18 +12,6 @@ start_cluster 2 $'heartbeat_period = "0.2s"\ntorpid_timeout = "1s"\nlost_timeout
 marker=$((RANDOM + 1000))
 write_waiting_task
 tasks_are() { waiting_tasks_are "$T_DIR/go-$marker" "$1"; }
-job_on_both() {
-    marker=$((marker + 1))
-    id=$(banyan submit -N2 -n2 bash "$T_DIR/task.sh" "$T_DIR/go-$marker")
-    wait_for "a job runs on both ranks" 20 tasks_are 2
-}
-runs_on_to_its_end() {
-    touch "$T_DIR/go-$marker"
-    check "the job ends on its own, with status 0" timeout 30 banyan job wait "$id"
-    check "no exception was raised" lacks "exception" banyan job eventlog "$id"
-    check_output "both tasks wrote to their end" "task 0 ends.*task 1 ends|task 1 ends.*task 0 ends" \
-        sh -c "banyan job attach $id | tr '\n' ' '"
-}
 
 # 1. banyan shutdown --keep-jobs, then every broker started again.
 job_on_both

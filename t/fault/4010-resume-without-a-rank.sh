@@ -15,9 +15,7 @@ tasks_are() { waiting_tasks_are "$T_DIR/go-$marker" "$1"; }
 # A job on both ranks, both brokers killed, rank 0 alone started again;
 # sets id and resumed (when).
 rank0_resumes_alone() {
-    marker=$((marker + 1))
-    id=$(banyan submit -N2 -n2 bash "$T_DIR/task.sh" "$T_DIR/go-$marker")
-    wait_for "a job runs on both ranks" 20 tasks_are 2
+    job_on_both
     kill -9 "$(broker_pid "$T_DIR" 1)" "$(broker_pid "$T_DIR" 0)"
     start_broker "$T_DIR/c.toml" 0
     resumed=$SECONDS
@@ -32,10 +30,7 @@ start_broker "$T_DIR/c.toml" 1
 wait_for "rank 1 re-attached its shell" 20 grep -q "$id: re-attached its shell" "$T_DIR/rank-1.log"
 check "within exec.reattach-timeout" test $((SECONDS - resumed)) -lt 6
 check "both tasks still run" tasks_are 2
-touch "$T_DIR/go-$marker"
-check "the job ends on its own, with status 0" timeout 30 banyan job wait "$id"
-check "no exception was raised" lacks "exception" banyan job eventlog "$id"
-check_output "rank 1's task wrote to its end" "task 1 ends" banyan job attach "$id"
+runs_on_to_its_end
 
 # 2. Not back in time.
 rank0_resumes_alone

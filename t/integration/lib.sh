@@ -299,6 +299,22 @@ echo "task $BANYAN_TASK_RANK ends"
 EOF
 }
 waiting_tasks_are() { [ "$(pgrep -fc "task.sh $1\$")" -eq "$2" ]; }
+# job_on_both [SUBMIT OPTION...]: a job of two such tasks, on ranks 0 and
+# 1, waiting for $T_DIR/go-$marker (marker counts up); sets id.
+job_on_both() {
+    marker=$((marker + 1))
+    id=$(banyan submit -N2 -n2 "$@" bash "$T_DIR/task.sh" "$T_DIR/go-$marker")
+    wait_for "a job runs on both ranks" 20 waiting_tasks_are "$T_DIR/go-$marker" 2
+}
+# runs_on_to_its_end: job_on_both's job is let go and ends on its own,
+# with both tasks' output and no exception.
+runs_on_to_its_end() {
+    touch "$T_DIR/go-$marker"
+    check "the job ends on its own, with status 0" timeout 30 banyan job wait "$id"
+    check "no exception was raised" lacks "exception" banyan job eventlog "$id"
+    check_output "both tasks wrote to their end" "task 0 ends.*task 1 ends|task 1 ends.*task 0 ends" \
+        sh -c "banyan job attach $id | tr '\n' ' '"
+}
 
 # all_up SIZE: rank 0 sees ranks 0 to SIZE-1 online.
 all_up() { banyan overlay status -s | grep -q "^online: 0-$(($1 - 1)) ($1)\$"; }
