@@ -24,6 +24,13 @@ check_output "the page renders with its examples" "EXAMPLES" \
     env MANPATH="$P/share/man" MANWIDTH=80 man banyan-submit
 check_output "the unit runs the installed broker with the installed config" \
     "^ExecStart=$P/sbin/banyan-broker --config $P/etc/banyan/banyan.toml " cat "$P/lib/systemd/system/banyan.service"
+# What `systemctl stop` and `restart` keeping the jobs relies on (README,
+# banyan-broker(8)): only the broker is signalled, and the shells' run
+# directories (their re-attach sockets) stay.
+check_output "a stop signals the broker alone (KillMode=process)" "^KillMode=process$" \
+    cat "$P/lib/systemd/system/banyan.service"
+check_output "and /run/banyan outlives it (RuntimeDirectoryPreserve=yes)" "^RuntimeDirectoryPreserve=yes$" \
+    cat "$P/lib/systemd/system/banyan.service"
 # The installed config names the helper: a broker refuses one that is not
 # setuid root, in one line, before anything runs.
 check_fails "exec.imp naming a helper that is not setuid root: refused at start" \
