@@ -113,15 +113,17 @@ check_output "... nothing stored for the refusals" "^1 0$" sh -c "echo \$(banyan
 check "cancel them" banyan cancel "$held" "$pinned"
 
 # Stopped and disabled states, with their reasons, survive a crash of
-# rank 0 (kill -9) and a clean restart of the instance.
+# rank 0 (kill -9) and a clean restart of the instance; so does a drain.
 check "stop debug" banyan queue stop debug --reason "rack 2 power"
 check "disable batch" banyan queue disable batch --reason "quota review"
+check "drain rank 3" banyan resource drain 3 fan failure
 kill -9 "$(broker_pid "$T_DIR" 0)"
 start_broker "$T_DIR/q.toml" 0
 wait_for "rank 0 runs again" 30 banyan ready
 check_output "after a crash of rank 0, debug is still stopped" \
     "^debug: enabled, stopped: rack 2 power; 0 pending, 0 running$" banyan queue status debug
 check_fails "... and batch still refuses, with its reason" "queue 'batch' is disabled: quota review" banyan submit true
+check_output "... and rank 3 is still drained, with its reason" "drained +1 +3 .*fan failure \(" banyan resource status
 check "shut down" banyan shutdown
 no_brokers_left "every broker exited" "$T_DIR"
 for r in 0 1 2 3; do start_broker "$T_DIR/q.toml" "$r"; done
@@ -129,6 +131,8 @@ wait_for "the instance runs again" 30 banyan ready
 check_output "after a clean restart too" "^batch: disabled: quota review, started; 0 pending, 0 running$" \
     banyan queue status batch
 check_output "... debug is stopped" "stopped: rack 2 power" banyan queue status debug
+check_output "... rank 3 is drained" "drained +1 +3 .*fan failure \(" banyan resource status
+check "undrain rank 3" banyan resource undrain 3
 rank0=$(broker_pid "$T_DIR" 0)
 check_output "rank 0 holds queues.db open" "queues\.db" ls -l "/proc/$rank0/fd"
 open_without_cloexec "$rank0" >"$T_DIR/fds.out"
