@@ -13,19 +13,23 @@ marker=$((RANDOM + 1000))
 write_waiting_task
 tasks_are() { waiting_tasks_are "$T_DIR/go-$marker" "$1"; }
 
-# 1. banyan shutdown --keep-jobs, then every broker started again.
-job_on_both
-check "banyan shutdown --keep-jobs" banyan shutdown --keep-jobs
-no_brokers_left "every broker exited" "$T_DIR"
-check "both tasks still run, with no broker" tasks_are 2
-check_output "rank 0 said it keeps the jobs" "shutting down, keeping the jobs: requested by uid" cat "$T_DIR/rank-0.log"
-check_output "rank 1 left its shell running" "leaving 1 job shells running, to be re-attached" cat "$T_DIR/rank-1.log"
-start_broker "$T_DIR/c.toml" 1
-start_broker "$T_DIR/c.toml" 0
-wait_for "both brokers are back" 30 all_up 2
-wait_for "rank 1 re-attached its shell" 20 grep -q "$id: re-attached its shell" "$T_DIR/rank-1.log"
-check "both tasks still run" tasks_are 2
-runs_on_to_its_end
+# 1. banyan shutdown --keep-jobs, then every broker started again, in
+# either order (banyan-shutdown(1)).
+for order in "1 0" "0 1"; do
+    job_on_both
+    check "banyan shutdown --keep-jobs" banyan shutdown --keep-jobs
+    no_brokers_left "every broker exited" "$T_DIR"
+    check "both tasks still run, with no broker" tasks_are 2
+    check_output "rank 0 said it keeps the jobs" "shutting down, keeping the jobs: requested by uid" \
+        cat "$T_DIR/rank-0.log"
+    check_output "rank 1 left its shell running" "leaving 1 job shells running, to be re-attached" \
+        cat "$T_DIR/rank-1.log"
+    for rank in $order; do start_broker "$T_DIR/c.toml" "$rank"; done
+    wait_for "both brokers are back, started in the order $order" 30 all_up 2
+    wait_for "rank 1 re-attached its shell" 20 grep -q "$id: re-attached its shell" "$T_DIR/rank-1.log"
+    check "both tasks still run" tasks_are 2
+    runs_on_to_its_end
+done
 
 # 2. SIGTERM at a follower (systemctl restart on its node).
 job_on_both
