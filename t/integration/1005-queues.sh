@@ -133,6 +133,21 @@ check_output "after a clean restart too" "^batch: disabled: quota review, starte
 check_output "... debug is stopped" "stopped: rack 2 power" banyan queue status debug
 check_output "... rank 3 is drained" "drained +1 +3 .*fan failure \(" banyan resource status
 check "undrain rank 3" banyan resource undrain 3
+# The stored state of a queue taken out of the config is ignored, with a
+# warning, while it is out (banyan-queue(1)), and holds once it is back.
+check "shut down" banyan shutdown
+no_brokers_left "every broker exited" "$T_DIR"
+sed '/^\[queues.batch\]$/,/^max-nodes = 2$/d' "$T_DIR/q.toml" >"$T_DIR/q-nobatch.toml"
+for r in 0 1 2 3; do start_broker "$T_DIR/q-nobatch.toml" "$r"; done
+wait_for "the instance runs without queue batch" 30 banyan ready
+check_output "batch's stored state is ignored, with a warning" \
+    "queue batch was disabled but is not configured now; ignored" cat "$T_DIR/rank-0.log"
+check_fails "... batch is unknown meanwhile" "unknown queue 'batch'" banyan queue status batch
+check "shut down" banyan shutdown
+no_brokers_left "every broker exited" "$T_DIR"
+for r in 0 1 2 3; do start_broker "$T_DIR/q.toml" "$r"; done
+wait_for "the instance runs with batch again" 30 banyan ready
+check_output "back in the config, batch is disabled again" "^batch: disabled: quota review" banyan queue status batch
 rank0=$(broker_pid "$T_DIR" 0)
 check_output "rank 0 holds queues.db open" "queues\.db" ls -l "/proc/$rank0/fd"
 open_without_cloexec "$rank0" >"$T_DIR/fds.out"
