@@ -73,17 +73,20 @@ Result<void> Broker::start() {
             .on_event = [this](Message&& e) { on_event_from_parent(std::move(e)); },
             .on_peer_reset = [this](uint32_t rank, std::string_view why) { on_peer_reset(rank, why); },
             .on_parent_ready =
-                [this](uint32_t sequence) {
-                    if (!event_sequence_known_) {
-                        event_sequence_ = sequence;
+                [this](std::optional<uint32_t> sequence) {
+                    if (!sequence) {
+                        // (A parent that started again knows none yet: the
+                        // events it passes on tell.)
+                    } else if (!event_sequence_known_) {
+                        event_sequence_ = *sequence;
                         event_sequence_known_ = true;
-                    } else if (sequence < event_sequence_) {
-                        renumber_events(sequence);  // rank 0 started again
-                    } else if (sequence > event_sequence_ && !replaying_) {
+                    } else if (*sequence < event_sequence_) {
+                        renumber_events(*sequence);  // rank 0 started again
+                    } else if (*sequence > event_sequence_ && !replaying_) {
                         // Published while this broker was cut off.
-                        log::warning("router", "event gap: the parent is at sequence {}, this broker at {}", sequence,
+                        log::warning("router", "event gap: the parent is at sequence {}, this broker at {}", *sequence,
                                      event_sequence_);
-                        replay_events(event_sequence_ + 1, sequence);
+                        replay_events(event_sequence_ + 1, *sequence);
                     }
                     send_answers_for_parent();
                     check_ready();
@@ -406,12 +409,6 @@ void Broker::on_event_from_parent(Message&& event) {
     distribute_event(event);
 }
 
-// Asks rank 0 for the events this broker missed; delivers them in order,
-// then those that came meanwhile (held until then). Unanswered within
-// tbon.replay_timeout (a request lost on the way, a rank 0 stuck), or
-// failed beyond a parent that stays (its own link to rank 0 dropped), it
-// is asked again then. (rpc() may answer before it returns: the timer is
-// set first.)
 // Rank 0 started again and numbers events from `sequence` + 1: what was
 // held or asked for under the old numbers is moot. The children are told
 // (overlay.md §8): a child's own parent has not changed, so no hello
@@ -429,6 +426,12 @@ void Broker::renumber_events(uint32_t sequence) {
     overlay_->send_renumber_to_children(sequence);
 }
 
+// Asks rank 0 for the events this broker missed; delivers them in order,
+// then those that came meanwhile (held until then). Unanswered within
+// tbon.replay_timeout (a request lost on the way, a rank 0 stuck), or
+// failed beyond a parent that stays (its own link to rank 0 dropped), it
+// is asked again then. (rpc() may answer before it returns: the timer is
+// set first.)
 void Broker::replay_events(uint32_t from, uint32_t to) {
     replaying_ = true;
     auto seconds = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(boot_.replay_timeout));

@@ -136,6 +136,8 @@ Overlay::~Overlay() {
 }
 
 Result<void> Overlay::start() {
+    if (!boot_.parent())
+        last_event_sequence_ = 0;  // rank 0 numbers the events
     if (boot_.cert) {
         auto zap = ZapAuthenticator::start(reactor_, context_, boot_.cert->public_key);
         if (!zap)
@@ -303,8 +305,14 @@ void Overlay::on_hello(uint32_t rank, const Message& msg) {
     child.uuid = uuid;
     child.last_seen = Clock::now();
     child.report.reset();
-    Message ok = Message::response_to(
-        msg, {{"rank", boot_.rank}, {"sequence", last_event_sequence_}, {"protocol", boot_.protocol}});
+    // No sequence while this broker knows none (it started again and has
+    // not joined its parent yet): a 0 would make the child take it for a
+    // rank 0 that numbers anew, renumber its subtree, and deliver again
+    // what it had.
+    nlohmann::json answer = {{"rank", boot_.rank}, {"protocol", boot_.protocol}};
+    if (last_event_sequence_)
+        answer["sequence"] = *last_event_sequence_;
+    Message ok = Message::response_to(msg, std::move(answer));
     (void)send_frames(*router_, encode(ok), &identity);
     router_reader_->poke();
     if (!was_up)
@@ -597,7 +605,9 @@ void Overlay::on_hello_response(const Message& msg) {
         return;
     }
     auto body = msg.json();
-    uint32_t sequence = body ? json_field(*body, "sequence", 0u).value_or(0u) : 0u;
+    std::optional<uint32_t> sequence;
+    if (body && body->contains("sequence"))
+        sequence = json_field(*body, "sequence", 0u).value_or(0u);
     // A parent of protocol 1 checks no protocol: this side does.
     uint32_t protocol = body ? json_field(*body, "protocol", 1u).value_or(1u) : 1u;
     if (!protocols_interoperate(protocol, boot_.protocol)) {
@@ -613,7 +623,8 @@ void Overlay::on_hello_response(const Message& msg) {
     // What this broker's children are told at their hello: a broker that
     // started again would tell them 0, and they would take it for a rank 0
     // that numbers anew and deliver again what they had.
-    last_event_sequence_ = sequence;
+    if (sequence)
+        last_event_sequence_ = sequence;
     backoff_ = Duration::zero();
     log::info("overlay", "joined parent rank {} at {}", *boot_.parent(), boot_.parent_uri);
     last_report_.reset();

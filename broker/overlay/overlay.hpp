@@ -52,8 +52,9 @@ struct OverlayCallbacks {
     // `why` completes "rank N is ...": lost, offline, restarted,
     // reconnecting (...).
     std::function<void(uint32_t rank, std::string_view why)> on_peer_reset;
-    // The parent answered hello; `sequence` is its last event sequence.
-    std::function<void(uint32_t sequence)> on_parent_ready;
+    // The parent answered hello; `sequence` is its last event sequence,
+    // none from a parent that has not joined its own since it started.
+    std::function<void(std::optional<uint32_t> sequence)> on_parent_ready;
     std::function<void(bool keep_jobs)> on_shutdown_request;  // SHUTDOWN from the parent
     // RENUMBER from the parent: rank 0 started again and numbers events
     // from `sequence` + 1.
@@ -167,7 +168,9 @@ class Overlay {
     Timer heartbeat_timer_;
     Timer health_timer_;
     std::optional<SubtreeStates> last_report_;
-    uint32_t last_event_sequence_ = 0;
+    // What a child's hello is answered with: unknown to a broker that has
+    // not joined its parent since it started (rank 0: known, from 0).
+    std::optional<uint32_t> last_event_sequence_;
     EndpointResolver resolver_;  // last: its answers may touch everything above
 };
 
