@@ -113,6 +113,15 @@ Result<JobEvent> JobEvent::from_json(const nlohmann::json& j) {
     return JobEvent{*timestamp, *name, *context};
 }
 
+Result<std::optional<double>> read_reattach_timeout(const nlohmann::json& system) {
+    if (!system.contains("reattach-timeout"))
+        return std::optional<double>();
+    auto wait = json_field<double>(system, "reattach-timeout", 0, "attributes.system");
+    if (!wait || !std::isfinite(*wait) || *wait < 0)
+        return make_error(EINVAL, "attributes.system.reattach-timeout: expected seconds, 0 or more");
+    return std::optional<double>(*wait);
+}
+
 Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& queues) {
     const auto& system = json_object_at(spec, {"attributes", "system"});
     nlohmann::json for_sched{{"version", json_field<int64_t>(spec, "version", 1).value_or(1)},
@@ -178,12 +187,9 @@ Result<void> Job::read_jobspec(const nlohmann::json& spec, const NamedQueues& qu
     if (!requeue)
         return requeue.error();
     requeue_on_node_failure = *requeue;
-    if (system.contains("reattach-timeout")) {
-        auto wait = json_field<double>(system, "reattach-timeout", 0, "attributes.system");
-        if (!wait || !std::isfinite(*wait) || *wait < 0)
-            return make_error(EINVAL, "attributes.system.reattach-timeout: expected seconds, 0 or more");
-        reattach_timeout = *wait;
-    }
+    // Refused at submit; a job stored before the key was read (any value
+    // was kept) reads back without it, not as a broken job.
+    reattach_timeout = read_reattach_timeout(system).value_or(std::nullopt);
     // An array's indexes, checked against the configured limits at submit
     // (a stored one is read whatever the limits are now).
     if (system.contains("array") && array_id == 0) {

@@ -54,6 +54,10 @@ struct Dependency {
     std::string given;  // the target as the jobspec wrote it (38, f38): errors echo it
 };
 
+// attributes.system.reattach-timeout (Job::reattach_timeout): seconds, 0
+// or more; none when the key is absent.
+Result<std::optional<double>> read_reattach_timeout(const nlohmann::json& system);
+
 constexpr int kDefaultUrgency = 16;
 constexpr int kMaxGuestUrgency = 16;
 // Levels of brackets a submitted jobspec may nest (its own mapping is one).

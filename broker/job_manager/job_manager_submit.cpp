@@ -183,6 +183,8 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
     }
     if (auto mail = read_mail_request(system); !mail)
         return broker_.respond_error(req, EINVAL, "jobspec: " + mail.error().message);
+    if (auto wait = read_reattach_timeout(system); !wait)
+        return broker_.respond_error(req, EINVAL, "jobspec: " + wait.error().message);
     Job job;
     if (auto r = job.read_jobspec(spec, queues_); !r)
         return broker_.respond_error(req, EINVAL, "jobspec: " + r.error().message);

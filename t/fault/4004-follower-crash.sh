@@ -105,7 +105,11 @@ check_output "the eventlog says its own tolerance ran out" \
 start_broker "$T_DIR/c.toml" 1
 wait_for "rank 1 is back" 30 all_up 2
 wait_for "its task on rank 1 is killed: none left" 15 tasks_are 0
-check_fails "a tolerance that is no duration is refused in one line" \
+check_output "by the rank, told by rank 0 (its shell still waited)" \
+    "$id: rank 0 has no such job running on rank 1" cat "$T_DIR/rank-1.log"
+check_output "a tolerance that is no duration is refused in one line" "^1$" \
+    sh -c "banyan submit --reattach-timeout=soon true 2>&1 | wc -l"
+check_fails "... saying why" \
     "^banyan submit: --reattach-timeout soon: not a duration" banyan submit --reattach-timeout=soon true
 check_fails "so is a negative one in the jobspec, at submit" \
     "^banyan submit: jobspec: attributes.system.reattach-timeout: expected seconds, 0 or more$" \

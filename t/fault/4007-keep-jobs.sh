@@ -16,6 +16,8 @@ tasks_are() { waiting_tasks_are "$T_DIR/go-$marker" "$1"; }
 # 1. banyan shutdown --keep-jobs, then every broker started again, in
 # either order (banyan-shutdown(1)).
 for order in "1 0" "0 1"; do
+    # (This pass's lines only: the brokers append, O_APPEND, to emptied logs.)
+    for rank in 0 1; do : >"$T_DIR/rank-$rank.log"; done
     job_on_both
     check "banyan shutdown --keep-jobs" banyan shutdown --keep-jobs
     no_brokers_left "every broker exited" "$T_DIR"
@@ -24,9 +26,12 @@ for order in "1 0" "0 1"; do
         cat "$T_DIR/rank-0.log"
     check_output "rank 1 left its shell running" "leaving 1 job shells running, to be re-attached" \
         cat "$T_DIR/rank-1.log"
-    for rank in $order; do start_broker "$T_DIR/c.toml" "$rank"; done
-    wait_for "both brokers are back, started in the order $order" 30 all_up 2
-    wait_for "rank 1 re-attached its shell" 20 grep -q "$id: re-attached its shell" "$T_DIR/rank-1.log"
+    for rank in $order; do
+        start_broker "$T_DIR/c.toml" "$rank"
+        wait_for "rank $rank, started first or second ($order), re-attached its shell" 20 \
+            grep -q "$id: re-attached its shell" "$T_DIR/rank-$rank.log"
+    done
+    wait_for "both brokers are back" 30 all_up 2
     check "both tasks still run" tasks_are 2
     runs_on_to_its_end
 done
