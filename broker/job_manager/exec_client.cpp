@@ -287,9 +287,11 @@ void ExecClient::reattach(Job& job, const IdSet& online, std::string r_text) {
 // A rank lost while its job runs may be a broker that restarts: its shells
 // outlive it and wait to be adopted (shell.md §8). The job waits for the
 // rank up to exec.reattach-timeout (or its own --reattach-timeout, when
-// shorter) instead of failing at once, unless it asked to be requeued. A rank online already (it restarted before it
-// was seen lost: its new self replaced the old) is asked again at once; one whose ask failed is waited for until it is
-// back (ranks_back()), not asked in a loop. The deadline holds until the rank has heard the ask (it answers exec.go).
+// shorter) instead of failing at once, unless it asked to be requeued. A
+// rank online already (it restarted before it was seen lost: its new self
+// replaced the old) is asked again at once; one whose ask failed is waited
+// for until it is back (ranks_back()), not asked in a loop. The deadline
+// holds until the rank has heard the ask (it answers exec.go).
 bool ExecClient::wait_for_rank(Job& job, Execution& ex, uint32_t rank, const std::string& why) {
     if (job.state != JobState::run || ex.failed || job.requeue_on_node_failure)
         return false;

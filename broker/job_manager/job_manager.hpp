@@ -93,8 +93,10 @@ class JobManager final : private JobTable {
     void submit(const Message& req, nlohmann::json body);
     // Every check of the job manager's own passed: could it ever run here
     // (sched.feasibility)? Then stored.
-    void check_feasibility(const Message& req, nlohmann::json body, Job job, const std::string& signature);
-    void store_submission(const Message& req, const nlohmann::json& spec, Job job, const std::string& signature);
+    // `text`: the jobspec as stored (stored_text).
+    void check_feasibility(const Message& req, nlohmann::json body, std::string text, Job job,
+                           const std::string& signature);
+    void store_submission(const Message& req, std::string text, Job job, const std::string& signature);
     void answered_barrier(const Message& req, const std::function<void()>& fn);
     void drop_unstored(const std::vector<JobId>& ids, const Error& error);
     void on_list(const Message& req);

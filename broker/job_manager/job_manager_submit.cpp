@@ -141,9 +141,11 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
         return broker_.respond_error(req, EPERM,
                                      fmt::format("urgency {}: only the instance owner may go above {}", *urgency,
                                                  kMaxGuestUrgency));
-    // As it will be stored: the text as submitted, where a key given twice
-    // (the parse keeps the last) may hide a deeper first.
-    if (json_depth(stored_text(*req.payload, spec), kMaxJobspecDepth) > kMaxJobspecDepth)
+    // The text stored once every check passes, made here once. Its depth
+    // is counted in it: a key given twice (the parse keeps the last) may
+    // hide a deeper first.
+    std::string stored = stored_text(*req.payload, spec);
+    if (json_depth(stored, kMaxJobspecDepth) > kMaxJobspecDepth)
         return broker_.respond_error(req, EINVAL,
                                      fmt::format("jobspec: nested deeper than {} levels", kMaxJobspecDepth));
     // Jobs are version 1 jobspecs, held to RFC 25 as Flux holds them (the
@@ -219,20 +221,22 @@ void JobManager::submit(const Message& req, nlohmann::json body_json) {
     }
     job.urgency = static_cast<int>(*urgency);
     if (job.reservation.empty())
-        return check_feasibility(req, std::move(body_json), std::move(job), *signature);
+        return check_feasibility(req, std::move(body_json), std::move(stored), std::move(job), *signature);
     // A job in an advance reservation: may this user's job run in it?
     nlohmann::json ask = {{"name", job.reservation}, {"userid", req.userid}, {"bank", job.bank},
                           {"owner", is_owner(req)}};
     broker_.rpc(Message::request("reservation.check", std::move(ask), 0),
-                [this, req, body = std::move(body_json), job = std::move(job), signature = *signature](
-                    const Message& resp) mutable {
+                [this, req, body = std::move(body_json), stored = std::move(stored), job = std::move(job),
+                 signature = *signature](const Message& resp) mutable {
                     if (resp.errnum)
                         return broker_.respond_error(req, resp.errnum, resp.error_text());
-                    answered_barrier(req, [&] { check_feasibility(req, std::move(body), std::move(job), signature); });
+                    answered_barrier(req, [&] {
+                        check_feasibility(req, std::move(body), std::move(stored), std::move(job), signature);
+                    });
                 });
 }
 
-void JobManager::check_feasibility(const Message& req, nlohmann::json body_json, Job job,
+void JobManager::check_feasibility(const Message& req, nlohmann::json body_json, std::string text, Job job,
                                    const std::string& signature) {
     const nlohmann::json& spec = body_json["jobspec"];
     const auto& system = json_object_at(spec, {"attributes", "system"});
@@ -248,22 +252,19 @@ void JobManager::check_feasibility(const Message& req, nlohmann::json body_json,
         if (system.contains(key))
             feasible_spec["attributes"]["system"][key] = system[key];
     broker_.rpc(Message::request("sched.feasibility", {{"jobspec", std::move(feasible_spec)}}, 0),
-                [this, req, body = std::move(body_json), job = std::move(job), signature](
-                    const Message& resp) mutable {
+                [this, req, text = std::move(text), job = std::move(job), signature](const Message& resp) mutable {
                     // (ENOSYS: no scheduler loaded here; sched.alloc decides.)
                     if (resp.errnum && resp.errnum != ENOSYS)
                         return broker_.respond_error(req, resp.errnum, resp.error_text());
-                    answered_barrier(req, [&] { store_submission(req, body["jobspec"], std::move(job), signature); });
+                    answered_barrier(req, [&] { store_submission(req, std::move(text), std::move(job), signature); });
                 });
 }
 
 // The submission, every check passed: stored, then acknowledged.
-void JobManager::store_submission(const Message& req, const nlohmann::json& spec, Job job,
-                                  const std::string& signature) {
+void JobManager::store_submission(const Message& req, std::string text, Job job, const std::string& signature) {
     job.id = ids_.next();
     job.userid = req.userid;
     job.t_submit = wall_now();
-    std::string text = stored_text(*req.payload, spec);
     db_->add_job(job.id, job.userid, job.t_submit, text, signature);
     if (job.array) {  // its elements are made from these
         job.array->jobspec = std::move(text);
